@@ -1,0 +1,112 @@
+# prowl: whole-host eBPF sampling CPU profiler.
+# `make` builds build/prowl; `make deps` installs Debian 12 build/test packages.
+
+O        ?= build
+SAN      ?= 0
+CC       ?= cc
+CLANG    ?= clang
+BPFTOOL  ?= bpftool
+PROTOC_C ?= protoc-c
+VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+GIT_REV  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+
+ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+
+CFLAGS   ?= -O2 -g
+CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
+	    -D_GNU_SOURCE -DPROWL_VERSION='"$(VERSION)"' -DPROWL_GIT_REV='"$(GIT_REV)"'
+INCLUDES := -I$(O) -I$(O)/proto -Ibpf -Ilib -Iagent -Isymbolizer
+LDLIBS   := -lbpf -ldw -lelf -lprotobuf-c -lz -lcurl -lyaml -lmicrohttpd -lsystemd -lpthread -lm
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+LIB_SRCS   := $(wildcard lib/*.c) $(wildcard symbolizer/*.c) $(filter-out agent/main.c,$(wildcard agent/*.c))
+PROTOS     := $(wildcard proto/*.proto)
+PROTO_OBJS := $(patsubst proto/%.proto,$(O)/obj/proto/%.pb-c.o,$(PROTOS))
+PROTO_HDRS := $(patsubst proto/%.proto,$(O)/proto/%.pb-c.h,$(PROTOS))
+LIB_OBJS   := $(patsubst %.c,$(O)/obj/%.o,$(LIB_SRCS)) $(PROTO_OBJS)
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
+WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
+
+.SECONDARY:
+.PHONY: all clean deps test unit e2e bench san-test install workloads tools
+all: $(O)/prowl
+
+$(O)/vmlinux.h:
+	@mkdir -p $(@D)
+	@test -r /sys/kernel/btf/vmlinux || { echo "error: /sys/kernel/btf/vmlinux missing: the build host's kernel must have BTF (CONFIG_DEBUG_INFO_BTF=y)"; exit 1; }
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+
+$(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/prowl.h $(O)/vmlinux.h
+	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -I$(O) -Ibpf -c $< -o $@
+
+$(O)/prowl.skel.h: $(O)/prowl.bpf.o
+	$(BPFTOOL) gen skeleton $< name prowl_bpf > $@.tmp && mv $@.tmp $@
+
+# All of proto/ is compiled in one protoc-c call, since the files import each other.
+$(O)/proto/.stamp: $(PROTOS)
+	@mkdir -p $(O)/proto
+	$(PROTOC_C) --proto_path=proto --c_out=$(O)/proto $(PROTOS)
+	@touch $@
+
+$(O)/proto/%.pb-c.c $(O)/proto/%.pb-c.h: $(O)/proto/.stamp
+	@:
+
+$(O)/obj/proto/%.pb-c.o: $(O)/proto/%.pb-c.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Wno-unused-parameter $(INCLUDES) -c $< -o $@
+
+$(O)/obj/%.o: %.c $(PROTO_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
+
+# Only the sample stage includes the BPF skeleton.
+$(O)/obj/agent/sample.o: $(O)/prowl.skel.h
+
+$(O)/prowl: $(O)/obj/agent/main.o $(LIB_OBJS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(O)/tests/%: tests/unit/%.c $(LIB_OBJS) $(PROTO_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS) -lcmocka
+
+# Test workloads: each file says in its header how it must be built.
+$(O)/workloads/%: tests/workloads/%.c
+	@mkdir -p $(@D)
+	$(CC) $$(sed -n 's|^/\* *BUILD: *\(.*\) *\*/|\1|p' $<) -o $@ $< $$(sed -n 's|^/\* *LIBS: *\(.*\) *\*/|\1|p' $<)
+
+workloads: $(WORKLOADS)
+
+# Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
+# independent reader the tests check prowl's pprof output with.
+$(O)/tools/pprof:
+	@mkdir -p $(@D) $(O)/gocache
+	GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$(abspath $(O))/gocache go build -o $@ github.com/google/pprof
+
+tools: $(O)/tools/pprof
+
+unit: $(UNIT_BINS)
+
+deps:
+	packaging/install-deps.sh
+
+test: all unit workloads tools
+	tests/run.sh
+
+san-test:
+	$(MAKE) O=build-san SAN=1 all unit workloads tools
+	PROWL_BUILD=build-san tests/run.sh --quick
+
+bench: all workloads
+	tests/bench/run.sh
+
+install: all
+	install -D -m 0755 $(O)/prowl $(DESTDIR)/usr/local/bin/prowl
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,121 @@
+/* aggregate_priv.h: the aggregate stage's internal layout, shared only with the
+ * encoders (encode_pprof.c, encode_folded.c), which read it and never write it. */
+#ifndef PROWL_AGGREGATE_PRIV_H
+#define PROWL_AGGREGATE_PRIV_H
+
+#include "aggregate.h"
+#include "intern.h"
+
+#include <string.h>
+
+/* All *_str fields are ids in profile.strings; 0 means "" (never interned), so
+ * a string id is also its index in the pprof string table. Every per-id array
+ * below is indexed by the id (1..n) of the matching intern table; slot 0 unused. */
+
+struct prof_map {
+	uint64_t start, limit, offset;
+	uint32_t filename_str, build_id_str;
+	bool is_main, is_kernel;
+};
+
+/* Also the interning key of a function, hence the explicit padding. */
+struct prof_func {
+	uint32_t name_str, system_name_str, file_str, _pad;
+	int64_t start_line;
+};
+
+struct prof_line {
+	uint32_t function_id;
+	int64_t line;
+};
+
+struct prof_loc {
+	uint64_t addr;
+	uint32_t mapping_id; /* 0 when the address is in no known mapping */
+	uint32_t first_line; /* index into profile.lines */
+	uint32_t nlines;     /* innermost first */
+	bool symbolized;
+};
+
+/* Also the interning key of a label set (a sorted array of these). */
+struct prof_label {
+	uint32_t key_str, str_str, num_unit_str, _pad;
+	int64_t num;
+};
+
+struct prof_lset {
+	uint32_t first_label; /* index into profile.labels */
+	uint32_t nlabels;
+};
+
+struct profile {
+	struct intern *strings;
+	struct intern *mappings;  /* key: the caller's uint64_t mapping key */
+	struct intern *functions; /* key: struct prof_func */
+	struct intern *locations; /* key: struct prof_loc_key */
+	struct intern *labelsets; /* key: sorted struct prof_label[] */
+	struct intern *stacks;    /* key: uint32_t loc_ids[], leaf first */
+	struct intern *samples;   /* key: struct prof_sample_key */
+
+	struct prof_map *maps;
+	struct prof_func *funcs;
+	struct prof_loc *locs;
+	struct prof_lset *lsets;
+	uint32_t *stack_nsym; /* symbolized locations in each stack */
+	int64_t *counts;      /* per sample (label set, stack) id */
+	uint32_t maps_cap, funcs_cap, locs_cap, lsets_cap, stacks_cap, counts_cap;
+
+	struct prof_line *lines;
+	struct prof_label *labels;
+	uint32_t *comments; /* string ids */
+	uint32_t nlines, lines_cap, nlabels, labels_cap, ncomments, comments_cap;
+
+	uint32_t main_mapping; /* 0 when no mapping was added with is_main */
+	int64_t period, time_nanos, duration_nanos;
+	uint64_t total_samples, frames, frames_symbolized;
+};
+
+struct prof_loc_key {
+	uint64_t addr;
+	uint32_t mapping_id, _pad;
+};
+
+struct prof_sample_key {
+	uint32_t labelset_id; /* 0 for no labels */
+	uint32_t stack_id;
+};
+
+/* Interned keys are not aligned, so they are read through memcpy. */
+static inline struct prof_sample_key profile_sample_key(const struct profile *p, uint32_t sample_id)
+{
+	struct prof_sample_key k;
+
+	memcpy(&k, intern_key(p->samples, sample_id, NULL), sizeof(k));
+	return k;
+}
+
+/* Raw location ids of a stack (leaf first) and their number; see stack_loc(). */
+static inline const unsigned char *profile_stack(const struct profile *p, uint32_t stack_id, size_t *ret_n)
+{
+	size_t len;
+	const unsigned char *raw = intern_key(p->stacks, stack_id, &len);
+
+	*ret_n = len / sizeof(uint32_t);
+	return raw;
+}
+
+static inline uint32_t stack_loc(const unsigned char *raw, size_t i)
+{
+	uint32_t id;
+
+	memcpy(&id, raw + i * sizeof(id), sizeof(id));
+	return id;
+}
+
+/* The C string of a string id; "" for 0. */
+static inline const char *profile_str(const struct profile *p, uint32_t str_id)
+{
+	return str_id ? intern_str(p->strings, str_id) : "";
+}
+
+#endif

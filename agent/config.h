@@ -1,0 +1,97 @@
+/* config.h: the configuration of `prowl agent`: flags, PROWL_* environment variables
+ * and a YAML file merged (flags > env > file > defaults) into one validated struct. */
+#ifndef PROWL_CONFIG_H
+#define PROWL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "export.h"
+#include "log.h"
+
+enum unwind_mode { UNWIND_FP = 0, UNWIND_DWARF };
+enum log_format { LOG_FORMAT_LOGFMT = 0, LOG_FORMAT_JSON };
+/* Pyroscope's /ingest (pprof upload) or its connect API /push.v1.PusherService/Push. */
+enum pyroscope_api { PYROSCOPE_API_INGEST = 0, PYROSCOPE_API_PUSH };
+
+/* A static series label; name matches [a-zA-Z_][a-zA-Z0-9_]* and is not reserved. */
+struct config_label {
+	char *name;
+	char *value;
+};
+
+struct dir_exporter_config {
+	bool enabled;
+	char *path;              /* never NULL after load: default <state_dir>/profiles */
+	uint64_t max_age_ms;     /* files older than this are removed */
+	uint64_t max_size_bytes; /* oldest files removed past this total */
+};
+
+/* An HTTP exporter is enabled exactly when its URL is set. In target, empty
+ * strings are NULL, the URL has no trailing '/', and files named were readable at load. */
+struct http_exporter_config {
+	bool enabled;
+	struct http_target target;
+};
+
+struct agent_config {
+	uint32_t frequency;      /* Hz per CPU, 1-1000 */
+	uint32_t interval_ms;    /* export window, 1s-1h */
+	bool idle;               /* keep samples of idle CPUs */
+	bool per_thread;         /* tid/thread_name sample labels */
+	enum unwind_mode unwind;
+	char *hostname;          /* never NULL after load: default gethostname() */
+	struct config_label *labels;
+	size_t nlabels;
+	char *state_dir;
+
+	struct {
+		enum log_level level;
+		enum log_format format;
+	} log;
+
+	struct {
+		bool enabled;
+		char *address;   /* "host:port", "[v6]:port" or ":port" (all interfaces) */
+	} metrics;
+
+	struct {
+		uint32_t max_series;
+		uint32_t max_stacks_per_window;
+		uint32_t symbol_cache_entries;
+		uint32_t max_processes;
+		uint32_t shutdown_flush_ms;
+	} limits;
+
+	struct {
+		struct dir_exporter_config dir;
+		struct http_exporter_config pyroscope, otlp, parca;
+		enum pyroscope_api pyroscope_api;
+	} exporters;
+
+	char *config_path;       /* --config or PROWL_CONFIG; NULL when none */
+	bool check;              /* --check: validate, print, exit 0 */
+};
+
+/* Parses argv (argv[0] = "agent"), envp (NULL: environ) and the YAML file named by
+ * --config or PROWL_CONFIG into *ret (overwritten, not freed first). Returns 0; 1 when
+ * --help was printed on stdout (caller exits 0); or -EINVAL after logging exactly one
+ * error line naming the file:line and key, the variable or the option (caller exits 2);
+ * -ENOMEM likewise. On error *ret is left zeroed. Unknown PROWL_* variables are warned
+ * about, one line each. Re-entrant (resets getopt), so a SIGHUP reload may call it again
+ * with a fresh struct and swap on success. */
+int agent_config_load(int argc, char **argv, char **envp, struct agent_config *ret);
+
+/* Writes the effective configuration as YAML that agent_config_load accepts back;
+ * secrets (basic_password, bearer_token) are shown as "***". */
+void agent_config_print(const struct agent_config *c, FILE *f);
+
+/* Frees what c owns and zeroes it; accepts a zeroed struct. */
+void agent_config_free(struct agent_config *c);
+
+/* The usage text of `prowl agent --help`. */
+extern const char agent_config_usage[];
+
+#endif

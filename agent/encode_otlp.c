@@ -1,0 +1,886 @@
+/* encode_otlp.c: serialises an export batch to an OTLP ExportProfilesServiceRequest
+ * with one shared dictionary and one ResourceProfiles per (series, process). */
+#include "encode_otlp.h"
+#include "aggregate_priv.h"
+#include "export.h"
+
+#include "otlp_profiles_service.pb-c.h"
+
+#include <errno.h>
+#include <stdalign.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef PROWL_VERSION
+#define PROWL_VERSION "0.0.0"
+#endif
+
+typedef Opentelemetry__Proto__Collector__Profiles__V1development__ExportProfilesServiceRequest pb_request;
+typedef Opentelemetry__Proto__Profiles__V1development__ProfilesDictionary pb_dict;
+typedef Opentelemetry__Proto__Profiles__V1development__ResourceProfiles pb_resprof;
+typedef Opentelemetry__Proto__Profiles__V1development__ScopeProfiles pb_scopeprof;
+typedef Opentelemetry__Proto__Profiles__V1development__Profile pb_profile;
+typedef Opentelemetry__Proto__Profiles__V1development__Sample pb_sample;
+typedef Opentelemetry__Proto__Profiles__V1development__Stack pb_stack;
+typedef Opentelemetry__Proto__Profiles__V1development__Location pb_location;
+typedef Opentelemetry__Proto__Profiles__V1development__Line pb_line;
+typedef Opentelemetry__Proto__Profiles__V1development__Function pb_function;
+typedef Opentelemetry__Proto__Profiles__V1development__Mapping pb_mapping;
+typedef Opentelemetry__Proto__Profiles__V1development__Link pb_link;
+typedef Opentelemetry__Proto__Profiles__V1development__ValueType pb_value_type;
+typedef Opentelemetry__Proto__Profiles__V1development__KeyValueAndUnit pb_kvu;
+typedef Opentelemetry__Proto__Resource__V1__Resource pb_resource;
+typedef Opentelemetry__Proto__Common__V1__InstrumentationScope pb_scope;
+typedef Opentelemetry__Proto__Common__V1__KeyValue pb_kv;
+typedef Opentelemetry__Proto__Common__V1__AnyValue pb_any;
+
+#define PB(name) OPENTELEMETRY__PROTO__PROFILES__V1DEVELOPMENT__##name##__INIT
+
+/* Interning keys of the shared dictionary. Explicit padding keeps them free of
+ * indeterminate bytes; intern keys are unaligned, so they are read by memcpy. */
+enum { ATTR_STR = 1, ATTR_INT = 3 }; /* AnyValue field numbers */
+
+struct attr_key {
+	int32_t key_str, unit_str, kind, str;
+	int64_t num;
+};
+
+struct map_key {
+	uint64_t start, limit, offset;
+	int32_t filename_str, attr; /* attr: build id attribute, 0 if none */
+};
+
+struct func_key {
+	int32_t name_str, system_name_str, filename_str, _pad;
+	int64_t start_line;
+};
+
+/* A location key is this header followed by nlines struct line_key. */
+struct loc_head {
+	uint64_t addr;
+	int32_t mapping, attr; /* attr: profile.frame.type */
+	uint32_t nlines, _pad;
+};
+
+struct line_key {
+	int32_t function, _pad;
+	int64_t line;
+};
+
+/* One resource: a series and a process within it. */
+struct res_key {
+	uint32_t series;
+	int32_t pname_str; /* process.executable.name, 0 if unknown */
+	int32_t has_pid, _pad;
+	int64_t pid;
+};
+
+/* Samples are identified by {stack, attributes, link} within their resource;
+ * the link is always 0 here. */
+struct sample_key {
+	uint32_t res, attrset; /* ids in otlp_build.res / .attrsets */
+	int32_t stack, _pad;
+};
+
+/* A bump allocator for the message tree, freed at once. */
+struct arena_chunk {
+	struct arena_chunk *next;
+	size_t used, cap;
+	alignas(max_align_t) unsigned char data[];
+};
+
+struct otlp_build {
+	struct intern *strs;     /* non-empty strings; id == string_table index */
+	struct intern *attrs;    /* struct attr_key; id == attribute_table index */
+	struct intern *maps;     /* struct map_key; id == mapping_table index */
+	struct intern *funcs;    /* struct func_key; id == function_table index */
+	struct intern *locs;     /* loc_head + lines; id == location_table index */
+	struct intern *stacks;   /* int32 location indices; id == stack_table index */
+	struct intern *attrsets; /* sorted int32 attribute indices of a sample */
+	struct intern *res;      /* struct res_key; id - 1 == resource_profiles index */
+	struct intern *samples;  /* struct sample_key */
+	int64_t *counts;         /* per sample id */
+	uint32_t counts_cap;
+	int32_t frame_native, frame_kernel; /* profile.frame.type attributes */
+	unsigned char *scratch;  /* a location key being built */
+	size_t scratch_cap;
+	struct arena_chunk *arena;
+};
+
+/* Per-series translation of the profile's ids to dictionary indices; 0 means
+ * "not translated yet" since every translated id is at least 1. */
+struct series_map {
+	const struct profile *p;
+	int32_t *str_of, *map_of, *func_of, *loc_of, *stack_of;
+	struct {
+		uint32_t res, attrset;
+	} *lset_of;
+};
+
+static void *arena_alloc(struct otlp_build *b, size_t n, size_t count)
+{
+	const size_t align = alignof(max_align_t);
+	struct arena_chunk *c = b->arena;
+	size_t size;
+	void *ret;
+
+	if (count && n > SIZE_MAX / count)
+		return NULL;
+	size = (n * count + align - 1) & ~(align - 1);
+	if (!size)
+		size = align;
+	if (!c || c->cap - c->used < size) {
+		size_t cap = size > 65536 ? size : 65536;
+
+		c = malloc(sizeof(*c) + cap);
+		if (!c)
+			return NULL;
+		c->cap = cap;
+		c->used = 0;
+		c->next = b->arena;
+		b->arena = c;
+	}
+	ret = c->data + c->used;
+	c->used += size;
+	memset(ret, 0, size);
+	return ret;
+}
+
+#define ARENA_NEW(b, ptr, count) ((ptr) = arena_alloc((b), sizeof(*(ptr)), (count)))
+
+static void otlp_build_free(struct otlp_build *b)
+{
+	intern_free(b->strs);
+	intern_free(b->attrs);
+	intern_free(b->maps);
+	intern_free(b->funcs);
+	intern_free(b->locs);
+	intern_free(b->stacks);
+	intern_free(b->attrsets);
+	intern_free(b->res);
+	intern_free(b->samples);
+	free(b->counts);
+	free(b->scratch);
+	while (b->arena) {
+		struct arena_chunk *n = b->arena->next;
+
+		free(b->arena);
+		b->arena = n;
+	}
+}
+
+/* Dictionary index of a string; NULL and "" are 0. */
+static int dict_str(struct otlp_build *b, const char *s, int32_t *ret)
+{
+	uint32_t id;
+	int err;
+
+	if (!s || !*s) {
+		*ret = 0;
+		return 0;
+	}
+	err = intern_put_str(b->strs, s, &id);
+	if (err)
+		return err;
+	if (id > INT32_MAX)
+		return -E2BIG;
+	*ret = (int32_t)id;
+	return 0;
+}
+
+static int dict_put(struct intern *t, const void *key, size_t len, int32_t *ret)
+{
+	uint32_t id;
+	int err = intern_put(t, key, len, &id, NULL);
+
+	if (err)
+		return err;
+	if (id > INT32_MAX)
+		return -E2BIG;
+	*ret = (int32_t)id;
+	return 0;
+}
+
+static int dict_attr_str(struct otlp_build *b, const char *key, const char *val, int32_t *ret)
+{
+	struct attr_key k = { .kind = ATTR_STR };
+	int err = dict_str(b, key, &k.key_str);
+
+	if (!err)
+		err = dict_str(b, val, &k.str);
+	if (!err)
+		err = dict_put(b->attrs, &k, sizeof(k), ret);
+	return err;
+}
+
+static int dict_attr_int(struct otlp_build *b, const char *key, int64_t val, const char *unit, int32_t *ret)
+{
+	struct attr_key k = { .kind = ATTR_INT, .num = val };
+	int err = dict_str(b, key, &k.key_str);
+
+	if (!err)
+		err = dict_str(b, unit, &k.unit_str);
+	if (!err)
+		err = dict_put(b->attrs, &k, sizeof(k), ret);
+	return err;
+}
+
+static int series_str(struct otlp_build *b, struct series_map *m, uint32_t id, int32_t *ret)
+{
+	int err = 0;
+
+	if (id && !m->str_of[id])
+		err = dict_str(b, profile_str(m->p, id), &m->str_of[id]);
+	*ret = id ? m->str_of[id] : 0;
+	return err;
+}
+
+static int series_mapping(struct otlp_build *b, struct series_map *m, uint32_t id, int32_t *ret)
+{
+	const struct prof_map *pm;
+	struct map_key k = {};
+	int err;
+
+	if (!id || m->map_of[id]) {
+		*ret = id ? m->map_of[id] : 0;
+		return 0;
+	}
+	pm = &m->p->maps[id];
+	k.start = pm->start;
+	k.limit = pm->limit;
+	k.offset = pm->offset;
+	err = series_str(b, m, pm->filename_str, &k.filename_str);
+	if (!err && pm->build_id_str)
+		err = dict_attr_str(b, "process.executable.build_id.gnu", profile_str(m->p, pm->build_id_str), &k.attr);
+	if (!err)
+		err = dict_put(b->maps, &k, sizeof(k), &m->map_of[id]);
+	*ret = m->map_of[id];
+	return err;
+}
+
+static int series_function(struct otlp_build *b, struct series_map *m, uint32_t id, int32_t *ret)
+{
+	const struct prof_func *f = &m->p->funcs[id];
+	struct func_key k = { .start_line = f->start_line };
+	int err = 0;
+
+	if (!m->func_of[id]) {
+		err = series_str(b, m, f->name_str, &k.name_str);
+		if (!err)
+			err = series_str(b, m, f->system_name_str, &k.system_name_str);
+		if (!err)
+			err = series_str(b, m, f->file_str, &k.filename_str);
+		if (!err)
+			err = dict_put(b->funcs, &k, sizeof(k), &m->func_of[id]);
+	}
+	*ret = m->func_of[id];
+	return err;
+}
+
+static int series_location(struct otlp_build *b, struct series_map *m, uint32_t id, int32_t *ret)
+{
+	const struct prof_loc *l = &m->p->locs[id];
+	struct loc_head h = { .addr = l->addr, .nlines = l->nlines };
+	size_t len = sizeof(h) + (size_t)l->nlines * sizeof(struct line_key);
+	int err;
+
+	if (m->loc_of[id]) {
+		*ret = m->loc_of[id];
+		return 0;
+	}
+	if (len > b->scratch_cap) {
+		unsigned char *s = realloc(b->scratch, len);
+
+		if (!s)
+			return -ENOMEM;
+		b->scratch = s;
+		b->scratch_cap = len;
+	}
+	err = series_mapping(b, m, l->mapping_id, &h.mapping);
+	if (err)
+		return err;
+	h.attr = l->mapping_id && m->p->maps[l->mapping_id].is_kernel ? b->frame_kernel : b->frame_native;
+	for (uint32_t i = 0; i < l->nlines; i++) {
+		const struct prof_line *pl = &m->p->lines[l->first_line + i];
+		struct line_key lk = { .line = pl->line };
+
+		err = series_function(b, m, pl->function_id, &lk.function);
+		if (err)
+			return err;
+		memcpy(b->scratch + sizeof(h) + i * sizeof(lk), &lk, sizeof(lk));
+	}
+	memcpy(b->scratch, &h, sizeof(h));
+	err = dict_put(b->locs, b->scratch, len, &m->loc_of[id]);
+	*ret = m->loc_of[id];
+	return err;
+}
+
+/* An empty stack is the zero Stack, index 0. */
+static int series_stack(struct otlp_build *b, struct series_map *m, uint32_t id, int32_t *ret)
+{
+	const unsigned char *raw;
+	int32_t *idx;
+	size_t n;
+	int err = 0;
+
+	if (m->stack_of[id]) {
+		*ret = m->stack_of[id];
+		return 0;
+	}
+	raw = profile_stack(m->p, id, &n);
+	if (!n) {
+		*ret = 0;
+		return 0;
+	}
+	idx = malloc(n * sizeof(*idx));
+	if (!idx)
+		return -ENOMEM;
+	for (size_t i = 0; i < n && !err; i++)
+		err = series_location(b, m, stack_loc(raw, i), &idx[i]);
+	if (!err)
+		err = dict_put(b->stacks, idx, n * sizeof(*idx), &m->stack_of[id]);
+	free(idx);
+	*ret = m->stack_of[id];
+	return err;
+}
+
+static int int32_cmp(const void *a, const void *b)
+{
+	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Splits a label set into its resource (pid, process name) and the sample's
+ * attributes (thread.id, thread.name and any other label under its own key). */
+static int series_labelset(struct otlp_build *b, struct series_map *m, uint32_t series, uint32_t id,
+			   uint32_t *ret_res, uint32_t *ret_attrset)
+{
+	const struct prof_lset *ls = id ? &m->p->lsets[id] : NULL;
+	uint32_t nlabels = ls ? ls->nlabels : 0;
+	struct res_key rk = { .series = series };
+	int32_t *attrs = NULL;
+	size_t nattrs = 0;
+	int err = 0;
+
+	if (m->lset_of[id].res) {
+		*ret_res = m->lset_of[id].res;
+		*ret_attrset = m->lset_of[id].attrset;
+		return 0;
+	}
+	attrs = malloc((nlabels ? nlabels : 1) * sizeof(*attrs));
+	if (!attrs)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < nlabels && !err; i++) {
+		const struct prof_label *l = &m->p->labels[ls->first_label + i];
+		const char *key = profile_str(m->p, l->key_str);
+		const char *str = l->str_str ? profile_str(m->p, l->str_str) : NULL;
+
+		if (!strcmp(key, "pid") && !str) {
+			rk.has_pid = 1;
+			rk.pid = l->num;
+		} else if (!strcmp(key, "process_name") && str) {
+			err = dict_str(b, str, &rk.pname_str);
+		} else if (!strcmp(key, "tid") && !str) {
+			err = dict_attr_int(b, "thread.id", l->num, NULL, &attrs[nattrs++]);
+		} else if (!strcmp(key, "thread_name") && str) {
+			err = dict_attr_str(b, "thread.name", str, &attrs[nattrs++]);
+		} else if (str) {
+			err = dict_attr_str(b, key, str, &attrs[nattrs++]);
+		} else {
+			err = dict_attr_int(b, key, l->num, profile_str(m->p, l->num_unit_str), &attrs[nattrs++]);
+		}
+	}
+	if (err)
+		goto out;
+	qsort(attrs, nattrs, sizeof(*attrs), int32_cmp);
+	err = intern_put(b->res, &rk, sizeof(rk), ret_res, NULL);
+	if (!err)
+		err = intern_put(b->attrsets, attrs, nattrs * sizeof(*attrs), ret_attrset, NULL);
+	if (err)
+		goto out;
+	m->lset_of[id].res = *ret_res;
+	m->lset_of[id].attrset = *ret_attrset;
+out:
+	free(attrs);
+	return err;
+}
+
+static int add_series(struct otlp_build *b, uint32_t series, const struct profile *p)
+{
+	uint32_t nsamples = intern_count(p->samples);
+	struct series_map m = { .p = p };
+	int err = 0;
+
+	m.str_of = calloc((size_t)intern_count(p->strings) + 1, sizeof(*m.str_of));
+	m.map_of = calloc((size_t)intern_count(p->mappings) + 1, sizeof(*m.map_of));
+	m.func_of = calloc((size_t)intern_count(p->functions) + 1, sizeof(*m.func_of));
+	m.loc_of = calloc((size_t)intern_count(p->locations) + 1, sizeof(*m.loc_of));
+	m.stack_of = calloc((size_t)intern_count(p->stacks) + 1, sizeof(*m.stack_of));
+	m.lset_of = calloc((size_t)intern_count(p->labelsets) + 1, sizeof(*m.lset_of));
+	if (!m.str_of || !m.map_of || !m.func_of || !m.loc_of || !m.stack_of || !m.lset_of) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (uint32_t i = 1; i <= nsamples; i++) {
+		struct prof_sample_key pk = profile_sample_key(p, i);
+		struct sample_key k = {};
+		uint32_t sid;
+		bool added;
+
+		if (p->counts[i] <= 0)
+			continue;
+		err = series_labelset(b, &m, series, pk.labelset_id, &k.res, &k.attrset);
+		if (!err)
+			err = series_stack(b, &m, pk.stack_id, &k.stack);
+		if (!err)
+			err = intern_put(b->samples, &k, sizeof(k), &sid, &added);
+		if (err)
+			goto out;
+		if (sid >= b->counts_cap) {
+			uint32_t cap = b->counts_cap ? b->counts_cap * 2 : 256;
+			int64_t *c;
+
+			if (cap <= sid || cap > UINT32_MAX / 4) {
+				err = -E2BIG;
+				goto out;
+			}
+			c = realloc(b->counts, (size_t)cap * sizeof(*c));
+			if (!c) {
+				err = -ENOMEM;
+				goto out;
+			}
+			b->counts = c;
+			b->counts_cap = cap;
+		}
+		if (added)
+			b->counts[sid] = 0;
+		b->counts[sid] += p->counts[i];
+	}
+out:
+	free(m.str_of);
+	free(m.map_of);
+	free(m.func_of);
+	free(m.loc_of);
+	free(m.stack_of);
+	free(m.lset_of);
+	return err;
+}
+
+static const char *series_label(const struct export_series *s, const char *name)
+{
+	for (size_t i = 0; i < s->nlabels; i++)
+		if (s->labels[i].name && !strcmp(s->labels[i].name, name))
+			return s->labels[i].value;
+	return NULL;
+}
+
+/* A string KeyValue; the strings are the batch's or the dictionary's, which
+ * outlive the message. */
+static pb_kv *kv_str(struct otlp_build *b, const char *key, const char *val)
+{
+	pb_kv *kv;
+	pb_any *v;
+
+	if (!ARENA_NEW(b, kv, 1) || !ARENA_NEW(b, v, 1))
+		return NULL;
+	*kv = (pb_kv)OPENTELEMETRY__PROTO__COMMON__V1__KEY_VALUE__INIT;
+	*v = (pb_any)OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
+	kv->key = (char *)key;
+	kv->value = v;
+	v->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+	v->string_value = (char *)(val ? val : "");
+	return kv;
+}
+
+static pb_kv *kv_int(struct otlp_build *b, const char *key, int64_t val)
+{
+	pb_kv *kv = kv_str(b, key, NULL);
+
+	if (!kv)
+		return NULL;
+	kv->value->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE;
+	kv->value->int_value = val;
+	return kv;
+}
+
+/* Resource attributes: service.name, host.name, process.executable.name,
+ * process.pid, the series' other labels, container.id. */
+static int build_resource(struct otlp_build *b, const struct export_series *s, const struct res_key *rk,
+			  const char *hostname, pb_resource **ret)
+{
+	const char *service = series_label(s, "service_name"), *host = series_label(s, "host_name");
+	const char *container = series_label(s, "container_id");
+	pb_resource *r;
+	pb_kv **kvs;
+	size_t n = 0;
+
+	if (!ARENA_NEW(b, r, 1) || !ARENA_NEW(b, kvs, s->nlabels + 5))
+		return -ENOMEM;
+	*r = (pb_resource)OPENTELEMETRY__PROTO__RESOURCE__V1__RESOURCE__INIT;
+	kvs[n++] = kv_str(b, "service.name", service && *service ? service : "unknown_service");
+	kvs[n++] = kv_str(b, "host.name", host && *host ? host : hostname);
+	if (rk->pname_str)
+		kvs[n++] = kv_str(b, "process.executable.name", intern_str(b->strs, (uint32_t)rk->pname_str));
+	if (rk->has_pid)
+		kvs[n++] = kv_int(b, "process.pid", rk->pid);
+	for (size_t i = 0; i < s->nlabels; i++) {
+		const char *name = s->labels[i].name;
+
+		if (!name || !*name || !strcmp(name, "service_name") || !strcmp(name, "host_name") ||
+		    !strcmp(name, "container_id"))
+			continue;
+		kvs[n++] = kv_str(b, name, s->labels[i].value);
+	}
+	if (container && *container)
+		kvs[n++] = kv_str(b, "container.id", container);
+	for (size_t i = 0; i < n; i++)
+		if (!kvs[i])
+			return -ENOMEM;
+	r->n_attributes = n;
+	r->attributes = kvs;
+	*ret = r;
+	return 0;
+}
+
+static void random_bytes(uint8_t *buf, size_t len)
+{
+	static uint64_t counter;
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = getrandom(buf + got, len - got, GRND_NONBLOCK);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	/* Without entropy yet, ids only need to be distinct, not secret. */
+	while (got < len) {
+		struct timespec ts;
+		uint64_t x[3];
+		uint64_t h;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		x[0] = (uint64_t)ts.tv_sec;
+		x[1] = (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+		x[2] = __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED);
+		h = hash_bytes(x, sizeof(x));
+		for (int i = 0; i < 8 && got < len; i++)
+			buf[got++] = (uint8_t)(h >> (8 * i));
+	}
+}
+
+/* The message tree: dictionary tables from the intern tables, then one
+ * ResourceProfiles per resource with its samples. */
+struct build_ctx {
+	const struct export_batch *batch;
+	int64_t period, time, duration; /* batch values, profile fallbacks below */
+	pb_value_type sample_type, period_type;
+	char hostname[256];
+};
+
+static int build_dictionary(struct otlp_build *b, pb_dict *d)
+{
+	static char empty[] = "";
+	uint32_t nstr = intern_count(b->strs), nattr = intern_count(b->attrs);
+	uint32_t nmap = intern_count(b->maps), nfunc = intern_count(b->funcs);
+	uint32_t nloc = intern_count(b->locs), nstack = intern_count(b->stacks);
+	pb_kvu *attrs;
+	pb_any *anys;
+	pb_mapping *maps;
+	pb_function *funcs;
+	pb_location *locs;
+	pb_stack *stacks;
+	pb_link *link;
+
+	if (!ARENA_NEW(b, d->string_table, (size_t)nstr + 1) ||
+	    !ARENA_NEW(b, d->attribute_table, (size_t)nattr + 1) || !ARENA_NEW(b, attrs, (size_t)nattr + 1) ||
+	    !ARENA_NEW(b, anys, (size_t)nattr + 1) ||
+	    !ARENA_NEW(b, d->mapping_table, (size_t)nmap + 1) || !ARENA_NEW(b, maps, (size_t)nmap + 1) ||
+	    !ARENA_NEW(b, d->function_table, (size_t)nfunc + 1) || !ARENA_NEW(b, funcs, (size_t)nfunc + 1) ||
+	    !ARENA_NEW(b, d->location_table, (size_t)nloc + 1) || !ARENA_NEW(b, locs, (size_t)nloc + 1) ||
+	    !ARENA_NEW(b, d->stack_table, (size_t)nstack + 1) || !ARENA_NEW(b, stacks, (size_t)nstack + 1) ||
+	    !ARENA_NEW(b, d->link_table, 1) || !ARENA_NEW(b, link, 1))
+		return -ENOMEM;
+
+	d->n_string_table = (size_t)nstr + 1;
+	d->string_table[0] = empty;
+	for (uint32_t i = 1; i <= nstr; i++)
+		d->string_table[i] = (char *)intern_str(b->strs, i);
+
+	d->n_attribute_table = (size_t)nattr + 1;
+	attrs[0] = (pb_kvu)PB(KEY_VALUE_AND_UNIT);
+	d->attribute_table[0] = &attrs[0];
+	for (uint32_t i = 1; i <= nattr; i++) {
+		struct attr_key k;
+
+		attrs[i] = (pb_kvu)PB(KEY_VALUE_AND_UNIT);
+		d->attribute_table[i] = &attrs[i];
+		memcpy(&k, intern_key(b->attrs, i, NULL), sizeof(k));
+		anys[i] = (pb_any)OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__INIT;
+		if (k.kind == ATTR_STR) {
+			anys[i].value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+			anys[i].string_value = d->string_table[k.str];
+		} else {
+			anys[i].value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE;
+			anys[i].int_value = k.num;
+		}
+		attrs[i].key_strindex = k.key_str;
+		attrs[i].unit_strindex = k.unit_str;
+		attrs[i].value = &anys[i];
+	}
+
+	d->n_mapping_table = (size_t)nmap + 1;
+	maps[0] = (pb_mapping)PB(MAPPING);
+	d->mapping_table[0] = &maps[0];
+	for (uint32_t i = 1; i <= nmap; i++) {
+		struct map_key k;
+
+		maps[i] = (pb_mapping)PB(MAPPING);
+		d->mapping_table[i] = &maps[i];
+		memcpy(&k, intern_key(b->maps, i, NULL), sizeof(k));
+		maps[i].memory_start = k.start;
+		maps[i].memory_limit = k.limit;
+		maps[i].file_offset = k.offset;
+		maps[i].filename_strindex = k.filename_str;
+		if (k.attr) {
+			if (!ARENA_NEW(b, maps[i].attribute_indices, 1))
+				return -ENOMEM;
+			maps[i].attribute_indices[0] = k.attr;
+			maps[i].n_attribute_indices = 1;
+		}
+	}
+
+	d->n_function_table = (size_t)nfunc + 1;
+	funcs[0] = (pb_function)PB(FUNCTION);
+	d->function_table[0] = &funcs[0];
+	for (uint32_t i = 1; i <= nfunc; i++) {
+		struct func_key k;
+
+		funcs[i] = (pb_function)PB(FUNCTION);
+		d->function_table[i] = &funcs[i];
+		memcpy(&k, intern_key(b->funcs, i, NULL), sizeof(k));
+		funcs[i].name_strindex = k.name_str;
+		funcs[i].system_name_strindex = k.system_name_str;
+		funcs[i].filename_strindex = k.filename_str;
+		funcs[i].start_line = k.start_line;
+	}
+
+	d->n_location_table = (size_t)nloc + 1;
+	locs[0] = (pb_location)PB(LOCATION);
+	d->location_table[0] = &locs[0];
+	for (uint32_t i = 1; i <= nloc; i++) {
+		const unsigned char *raw = intern_key(b->locs, i, NULL);
+		struct loc_head h;
+		pb_line *lines;
+
+		locs[i] = (pb_location)PB(LOCATION);
+		d->location_table[i] = &locs[i];
+		memcpy(&h, raw, sizeof(h));
+		locs[i].mapping_index = h.mapping;
+		locs[i].address = h.addr;
+		if (!ARENA_NEW(b, locs[i].attribute_indices, 1) || !ARENA_NEW(b, lines, h.nlines) ||
+		    !ARENA_NEW(b, locs[i].lines, h.nlines))
+			return -ENOMEM;
+		locs[i].attribute_indices[0] = h.attr;
+		locs[i].n_attribute_indices = 1;
+		locs[i].n_lines = h.nlines;
+		for (uint32_t l = 0; l < h.nlines; l++) {
+			struct line_key lk;
+
+			memcpy(&lk, raw + sizeof(h) + l * sizeof(lk), sizeof(lk));
+			lines[l] = (pb_line)PB(LINE);
+			lines[l].function_index = lk.function;
+			lines[l].line = lk.line;
+			locs[i].lines[l] = &lines[l];
+		}
+	}
+
+	d->n_stack_table = (size_t)nstack + 1;
+	stacks[0] = (pb_stack)PB(STACK);
+	d->stack_table[0] = &stacks[0];
+	for (uint32_t i = 1; i <= nstack; i++) {
+		size_t len;
+		const void *raw = intern_key(b->stacks, i, &len);
+
+		stacks[i] = (pb_stack)PB(STACK);
+		d->stack_table[i] = &stacks[i];
+		stacks[i].n_location_indices = len / sizeof(int32_t);
+		if (!ARENA_NEW(b, stacks[i].location_indices, stacks[i].n_location_indices))
+			return -ENOMEM;
+		memcpy(stacks[i].location_indices, raw, len);
+	}
+
+	*link = (pb_link)PB(LINK);
+	d->link_table[0] = link;
+	d->n_link_table = 1;
+	return 0;
+}
+
+static int build_profiles(struct otlp_build *b, struct build_ctx *c, pb_request *req)
+{
+	const struct export_batch *batch = c->batch;
+	uint32_t nres = intern_count(b->res), nsamples = intern_count(b->samples);
+	uint32_t *first, *fill;
+	pb_sample *samples, **sample_ptrs;
+	uint8_t *ids;
+	int err = 0;
+
+	if (!ARENA_NEW(b, first, (size_t)nres + 2) || !ARENA_NEW(b, fill, (size_t)nres + 1) ||
+	    !ARENA_NEW(b, samples, nsamples) || !ARENA_NEW(b, sample_ptrs, nsamples) ||
+	    !ARENA_NEW(b, ids, (size_t)nres * 16) || !ARENA_NEW(b, req->resource_profiles, nres))
+		return -ENOMEM;
+	random_bytes(ids, (size_t)nres * 16);
+
+	/* Group the samples by resource (counting sort, sample id order kept). */
+	for (uint32_t i = 1; i <= nsamples; i++) {
+		struct sample_key k;
+
+		memcpy(&k, intern_key(b->samples, i, NULL), sizeof(k));
+		first[k.res + 1]++;
+	}
+	for (uint32_t r = 1; r <= nres + 1; r++)
+		first[r] += first[r - 1];
+	memcpy(fill, first, ((size_t)nres + 1) * sizeof(*fill));
+	for (uint32_t i = 1; i <= nsamples; i++) {
+		struct sample_key k;
+		pb_sample *s;
+		size_t len;
+		const void *raw;
+
+		memcpy(&k, intern_key(b->samples, i, NULL), sizeof(k));
+		s = &samples[fill[k.res]];
+		sample_ptrs[fill[k.res]++] = s;
+		*s = (pb_sample)PB(SAMPLE);
+		s->stack_index = k.stack;
+		raw = intern_key(b->attrsets, k.attrset, &len);
+		s->n_attribute_indices = len / sizeof(int32_t);
+		if (!ARENA_NEW(b, s->values, 1) || !ARENA_NEW(b, s->attribute_indices, s->n_attribute_indices))
+			return -ENOMEM;
+		memcpy(s->attribute_indices, raw, len);
+		s->values[0] = b->counts[i];
+		s->n_values = 1;
+	}
+
+	for (uint32_t r = 1; r <= nres; r++) {
+		const struct export_series *series;
+		const struct profile *p;
+		struct res_key rk;
+		pb_resprof *rp;
+		pb_scopeprof *sp;
+		pb_scope *scope;
+		pb_profile *prof;
+
+		memcpy(&rk, intern_key(b->res, r, NULL), sizeof(rk));
+		series = &batch->series[rk.series];
+		p = series->prof;
+		if (!ARENA_NEW(b, rp, 1) || !ARENA_NEW(b, sp, 1) || !ARENA_NEW(b, scope, 1) ||
+		    !ARENA_NEW(b, prof, 1) || !ARENA_NEW(b, rp->scope_profiles, 1) ||
+		    !ARENA_NEW(b, sp->profiles, 1))
+			return -ENOMEM;
+		*rp = (pb_resprof)PB(RESOURCE_PROFILES);
+		*sp = (pb_scopeprof)PB(SCOPE_PROFILES);
+		*scope = (pb_scope)OPENTELEMETRY__PROTO__COMMON__V1__INSTRUMENTATION_SCOPE__INIT;
+		*prof = (pb_profile)PB(PROFILE);
+		err = build_resource(b, series, &rk, c->hostname, &rp->resource);
+		if (err)
+			return err;
+		scope->name = (char *)"prowl";
+		scope->version = (char *)PROWL_VERSION;
+		sp->scope = scope;
+		sp->n_profiles = 1;
+		sp->profiles[0] = prof;
+		rp->n_scope_profiles = 1;
+		rp->scope_profiles[0] = sp;
+
+		prof->sample_type = &c->sample_type;
+		prof->period_type = &c->period_type;
+		prof->period = c->period > 0 ? c->period : p->period;
+		prof->time_unix_nano = (uint64_t)(c->time > 0 ? c->time : p->time_nanos);
+		prof->duration_nano = (uint64_t)(c->duration > 0 ? c->duration : p->duration_nanos);
+		prof->profile_id.data = ids + (size_t)(r - 1) * 16;
+		prof->profile_id.len = 16;
+		prof->n_samples = first[r + 1] - first[r];
+		prof->samples = prof->n_samples ? &sample_ptrs[first[r]] : NULL;
+		req->resource_profiles[r - 1] = rp;
+	}
+	req->n_resource_profiles = nres;
+	return 0;
+}
+
+int encode_otlp(const struct export_batch *batch, uint8_t **ret_buf, size_t *ret_len)
+{
+	pb_request req = OPENTELEMETRY__PROTO__COLLECTOR__PROFILES__V1DEVELOPMENT__EXPORT_PROFILES_SERVICE_REQUEST__INIT;
+	pb_dict dict = PB(PROFILES_DICTIONARY);
+	struct otlp_build b = {};
+	struct build_ctx c = { .batch = batch };
+	uint8_t *buf = NULL;
+	size_t len;
+	int err;
+
+	if (!batch || !ret_buf || !ret_len || (batch->nseries && !batch->series) || batch->nseries > UINT32_MAX)
+		return -EINVAL;
+	b.strs = intern_new();
+	b.attrs = intern_new();
+	b.maps = intern_new();
+	b.funcs = intern_new();
+	b.locs = intern_new();
+	b.stacks = intern_new();
+	b.attrsets = intern_new();
+	b.res = intern_new();
+	b.samples = intern_new();
+	if (!b.strs || !b.attrs || !b.maps || !b.funcs || !b.locs || !b.stacks || !b.attrsets ||
+	    !b.res || !b.samples) {
+		err = -ENOMEM;
+		goto out;
+	}
+	c.sample_type = (pb_value_type)PB(VALUE_TYPE);
+	c.period_type = (pb_value_type)PB(VALUE_TYPE);
+	err = dict_attr_str(&b, "profile.frame.type", "native", &b.frame_native);
+	if (!err)
+		err = dict_attr_str(&b, "profile.frame.type", "kernel", &b.frame_kernel);
+	/* The value types' strings. */
+	if (!err)
+		err = dict_str(&b, "samples", &c.sample_type.type_strindex);
+	if (!err)
+		err = dict_str(&b, "count", &c.sample_type.unit_strindex);
+	if (!err)
+		err = dict_str(&b, "cpu", &c.period_type.type_strindex);
+	if (!err)
+		err = dict_str(&b, "nanoseconds", &c.period_type.unit_strindex);
+	for (size_t i = 0; i < batch->nseries && !err; i++)
+		if (batch->series[i].prof)
+			err = add_series(&b, (uint32_t)i, batch->series[i].prof);
+	if (err)
+		goto out;
+
+	c.period = batch->period_ns;
+	c.time = batch->start_unix_ns;
+	c.duration = batch->end_unix_ns - batch->start_unix_ns;
+	if (gethostname(c.hostname, sizeof(c.hostname) - 1) < 0 || !c.hostname[0])
+		strcpy(c.hostname, "unknown");
+
+	err = build_dictionary(&b, &dict);
+	if (!err)
+		err = build_profiles(&b, &c, &req);
+	if (err)
+		goto out;
+	req.dictionary = &dict;
+
+	len = opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__get_packed_size(&req);
+	buf = malloc(len ? len : 1);
+	if (!buf) {
+		err = -ENOMEM;
+		goto out;
+	}
+	opentelemetry__proto__collector__profiles__v1development__export_profiles_service_request__pack(&req, buf);
+	*ret_buf = buf;
+	*ret_len = len;
+out:
+	otlp_build_free(&b);
+	return err;
+}

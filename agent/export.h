@@ -1,0 +1,74 @@
+/* export.h: the export stage's common interface. Each backend (local directory,
+ * Pyroscope, OTLP, Parca) encodes a window's series and hands bytes to its sender. */
+#ifndef PROWL_EXPORT_H
+#define PROWL_EXPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct profile;
+
+/* A series label (Prometheus style name=value). */
+struct series_label {
+	const char *name;
+	const char *value;
+};
+
+/* One series of one window: the series' labels (service_name, host_name, static
+ * labels...) and its aggregated profile. Sample labels (pid, process_name, tid,
+ * thread_name) live inside the profile's label sets. */
+struct export_series {
+	const struct series_label *labels;
+	size_t nlabels;
+	const struct profile *prof;
+};
+
+/* Everything gathered in one export window. */
+struct export_batch {
+	const struct export_series *series;
+	size_t nseries;
+	int64_t start_unix_ns, end_unix_ns; /* wall-clock window */
+	int64_t period_ns;                  /* 1e9 / frequency */
+};
+
+/* Connection options shared by the HTTP backends. Strings may be NULL. */
+struct http_target {
+	char *url;              /* base URL, e.g. http://127.0.0.1:4040 */
+	char *basic_user;
+	char *basic_password;   /* secret */
+	char *bearer_token;     /* secret */
+	char *tenant;           /* X-Scope-OrgID */
+	char *ca_file;
+	char *cert_file, *key_file;
+	bool insecure_skip_verify;
+	uint32_t timeout_ms;     /* per request; default 10000 */
+	uint64_t buffer_bytes;   /* queue cap; default 64 MiB; oldest dropped past it */
+	uint32_t max_retries;    /* 0 = retry until dropped by the buffer cap */
+};
+
+/* Delivery counters, per exporter. */
+struct export_stats {
+	uint64_t sent, retried, dropped, failed; /* requests */
+	uint64_t bytes_sent;
+	uint64_t queue_items, queue_bytes;
+};
+
+struct exporter;
+
+struct exporter_ops {
+	const char *kind; /* "dir", "pyroscope", "otlp", "parca" */
+	/* Encodes and queues the batch; never blocks on the network. */
+	int (*submit)(struct exporter *e, const struct export_batch *b);
+	/* Waits until the queue is empty or deadline_ms passed; returns items left. */
+	int (*flush)(struct exporter *e, uint32_t deadline_ms);
+	void (*get_stats)(struct exporter *e, struct export_stats *ret);
+	void (*free)(struct exporter *e);
+};
+
+struct exporter {
+	const struct exporter_ops *ops;
+	char *name; /* for logs and metrics, e.g. "pyroscope" */
+};
+
+#endif

@@ -1,0 +1,281 @@
+/* export_dir.c: writes each series of a window to <dir>/<service>/<time>-<hash>.pb.gz
+ * atomically, and prunes the oldest files past the age or total-size limit. */
+#include "export_dir.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "encode.h"
+#include "export_file.h"
+#include "intern.h"
+#include "log.h"
+
+struct dir_file {
+	char *path;
+	int64_t mtime_ns;
+	uint64_t size;
+};
+
+struct exporter_dir {
+	struct exporter base;
+	struct export_dir_opts o;
+	char *root;
+	struct dir_file *files; /* every file we know of, any order */
+	size_t nfiles, cap;
+	uint64_t total_bytes;
+	struct export_stats st;
+	uint64_t pruned;
+};
+
+static int mkdir_p(const char *path)
+{
+	char *p, *tmp = strdup(path);
+	int r = 0;
+
+	if (!tmp)
+		return -ENOMEM;
+	for (p = tmp + 1;; p++) {
+		if (*p == '/' || !*p) {
+			char c = *p;
+
+			*p = 0;
+			if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
+				r = -errno;
+				break;
+			}
+			if (!c)
+				break;
+			*p = c;
+		}
+	}
+	free(tmp);
+	return r;
+}
+
+static int track(struct exporter_dir *d, const char *path, int64_t mtime_ns, uint64_t size)
+{
+	if (d->nfiles == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 256;
+		struct dir_file *f = realloc(d->files, cap * sizeof(*f));
+
+		if (!f)
+			return -ENOMEM;
+		d->files = f;
+		d->cap = cap;
+	}
+	d->files[d->nfiles].path = strdup(path);
+	if (!d->files[d->nfiles].path)
+		return -ENOMEM;
+	d->files[d->nfiles].mtime_ns = mtime_ns;
+	d->files[d->nfiles].size = size;
+	d->nfiles++;
+	d->total_bytes += size;
+	return 0;
+}
+
+/* Learns what earlier runs left, so retention covers them too (two levels deep). */
+static void scan(struct exporter_dir *d, const char *dir, int depth)
+{
+	DIR *dp = opendir(dir);
+	struct dirent *de;
+
+	if (!dp)
+		return;
+	while ((de = readdir(dp))) {
+		char path[4096];
+		struct stat st;
+		size_t n = strlen(de->d_name);
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		if (lstat(path, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode) && depth == 0)
+			scan(d, path, 1);
+		else if (S_ISREG(st.st_mode) && n > 6 && strcmp(de->d_name + n - 6, ".pb.gz") == 0)
+			track(d, path, (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec, st.st_size);
+		else if (S_ISREG(st.st_mode) && strstr(de->d_name, ".prowl-tmp."))
+			unlink(path); /* a temporary file of a run that crashed */
+	}
+	closedir(dp);
+}
+
+static int cmp_age(const void *a, const void *b)
+{
+	const struct dir_file *x = a, *y = b;
+
+	return x->mtime_ns < y->mtime_ns ? -1 : x->mtime_ns > y->mtime_ns;
+}
+
+static void prune(struct exporter_dir *d, int64_t now_ns)
+{
+	size_t i = 0;
+
+	qsort(d->files, d->nfiles, sizeof(*d->files), cmp_age);
+	for (; i < d->nfiles; i++) {
+		struct dir_file *f = &d->files[i];
+		bool too_old = d->o.max_age_ns && now_ns - f->mtime_ns > (int64_t)d->o.max_age_ns;
+		bool too_big = d->o.max_bytes && d->total_bytes > d->o.max_bytes;
+
+		if (!too_old && !too_big)
+			break;
+		if (unlink(f->path) < 0 && errno != ENOENT)
+			log_warn("dir: cannot remove old profile %s: %s", f->path, strerror(errno));
+		d->total_bytes -= f->size;
+		d->pruned++;
+		free(f->path);
+	}
+	memmove(d->files, d->files + i, (d->nfiles - i) * sizeof(*d->files));
+	d->nfiles -= i;
+}
+
+/* A file-name-safe version of a label value. */
+static void safe_name(char *dst, size_t n, const char *s)
+{
+	size_t i = 0;
+
+	for (; *s && i + 1 < n; s++, i++) {
+		bool ok = isalnum((unsigned char)*s) || *s == '-' || *s == '_' || (*s == '.' && i > 0);
+
+		dst[i] = ok ? *s : '_';
+	}
+	dst[i] = 0;
+	if (!i)
+		snprintf(dst, n, "unknown");
+}
+
+static const char *label_of(const struct export_series *s, const char *name)
+{
+	for (size_t i = 0; i < s->nlabels; i++)
+		if (strcmp(s->labels[i].name, name) == 0)
+			return s->labels[i].value;
+	return NULL;
+}
+
+static int dir_submit(struct exporter *e, const struct export_batch *b)
+{
+	struct exporter_dir *d = (struct exporter_dir *)e;
+	time_t t = b->start_unix_ns / 1000000000;
+	char stamp[32], svc[128], dir[4096], path[4400];
+	struct timespec now;
+	struct tm tm;
+	int ret = 0;
+
+	gmtime_r(&t, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	for (size_t i = 0; i < b->nseries; i++) {
+		const struct export_series *s = &b->series[i];
+		uint64_t h = 0;
+		uint8_t *buf;
+		size_t len;
+		int r;
+
+		for (size_t k = 0; k < s->nlabels; k++) {
+			h = h * 31 + hash_bytes(s->labels[k].name, strlen(s->labels[k].name));
+			h = h * 31 + hash_bytes(s->labels[k].value, strlen(s->labels[k].value));
+		}
+		safe_name(svc, sizeof(svc), label_of(s, "service_name") ?: "unknown");
+		snprintf(dir, sizeof(dir), "%s/%s", d->root, svc);
+		snprintf(path, sizeof(path), "%s/%s-%08" PRIx32 ".pb.gz", dir, stamp, (uint32_t)h);
+		r = mkdir_p(dir);
+		if (r == 0)
+			r = encode_pprof(s->prof, &buf, &len);
+		if (r == 0) {
+			r = export_file_write(path, buf, len);
+			free(buf);
+		}
+		if (r < 0) {
+			d->st.failed++;
+			ret = log_error_errno(r, "dir: cannot write %s", path);
+			continue;
+		}
+		clock_gettime(CLOCK_REALTIME, &now);
+		track(d, path, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, len);
+		d->st.sent++;
+		d->st.bytes_sent += len;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	prune(d, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
+	return ret;
+}
+
+static int dir_flush(struct exporter *e, uint32_t deadline_ms)
+{
+	(void)e;
+	(void)deadline_ms;
+	return 0; /* writes are synchronous */
+}
+
+static void dir_get_stats(struct exporter *e, struct export_stats *ret)
+{
+	struct exporter_dir *d = (struct exporter_dir *)e;
+
+	*ret = d->st;
+	ret->dropped = d->pruned; /* files removed by retention */
+	ret->queue_items = d->nfiles;
+	ret->queue_bytes = d->total_bytes;
+}
+
+static void dir_free(struct exporter *e)
+{
+	struct exporter_dir *d = (struct exporter_dir *)e;
+
+	if (!d)
+		return;
+	for (size_t i = 0; i < d->nfiles; i++)
+		free(d->files[i].path);
+	free(d->files);
+	free(d->root);
+	free(d->base.name);
+	free(d);
+}
+
+static const struct exporter_ops dir_ops = {
+	.kind = "dir",
+	.submit = dir_submit,
+	.flush = dir_flush,
+	.get_stats = dir_get_stats,
+	.free = dir_free,
+};
+
+int exporter_dir_new(const struct export_dir_opts *o, struct exporter **ret)
+{
+	struct exporter_dir *d = calloc(1, sizeof(*d));
+	struct timespec now;
+	int r;
+
+	if (!d)
+		return -ENOMEM;
+	d->base.ops = &dir_ops;
+	d->o = *o;
+	d->root = strdup(o->path);
+	d->base.name = strdup("dir");
+	if (!d->root || !d->base.name) {
+		dir_free(&d->base);
+		return -ENOMEM;
+	}
+	d->o.path = d->root;
+	r = mkdir_p(d->root);
+	if (r == 0 && access(d->root, W_OK) < 0)
+		r = -errno;
+	if (r < 0) {
+		log_error("dir: cannot use profile directory %s: %s: set exporters.dir.path or state_dir to a writable directory",
+			  d->root, strerror(-r));
+		dir_free(&d->base);
+		return r;
+	}
+	scan(d, d->root, 0);
+	clock_gettime(CLOCK_REALTIME, &now);
+	prune(d, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
+	*ret = &d->base;
+	return 0;
+}

@@ -1,0 +1,300 @@
+/* export_parca.c: the Parca exporter: encodes each series to gzip'ed pprof and queues
+ * one JSON WriteRaw request per window (base64 profiles) on its sender. */
+#include "export_parca.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregate.h"
+#include "encode.h"
+#include "log.h"
+#include "sender.h"
+
+#define NAME_LABEL      "__name__"
+#define SERVICE_LABEL   "service_name"
+#define DEFAULT_SERVICE "unknown_service"
+/* Parca requires __name__. Its own eBPF agent names on-CPU profiles
+ * "parca_agent_cpu", and Parca's UI lists and pre-selects profile types by that
+ * name, so prowl's profiles appear next to (and compare with) the agent's. */
+#define PROFILE_NAME    "parca_agent_cpu"
+#define WRITERAW_PATH   "/api/profiles/writeraw"
+
+struct exporter_parca {
+	struct exporter base;
+	struct sender *snd;
+};
+
+static const char *label_of(const struct export_series *s, const char *name)
+{
+	for (size_t i = 0; i < s->nlabels; i++)
+		if (s->labels[i].name && strcmp(s->labels[i].name, name) == 0)
+			return s->labels[i].value;
+	return NULL;
+}
+
+static bool has_samples(const struct export_series *s)
+{
+	struct profile_stats st;
+
+	if (!s->prof)
+		return false;
+	profile_get_stats(s->prof, &st);
+	return st.samples > 0;
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not valid. */
+static size_t utf8_len(const unsigned char *s)
+{
+	unsigned char c = s[0];
+	size_t n;
+	uint32_t cp;
+
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		n = 2;
+		cp = c & 0x1f;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		n = 3;
+		cp = c & 0x0f;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		n = 4;
+		cp = c & 0x07;
+	} else {
+		return 0;
+	}
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0; /* also stops at the terminating NUL */
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+/* Writes s as a JSON string; invalid UTF-8 bytes become U+FFFD. */
+static void put_json_string(FILE *f, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+
+	fputc('"', f);
+	while (*s) {
+		size_t n;
+
+		switch (*s) {
+		case '"':
+			fputs("\\\"", f);
+			break;
+		case '\\':
+			fputs("\\\\", f);
+			break;
+		case '\n':
+			fputs("\\n", f);
+			break;
+		case '\r':
+			fputs("\\r", f);
+			break;
+		case '\t':
+			fputs("\\t", f);
+			break;
+		default:
+			if (*s < 0x20) {
+				fprintf(f, "\\u%04x", *s);
+				break;
+			}
+			n = utf8_len(s);
+			if (n == 0) {
+				fputs("\\ufffd", f);
+				break;
+			}
+			fwrite(s, 1, n, f);
+			s += n;
+			continue;
+		}
+		s++;
+	}
+	fputc('"', f);
+}
+
+/* Standard base64 with padding (RFC 4648 section 4). */
+static void put_base64(FILE *f, const uint8_t *p, size_t len)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char out[4];
+
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)p[i] << 16;
+		size_t left = len - i;
+
+		if (left > 1)
+			v |= (uint32_t)p[i + 1] << 8;
+		if (left > 2)
+			v |= p[i + 2];
+		out[0] = tab[(v >> 18) & 63];
+		out[1] = tab[(v >> 12) & 63];
+		out[2] = left > 1 ? tab[(v >> 6) & 63] : '=';
+		out[3] = left > 2 ? tab[v & 63] : '=';
+		fwrite(out, 1, 4, f);
+	}
+}
+
+static void put_label(FILE *f, bool first, const char *name, const char *value)
+{
+	if (!first)
+		fputc(',', f);
+	fputs("{\"name\":", f);
+	put_json_string(f, name);
+	fputs(",\"value\":", f);
+	put_json_string(f, value);
+	fputc('}', f);
+}
+
+static int put_series(FILE *f, const struct export_series *s)
+{
+	const char *svc = label_of(s, SERVICE_LABEL);
+	uint8_t *buf;
+	size_t len;
+	int r;
+
+	r = encode_pprof(s->prof, &buf, &len);
+	if (r < 0)
+		return r;
+	fputs("{\"labels\":{\"labels\":[", f);
+	put_label(f, true, NAME_LABEL, PROFILE_NAME);
+	put_label(f, false, SERVICE_LABEL, svc && *svc ? svc : DEFAULT_SERVICE);
+	for (size_t i = 0; i < s->nlabels; i++) {
+		const struct series_label *l = &s->labels[i];
+
+		if (!l->name || !*l->name || !l->value || !*l->value || strcmp(l->name, NAME_LABEL) == 0 ||
+		    strcmp(l->name, SERVICE_LABEL) == 0)
+			continue;
+		put_label(f, false, l->name, l->value);
+	}
+	fputs("]},\"samples\":[{\"rawProfile\":\"", f);
+	put_base64(f, buf, len);
+	fputs("\"}]}", f);
+	free(buf);
+	return 0;
+}
+
+static int parca_submit(struct exporter *e, const struct export_batch *b)
+{
+	struct exporter_parca *p = (struct exporter_parca *)e;
+	struct sender_request *req = NULL;
+	char *json = NULL;
+	size_t len = 0, n = 0;
+	FILE *f = NULL;
+	int r = 0;
+
+	for (size_t i = 0; i < b->nseries; i++)
+		if (has_samples(&b->series[i]))
+			n++;
+	if (n == 0)
+		return 0;
+	f = open_memstream(&json, &len);
+	if (!f) {
+		r = -ENOMEM;
+		goto out;
+	}
+	fputs("{\"series\":[", f);
+	n = 0;
+	for (size_t i = 0; i < b->nseries; i++) {
+		if (!has_samples(&b->series[i]))
+			continue;
+		if (n++)
+			fputc(',', f);
+		r = put_series(f, &b->series[i]);
+		if (r < 0)
+			goto out;
+	}
+	fputs("]}", f);
+	r = fclose(f) == 0 ? 0 : -ENOMEM;
+	f = NULL;
+	if (r < 0)
+		goto out;
+
+	req = calloc(1, sizeof(*req));
+	if (!req) {
+		r = -ENOMEM;
+		goto out;
+	}
+	req->path = strdup(WRITERAW_PATH);
+	req->content_type = strdup("application/json");
+	req->body = (uint8_t *)json;
+	req->len = len;
+	json = NULL;
+	if (!req->path || !req->content_type) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = sender_enqueue(p->snd, req);
+	req = NULL;
+out:
+	if (f)
+		fclose(f);
+	free(json);
+	sender_request_free(req);
+	if (r < 0)
+		log_error_errno(r, "%s: cannot build or queue a write request", p->base.name);
+	return r;
+}
+
+static int parca_flush(struct exporter *e, uint32_t deadline_ms)
+{
+	return sender_flush(((struct exporter_parca *)e)->snd, deadline_ms);
+}
+
+static void parca_get_stats(struct exporter *e, struct export_stats *ret)
+{
+	sender_get_stats(((struct exporter_parca *)e)->snd, ret);
+}
+
+static void parca_free(struct exporter *e)
+{
+	struct exporter_parca *p = (struct exporter_parca *)e;
+
+	if (!p)
+		return;
+	sender_free(p->snd);
+	free(p->base.name);
+	free(p);
+}
+
+static const struct exporter_ops parca_ops = {
+	.kind = "parca",
+	.submit = parca_submit,
+	.flush = parca_flush,
+	.get_stats = parca_get_stats,
+	.free = parca_free,
+};
+
+int exporter_parca_new(const struct http_target *t, struct exporter **ret)
+{
+	struct exporter_parca *p;
+	int r;
+
+	if (!t || !ret)
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->base.ops = &parca_ops;
+	p->base.name = strdup("parca");
+	if (!p->base.name) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = sender_new(p->base.name, t, &p->snd);
+	if (r < 0)
+		goto fail;
+	*ret = &p->base;
+	return 0;
+fail:
+	parca_free(&p->base);
+	return r;
+}

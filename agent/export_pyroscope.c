@@ -1,0 +1,387 @@
+/* export_pyroscope.c: the Pyroscope exporter: encodes each series to gzip'ed pprof and
+ * queues it on its sender, as one /ingest request per series or one Push per window. */
+#include "export_pyroscope.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregate.h"
+#include "encode.h"
+#include "log.h"
+#include "pyroscope_push.pb-c.h"
+#include "sender.h"
+
+#define NAME_LABEL      "__name__"
+#define SERVICE_LABEL   "service_name"
+#define DEFAULT_SERVICE "unknown_service"
+/* Pyroscope's name for CPU profiles (profile type process_cpu:cpu:nanoseconds:cpu:nanoseconds). */
+#define PROFILE_NAME    "process_cpu"
+#define INGEST_PATH     "/ingest"
+#define PUSH_PATH       "/push.v1.PusherService/Push"
+
+typedef Prowl__Pyroscope__Push__V1__PushRequest pb_push_request;
+typedef Prowl__Pyroscope__Push__V1__RawProfileSeries pb_series;
+typedef Prowl__Pyroscope__Push__V1__LabelPair pb_label;
+typedef Prowl__Pyroscope__Push__V1__RawSample pb_sample;
+
+struct exporter_pyroscope {
+	struct exporter base;
+	enum pyroscope_api api;
+	struct sender *snd;
+};
+
+static const char *label_of(const struct export_series *s, const char *name)
+{
+	for (size_t i = 0; i < s->nlabels; i++)
+		if (s->labels[i].name && strcmp(s->labels[i].name, name) == 0)
+			return s->labels[i].value;
+	return NULL;
+}
+
+static const char *service_of(const struct export_series *s)
+{
+	const char *v = label_of(s, SERVICE_LABEL);
+
+	return v && *v ? v : DEFAULT_SERVICE;
+}
+
+/* The labels sent besides __name__ and service_name: named, with a value. */
+static bool label_is_extra(const struct series_label *l)
+{
+	return l->name && *l->name && l->value && *l->value && strcmp(l->name, NAME_LABEL) != 0 &&
+	       strcmp(l->name, SERVICE_LABEL) != 0;
+}
+
+static bool has_samples(const struct export_series *s)
+{
+	struct profile_stats st;
+
+	if (!s->prof)
+		return false;
+	profile_get_stats(s->prof, &st);
+	return st.samples > 0;
+}
+
+static int queue_request(struct sender *snd, char *path, const char *content_type, const char *extra_header,
+			 uint8_t *body, size_t len)
+{
+	struct sender_request *req = calloc(1, sizeof(*req));
+
+	if (!req) {
+		free(path);
+		free(body);
+		return -ENOMEM;
+	}
+	req->path = path;
+	req->body = body;
+	req->len = len;
+	req->content_type = strdup(content_type);
+	if (!req->content_type)
+		goto oom;
+	if (extra_header) {
+		req->headers = calloc(2, sizeof(char *));
+		if (!req->headers || !(req->headers[0] = strdup(extra_header)))
+			goto oom;
+	}
+	return sender_enqueue(snd, req);
+oom:
+	sender_request_free(req);
+	return -ENOMEM;
+}
+
+static bool is_alpha(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+static bool is_digit(unsigned char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* Percent-encodes all but RFC 3986 unreserved characters. */
+static void put_url_escaped(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~')
+			fputc(c, f);
+		else
+			fprintf(f, "%%%02X", c);
+	}
+}
+
+/* The ingest key "app{k=v,...}" has no escape syntax: a label name may only hold
+ * [A-Za-z0-9_] (not starting with a digit) and '{', '}' and ',' would end a name
+ * or a value early, so such characters become '_'. */
+static void put_key_name(FILE *f, const char *s)
+{
+	if (is_digit((unsigned char)*s))
+		fputc('_', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		fputc(is_alpha(c) || is_digit(c) || c == '_' ? c : '_', f);
+	}
+}
+
+static void put_key_value(FILE *f, const char *s)
+{
+	for (; *s; s++)
+		fputc(*s == '{' || *s == '}' || *s == ',' ? '_' : *s, f);
+}
+
+/* Builds "/ingest?name=<app{k=v,...}>&from=...". */
+static int ingest_path(const struct export_series *s, const struct export_batch *b, char **ret)
+{
+	int64_t from = b->start_unix_ns / 1000000000, until = (b->end_unix_ns + 999999999) / 1000000000;
+	char *key = NULL, *path = NULL;
+	size_t keylen = 0, pathlen = 0;
+	bool first = true;
+	FILE *f;
+
+	f = open_memstream(&key, &keylen);
+	if (!f)
+		return -ENOMEM;
+	put_key_value(f, service_of(s));
+	fputc('{', f);
+	for (size_t i = 0; i < s->nlabels; i++) {
+		const struct series_label *l = &s->labels[i];
+
+		if (!label_is_extra(l))
+			continue;
+		if (!first)
+			fputc(',', f);
+		first = false;
+		put_key_name(f, l->name);
+		fputc('=', f);
+		put_key_value(f, l->value);
+	}
+	fputc('}', f);
+	if (fclose(f) != 0) {
+		free(key);
+		return -ENOMEM;
+	}
+
+	if (until <= from)
+		until = from + 1;
+	f = open_memstream(&path, &pathlen);
+	if (!f) {
+		free(key);
+		return -ENOMEM;
+	}
+	fputs(INGEST_PATH "?name=", f);
+	put_url_escaped(f, key);
+	fprintf(f, "&from=%" PRId64 "&until=%" PRId64 "&format=pprof&spyName=prowl", from, until);
+	if (b->period_ns > 0)
+		fprintf(f, "&sampleRate=%" PRId64, (1000000000 + b->period_ns / 2) / b->period_ns);
+	free(key);
+	if (fclose(f) != 0) {
+		free(path);
+		return -ENOMEM;
+	}
+	*ret = path;
+	return 0;
+}
+
+static int submit_ingest(struct exporter_pyroscope *p, const struct export_batch *b)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < b->nseries; i++) {
+		const struct export_series *s = &b->series[i];
+		uint8_t *buf = NULL;
+		char *path = NULL;
+		size_t len;
+		int r;
+
+		if (!has_samples(s))
+			continue;
+		r = encode_pprof(s->prof, &buf, &len);
+		if (r == 0)
+			r = ingest_path(s, b, &path);
+		if (r == 0) {
+			r = queue_request(p->snd, path, "application/octet-stream", NULL, buf, len);
+			buf = NULL;
+		}
+		free(buf);
+		if (r < 0 && ret == 0)
+			ret = log_error_errno(r, "%s: cannot queue the profile of %s", p->base.name, service_of(s));
+	}
+	return ret;
+}
+
+static int submit_push(struct exporter_pyroscope *p, const struct export_batch *b)
+{
+	pb_push_request req = PROWL__PYROSCOPE__PUSH__V1__PUSH_REQUEST__INIT;
+	pb_series *series = NULL, **seriesp = NULL;
+	pb_label *labels = NULL, **labelsp = NULL;
+	pb_sample *samples = NULL, **samplesp = NULL;
+	uint8_t **bufs = NULL, *body = NULL;
+	size_t nser = 0, nlab = 0, ns = 0, nl = 0, len;
+	char *path = NULL;
+	int r = 0;
+
+	for (size_t i = 0; i < b->nseries; i++) {
+		if (!has_samples(&b->series[i]))
+			continue;
+		nser++;
+		nlab += 2 + b->series[i].nlabels;
+	}
+	if (nser == 0)
+		return 0;
+	series = calloc(nser, sizeof(*series));
+	seriesp = calloc(nser, sizeof(*seriesp));
+	samples = calloc(nser, sizeof(*samples));
+	samplesp = calloc(nser, sizeof(*samplesp));
+	bufs = calloc(nser, sizeof(*bufs));
+	labels = calloc(nlab, sizeof(*labels));
+	labelsp = calloc(nlab, sizeof(*labelsp));
+	path = strdup(PUSH_PATH);
+	if (!series || !seriesp || !samples || !samplesp || !bufs || !labels || !labelsp || !path) {
+		r = -ENOMEM;
+		goto out;
+	}
+
+	for (size_t i = 0; i < b->nseries; i++) {
+		const struct export_series *s = &b->series[i];
+		pb_series *ps = &series[ns];
+		pb_sample *sm = &samples[ns];
+		size_t first = nl;
+
+		if (!has_samples(s))
+			continue;
+		r = encode_pprof(s->prof, &bufs[ns], &len);
+		if (r < 0)
+			goto out;
+		prowl__pyroscope__push__v1__raw_sample__init(sm);
+		sm->raw_profile.data = bufs[ns];
+		sm->raw_profile.len = len;
+		samplesp[ns] = sm;
+
+		prowl__pyroscope__push__v1__label_pair__init(&labels[nl]);
+		labels[nl].name = NAME_LABEL;
+		labels[nl].value = PROFILE_NAME;
+		labelsp[nl] = &labels[nl];
+		nl++;
+		prowl__pyroscope__push__v1__label_pair__init(&labels[nl]);
+		labels[nl].name = SERVICE_LABEL;
+		labels[nl].value = (char *)service_of(s);
+		labelsp[nl] = &labels[nl];
+		nl++;
+		for (size_t k = 0; k < s->nlabels; k++) {
+			if (!label_is_extra(&s->labels[k]))
+				continue;
+			prowl__pyroscope__push__v1__label_pair__init(&labels[nl]);
+			labels[nl].name = (char *)s->labels[k].name;
+			labels[nl].value = (char *)s->labels[k].value;
+			labelsp[nl] = &labels[nl];
+			nl++;
+		}
+
+		prowl__pyroscope__push__v1__raw_profile_series__init(ps);
+		ps->labels = &labelsp[first];
+		ps->n_labels = nl - first;
+		ps->samples = &samplesp[ns];
+		ps->n_samples = 1;
+		seriesp[ns] = ps;
+		ns++;
+	}
+	req.series = seriesp;
+	req.n_series = ns;
+	len = prowl__pyroscope__push__v1__push_request__get_packed_size(&req);
+	body = malloc(len ? len : 1);
+	if (!body) {
+		r = -ENOMEM;
+		goto out;
+	}
+	prowl__pyroscope__push__v1__push_request__pack(&req, body);
+	/* Connect unary call over HTTP/1.1: the body is the bare message. */
+	r = queue_request(p->snd, path, "application/proto", "Connect-Protocol-Version: 1", body, len);
+	path = NULL;
+	body = NULL;
+out:
+	if (r < 0)
+		log_error_errno(r, "%s: cannot build or queue a push request", p->base.name);
+	if (bufs)
+		for (size_t i = 0; i < nser; i++)
+			free(bufs[i]);
+	free(bufs);
+	free(series);
+	free(seriesp);
+	free(samples);
+	free(samplesp);
+	free(labels);
+	free(labelsp);
+	free(body);
+	free(path);
+	return r;
+}
+
+static int pyro_submit(struct exporter *e, const struct export_batch *b)
+{
+	struct exporter_pyroscope *p = (struct exporter_pyroscope *)e;
+
+	return p->api == PYRO_API_PUSH ? submit_push(p, b) : submit_ingest(p, b);
+}
+
+static int pyro_flush(struct exporter *e, uint32_t deadline_ms)
+{
+	return sender_flush(((struct exporter_pyroscope *)e)->snd, deadline_ms);
+}
+
+static void pyro_get_stats(struct exporter *e, struct export_stats *ret)
+{
+	sender_get_stats(((struct exporter_pyroscope *)e)->snd, ret);
+}
+
+static void pyro_free(struct exporter *e)
+{
+	struct exporter_pyroscope *p = (struct exporter_pyroscope *)e;
+
+	if (!p)
+		return;
+	sender_free(p->snd);
+	free(p->base.name);
+	free(p);
+}
+
+static const struct exporter_ops pyro_ops = {
+	.kind = "pyroscope",
+	.submit = pyro_submit,
+	.flush = pyro_flush,
+	.get_stats = pyro_get_stats,
+	.free = pyro_free,
+};
+
+int exporter_pyroscope_new(const struct http_target *t, enum pyroscope_api api, struct exporter **ret)
+{
+	struct exporter_pyroscope *p;
+	int r;
+
+	if (!t || !ret || (api != PYRO_API_INGEST && api != PYRO_API_PUSH))
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->base.ops = &pyro_ops;
+	p->api = api;
+	p->base.name = strdup("pyroscope");
+	if (!p->base.name) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = sender_new(p->base.name, t, &p->snd);
+	if (r < 0)
+		goto fail;
+	*ret = &p->base;
+	return 0;
+fail:
+	pyro_free(&p->base);
+	return r;
+}

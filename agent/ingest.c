@@ -1,0 +1,267 @@
+/* ingest.c: resolves each sampled address to a module location (symbolizing a
+ * location only the first time it is seen) and counts the stack under its labels. */
+#include "ingest.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregate.h"
+#include "symbolizer.h"
+
+#define KEY_UNKNOWN (UINT64_MAX - 1) /* mapping for addresses in no known mapping */
+#define KEY_PROWL   (UINT64_MAX - 2) /* mapping for prowl's own marker frames */
+
+struct ingest {
+	struct symbolizer *sym;
+	struct profile *prof;
+	struct ingest_opts opts;
+	uint32_t *mapping_of;   /* symbolizer module id -> profile mapping id */
+	size_t mapping_of_cap;
+	uint32_t unknown_mapping, prowl_mapping;
+	uint32_t loc_trunc_user, loc_trunc_kernel;
+	const struct sym_module *main_mod;
+	bool main_mod_looked_up;
+	/* The previous sample's labels, reused while pid/tid/names repeat. */
+	struct {
+		uint32_t pid, tid, id;
+		char comm[PROWL_COMM_LEN], pcomm[PROWL_COMM_LEN];
+	} last;
+	uint32_t locs[2 * PROWL_MAX_STACK + 2];
+};
+
+int ingest_new(struct symbolizer *sym, struct profile *prof, const struct ingest_opts *opts, struct ingest **ret)
+{
+	struct ingest *g = calloc(1, sizeof(*g));
+
+	if (!g)
+		return -ENOMEM;
+	g->sym = sym;
+	g->prof = prof;
+	g->opts = *opts;
+	*ret = g;
+	return 0;
+}
+
+void ingest_free(struct ingest *g)
+{
+	if (!g)
+		return;
+	free(g->mapping_of);
+	free(g);
+}
+
+void ingest_profile_reset(struct ingest *g)
+{
+	if (g->mapping_of)
+		memset(g->mapping_of, 0, g->mapping_of_cap * sizeof(*g->mapping_of));
+	g->unknown_mapping = g->prowl_mapping = 0;
+	g->loc_trunc_user = g->loc_trunc_kernel = 0;
+	g->last.id = 0;
+}
+
+static int mapping_for_module(struct ingest *g, const struct sym_module *m, uint32_t *ret)
+{
+	struct prof_mapping_in in;
+	int r;
+
+	if (m->id >= g->mapping_of_cap) {
+		size_t cap = g->mapping_of_cap ? g->mapping_of_cap : 64;
+		uint32_t *p;
+
+		while (cap <= m->id)
+			cap *= 2;
+		p = realloc(g->mapping_of, cap * sizeof(*p));
+		if (!p)
+			return -ENOMEM;
+		memset(p + g->mapping_of_cap, 0, (cap - g->mapping_of_cap) * sizeof(*p));
+		g->mapping_of = p;
+		g->mapping_of_cap = cap;
+	}
+	if (g->mapping_of[m->id]) {
+		*ret = g->mapping_of[m->id];
+		return 0;
+	}
+	if (!g->main_mod_looked_up && g->opts.main_pid) {
+		g->main_mod = symbolizer_main_module(g->sym, g->opts.main_pid);
+		g->main_mod_looked_up = true;
+	}
+	in = (struct prof_mapping_in){
+		.key = m->id,
+		.start = m->start,
+		.limit = m->limit,
+		.offset = m->offset,
+		.filename = m->path,
+		.build_id = m->build_id,
+		.is_main = m == g->main_mod,
+		.is_kernel = m->kind == SYM_MOD_KERNEL,
+	};
+	r = profile_mapping(g->prof, &in, &g->mapping_of[m->id]);
+	*ret = g->mapping_of[m->id];
+	return r;
+}
+
+static int pseudo_mapping(struct ingest *g, uint64_t key, const char *name, uint32_t *cache)
+{
+	struct prof_mapping_in in = { .key = key, .start = 0, .limit = UINT64_MAX, .filename = name };
+
+	if (*cache)
+		return 0;
+	return profile_mapping(g->prof, &in, cache);
+}
+
+/* A location for an address that no mapping covers: kept, never dropped. */
+static int unknown_location(struct ingest *g, uint64_t addr, uint32_t *ret)
+{
+	char name[48];
+	struct prof_frame f = { .function = name };
+	int r = pseudo_mapping(g, KEY_UNKNOWN, "[unknown]", &g->unknown_mapping);
+
+	if (r < 0)
+		return r;
+	*ret = profile_find_location(g->prof, g->unknown_mapping, addr);
+	if (*ret)
+		return 0;
+	snprintf(name, sizeof(name), "[unknown]+0x%" PRIx64, addr);
+	return profile_add_location(g->prof, g->unknown_mapping, addr, &f, 1, false, ret);
+}
+
+/* The marker frame at the root of a stack that was cut short. */
+static int truncated_location(struct ingest *g, bool kernel, uint32_t *ret)
+{
+	uint32_t *cache = kernel ? &g->loc_trunc_kernel : &g->loc_trunc_user;
+	struct prof_frame f = {
+		.function = kernel ? "[truncated: kernel stack deeper than 127 frames]"
+				   : "[truncated: user stack deeper than 127 frames]",
+	};
+	int r;
+
+	if (*cache) {
+		*ret = *cache;
+		return 0;
+	}
+	r = pseudo_mapping(g, KEY_PROWL, "[prowl]", &g->prowl_mapping);
+	if (r < 0)
+		return r;
+	r = profile_add_location(g->prof, g->prowl_mapping, kernel ? 2 : 1, &f, 1, true, cache);
+	*ret = *cache;
+	return r;
+}
+
+static int location_for(struct ingest *g, const struct sym_addr *a, uint32_t *ret)
+{
+	struct sym_frame sf[SYM_MAX_INLINE];
+	struct prof_frame pf[SYM_MAX_INLINE];
+	uint32_t mapping;
+	size_t n = 0;
+	bool symbolized = false;
+	int r;
+
+	r = mapping_for_module(g, a->mod, &mapping);
+	if (r < 0)
+		return r;
+	*ret = profile_find_location(g->prof, mapping, a->addr);
+	if (*ret)
+		return 0;
+	r = symbolizer_frames(g->sym, a->mod, a->addr, sf, SYM_MAX_INLINE, &n, &symbolized);
+	if (r < 0 || n == 0)
+		return r < 0 ? r : -EIO;
+	for (size_t i = 0; i < n; i++)
+		pf[i] = (struct prof_frame){
+			.function = sf[i].function,
+			.system_name = sf[i].system_name,
+			.file = sf[i].file,
+			.line = sf[i].line,
+			.start_line = sf[i].start_line,
+		};
+	return profile_add_location(g->prof, mapping, a->addr, pf, n, symbolized, ret);
+}
+
+static int labels_for(struct ingest *g, const struct prowl_sample *s, uint32_t *ret)
+{
+	char comm[PROWL_COMM_LEN + 1] = "", pcomm[PROWL_COMM_LEN + 1] = "";
+	struct prof_label_in l[4];
+	size_t n = 0;
+	int r;
+
+	if (g->last.id && g->last.pid == s->pid && (!g->opts.per_thread || g->last.tid == s->tid) &&
+	    memcmp(g->last.pcomm, s->pcomm, PROWL_COMM_LEN) == 0 &&
+	    (!g->opts.per_thread || memcmp(g->last.comm, s->comm, PROWL_COMM_LEN) == 0)) {
+		*ret = g->last.id;
+		return 0;
+	}
+	memcpy(comm, s->comm, PROWL_COMM_LEN);
+	memcpy(pcomm, s->pcomm, PROWL_COMM_LEN);
+	if (!pcomm[0])
+		memcpy(pcomm, comm, sizeof(pcomm));
+	l[n++] = (struct prof_label_in){ .key = "pid", .num = s->pid };
+	l[n++] = (struct prof_label_in){ .key = "process_name", .str = pcomm[0] ? pcomm : "unknown" };
+	if (g->opts.per_thread) {
+		l[n++] = (struct prof_label_in){ .key = "tid", .num = s->tid };
+		l[n++] = (struct prof_label_in){ .key = "thread_name", .str = comm[0] ? comm : "unknown" };
+	}
+	r = profile_labelset(g->prof, l, n, ret);
+	if (r < 0)
+		return r;
+	g->last.pid = s->pid;
+	g->last.tid = s->tid;
+	g->last.id = *ret;
+	memcpy(g->last.comm, s->comm, PROWL_COMM_LEN);
+	memcpy(g->last.pcomm, s->pcomm, PROWL_COMM_LEN);
+	return 0;
+}
+
+int ingest_sample(struct ingest *g, const struct prowl_sample *s)
+{
+	unsigned int kn = s->kstack_len < PROWL_MAX_STACK ? s->kstack_len : PROWL_MAX_STACK;
+	unsigned int un = s->ustack_len < PROWL_MAX_STACK ? s->ustack_len : PROWL_MAX_STACK;
+	size_t n = 0;
+	uint32_t labels;
+	struct sym_addr a;
+	int r;
+
+	/* Leaf first: kernel frames, then user frames. Every frame but the leaf
+	 * holds a return address; step back one byte into the call instruction. */
+	for (unsigned int i = 0; i < kn; i++) {
+		uint64_t pc = s->kstack[i] - (i > 0);
+
+		if (s->kstack[i] == 0)
+			break;
+
+		r = symbolizer_resolve_kernel(g->sym, pc, &a);
+		r = r < 0 ? unknown_location(g, pc, &g->locs[n]) : location_for(g, &a, &g->locs[n]);
+		if (r < 0)
+			return r;
+		n++;
+	}
+	if (s->flags & PROWL_SAMPLE_KSTACK_TRUNC && !un) {
+		r = truncated_location(g, true, &g->locs[n]);
+		if (r < 0)
+			return r;
+		n++;
+	}
+	for (unsigned int i = 0; i < un; i++) {
+		uint64_t pc = s->ustack[i] - (i > 0);
+
+		if (s->ustack[i] == 0) /* the walk reached a zero return address: the end */
+			break;
+
+		r = symbolizer_resolve_user(g->sym, s->pid, pc, &a);
+		r = r < 0 ? unknown_location(g, pc, &g->locs[n]) : location_for(g, &a, &g->locs[n]);
+		if (r < 0)
+			return r;
+		n++;
+	}
+	if (s->flags & PROWL_SAMPLE_USTACK_TRUNC) {
+		r = truncated_location(g, false, &g->locs[n]);
+		if (r < 0)
+			return r;
+		n++;
+	}
+	r = labels_for(g, s, &labels);
+	if (r < 0)
+		return r;
+	return profile_add_sample(g->prof, labels, g->locs, n, 1);
+}

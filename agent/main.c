@@ -1,0 +1,48 @@
+/* main.c: the prowl command line entry point; dispatches to the subcommands
+ * (record, agent) and answers --help and --version. */
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "record.h"
+
+static const char main_usage[] =
+	"Usage: prowl COMMAND [OPTIONS]\n"
+	"\n"
+	"prowl is a whole-host eBPF sampling CPU profiler.\n"
+	"\n"
+	"Commands:\n"
+	"  record     capture a profile of processes, a command or the whole host to a file\n"
+	"\n"
+	"Options:\n"
+	"  -h, --help       this help ('prowl COMMAND --help' for a command's options)\n"
+	"  -V, --version    print the version\n"
+	"\n"
+	"Examples:\n"
+	"  sudo prowl record -a -d 10s -o host.pb.gz     # whole host for 10 seconds\n"
+	"  sudo prowl record -p 1234 -d 30s              # one process\n"
+	"  sudo prowl record -o run.pb.gz -- ./myprog    # a command until it exits\n"
+	"  pprof -top host.pb.gz                         # read the result\n";
+
+int main(int argc, char **argv)
+{
+	const char *cmd = argc > 1 ? argv[1] : NULL;
+
+	log_set_prefix("prowl");
+	if (!cmd) {
+		fputs(main_usage, stderr);
+		return 2;
+	}
+	if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+		fputs(main_usage, stdout);
+		return 0;
+	}
+	if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+		printf("prowl %s (%s)\n", PROWL_VERSION, PROWL_GIT_REV);
+		return 0;
+	}
+	if (strcmp(cmd, "record") == 0)
+		return record_main(argc - 1, argv + 1);
+	log_error("unknown command '%s' (see 'prowl --help')", cmd);
+	return 2;
+}

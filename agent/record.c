@@ -1,0 +1,579 @@
+/* record.c: the `prowl record` command: parses its options, runs one capture
+ * (sample -> resolve -> aggregate), then encodes, exports atomically and summarises. */
+#include "record.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aggregate.h"
+#include "encode.h"
+#include "export_file.h"
+#include "ingest.h"
+#include "log.h"
+#include "parse.h"
+#include "sample.h"
+#include "summary.h"
+#include "symbolizer.h"
+
+enum { FMT_PPROF, FMT_FOLDED };
+#define RECORD_MAX_OUTPUTS 4
+
+struct record_opts {
+	uint32_t *pids;
+	size_t npids;
+	bool all;
+	unsigned int freq;
+	uint64_t duration_ns; /* 0 = until the targets exit or a signal */
+	const char *outputs[RECORD_MAX_OUTPUTS];
+	int formats[RECORD_MAX_OUTPUTS];
+	size_t noutputs;
+	int format;
+	bool format_set;
+	bool idle;
+	bool per_thread;
+	bool verbose;
+	bool quiet;
+	char **cmd; /* argv after "--" */
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig) { stop_signal = sig; }
+
+static const char record_usage[] =
+	"Usage: prowl record [OPTIONS] (-a | -p PID[,PID...] | -- COMMAND [ARGS...])\n"
+	"\n"
+	"Sample CPU stacks (kernel and user) and write one profile.\n"
+	"\n"
+	"What to profile:\n"
+	"  -a, --all-cpus            the whole host (every process)\n"
+	"  -p, --pid PID[,PID...]    these processes, all their threads\n"
+	"  -- COMMAND [ARGS...]      start COMMAND, profile it and its children until it exits\n"
+	"\n"
+	"Options:\n"
+	"  -F, --freq HZ             sampling frequency per CPU, 1-1000 (default 99)\n"
+	"  -d, --duration TIME       stop after TIME (10s, 500ms, 2m, 1h); default: until the\n"
+	"                            targets exit or Ctrl-C\n"
+	"  -o, --output FILE         output file (default prowl.pb.gz, or prowl.folded); may be\n"
+	"                            given up to 4 times to write several formats of one capture\n"
+	"  -f, --format FMT          pprof (gzip'ed protobuf) or folded; default from each\n"
+	"                            output's name (.folded/.txt -> folded), else pprof\n"
+	"      --idle                keep samples of idle CPUs (dropped by default)\n"
+	"      --per-thread          label samples with tid and thread name too\n"
+	"  -q, --quiet               no status line and no summary\n"
+	"  -v, --verbose             debug messages, libbpf and verifier output\n"
+	"  -h, --help                this help\n"
+	"\n"
+	"Examples:\n"
+	"  sudo prowl record -p 1234 -d 10s -o app.pb.gz        # one process, all its threads\n"
+	"  sudo prowl record -a -F 99 -d 30s -o host.pb.gz      # the whole host\n"
+	"  sudo prowl record -p 1234 --format folded -o app.folded\n"
+	"  sudo prowl record -o run.pb.gz -- ./myprog --flag    # profile a command until it exits\n"
+	"  pprof -top app.pb.gz; pprof -http=: app.pb.gz         # look at the result\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	char msg[512];
+
+	snprintf(msg, sizeof(msg), fmt, arg);
+	log_error("%s (see 'prowl record --help')", msg);
+	return 2;
+}
+
+static int parse_args(int argc, char **argv, struct record_opts *o)
+{
+	static const struct option longopts[] = {
+		{ "all-cpus", no_argument, NULL, 'a' },
+		{ "pid", required_argument, NULL, 'p' },
+		{ "freq", required_argument, NULL, 'F' },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "format", required_argument, NULL, 'f' },
+		{ "idle", no_argument, NULL, 'I' },
+		{ "per-thread", no_argument, NULL, 'T' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },
+		{}
+	};
+	uint64_t v;
+	int c, r;
+
+	o->freq = 99;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+ap:F:d:o:f:qvh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'a':
+			o->all = true;
+			break;
+		case 'p':
+			r = parse_pid_list(optarg, &o->pids, &o->npids);
+			if (r < 0)
+				return usage_error("invalid PID list '%s': give process ids like 1234 or 1234,5678", optarg);
+			break;
+		case 'F':
+			if (parse_u64_range(optarg, 1, 1000, &v) < 0)
+				return usage_error("invalid frequency '%s': give a whole number of Hz from 1 to 1000", optarg);
+			o->freq = v;
+			break;
+		case 'd':
+			if (parse_duration_ns(optarg, &o->duration_ns) < 0)
+				return usage_error("invalid duration '%s': use e.g. 10s, 500ms, 2m or 1h", optarg);
+			break;
+		case 'o':
+			if (o->noutputs == RECORD_MAX_OUTPUTS)
+				return usage_error("too many -o options: at most %s", "4");
+			o->outputs[o->noutputs++] = optarg;
+			break;
+		case 'f':
+			if (strcmp(optarg, "pprof") == 0)
+				o->format = FMT_PPROF;
+			else if (strcmp(optarg, "folded") == 0)
+				o->format = FMT_FOLDED;
+			else
+				return usage_error("unknown format '%s': use pprof or folded", optarg);
+			o->format_set = true;
+			break;
+		case 'I':
+			o->idle = true;
+			break;
+		case 'T':
+			o->per_thread = true;
+			break;
+		case 'q':
+			o->quiet = true;
+			break;
+		case 'v':
+			o->verbose = true;
+			break;
+		case 'h':
+			fputs(record_usage, stdout);
+			return -1;
+		case '?':
+		default:
+			if (optopt && strchr("pFdof", optopt))
+				return usage_error("option '-%s' needs a value", (char[]){ (char)optopt, 0 });
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc) {
+		if (strcmp(argv[optind - 1], "--") != 0)
+			return usage_error("unexpected argument '%s': put a command after '--'", argv[optind]);
+		o->cmd = &argv[optind];
+	}
+	if ((o->all ? 1 : 0) + (o->npids ? 1 : 0) + (o->cmd ? 1 : 0) != 1)
+		return usage_error("%s", o->all || o->npids || o->cmd
+						 ? "give only one of -a, -p PID or -- COMMAND"
+						 : "nothing to profile: give -a, -p PID or -- COMMAND");
+	if (!o->noutputs)
+		o->outputs[o->noutputs++] = o->format == FMT_FOLDED ? "prowl.folded" : "prowl.pb.gz";
+	for (size_t i = 0; i < o->noutputs; i++) {
+		const char *out = o->outputs[i];
+		size_t n = strlen(out);
+
+		o->formats[i] = o->format;
+		if (!o->format_set && ((n > 7 && strcmp(out + n - 7, ".folded") == 0) ||
+				       (n > 4 && strcmp(out + n - 4, ".txt") == 0)))
+			o->formats[i] = FMT_FOLDED;
+	}
+	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static uint64_t wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+struct capture {
+	struct record_opts *o;
+	struct symbolizer *sym;
+	struct profile *prof;
+	struct ingest *ingest;
+	struct sampler *sampler;
+	struct export_file *out[RECORD_MAX_OUTPUTS];
+	int *pidfds;
+	bool *pid_alive;
+	pid_t child;
+	int child_status;
+	bool child_done;
+	int go_pipe[2];   /* parent -> child: start exec */
+	int err_pipe[2];  /* child -> parent: errno of a failed exec */
+	uint64_t samples;
+	uint64_t ingest_errors;
+};
+
+static int on_sample(void *ctx, const struct prowl_sample *s, size_t size)
+{
+	struct capture *c = ctx;
+	int r;
+
+	(void)size;
+	c->samples++;
+	r = ingest_sample(c->ingest, s);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		c->ingest_errors++;
+	return 0;
+}
+
+/* Forks COMMAND stopped before exec, so that its pid is in the BPF filter before
+ * it runs a single instruction of its own. */
+static int spawn_command(struct capture *c)
+{
+	if (pipe2(c->go_pipe, O_CLOEXEC) < 0 || pipe2(c->err_pipe, O_CLOEXEC) < 0)
+		return log_error_errno(-errno, "cannot create a pipe");
+	c->child = fork();
+	if (c->child < 0)
+		return log_error_errno(-errno, "cannot fork");
+	if (c->child == 0) {
+		char go;
+		int e;
+
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		close(c->go_pipe[1]);
+		close(c->err_pipe[0]);
+		if (read(c->go_pipe[0], &go, 1) != 1)
+			_exit(127);
+		execvp(c->o->cmd[0], c->o->cmd);
+		e = errno;
+		if (write(c->err_pipe[1], &e, sizeof(e)) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(c->go_pipe[0]);
+	close(c->err_pipe[1]);
+	c->go_pipe[0] = c->err_pipe[1] = -1;
+	return 0;
+}
+
+/* Lets the child exec; returns -errno if exec failed. */
+static int release_command(struct capture *c)
+{
+	int e = 0;
+	ssize_t n;
+
+	if (write(c->go_pipe[1], "g", 1) != 1)
+		return -EPIPE;
+	close(c->go_pipe[1]);
+	c->go_pipe[1] = -1;
+	n = read(c->err_pipe[0], &e, sizeof(e)); /* EOF (0) = exec succeeded */
+	close(c->err_pipe[0]);
+	c->err_pipe[0] = -1;
+	if (n == sizeof(e)) {
+		waitpid(c->child, NULL, 0);
+		c->child_done = true;
+		return -e;
+	}
+	return 0;
+}
+
+static int open_targets(struct capture *c)
+{
+	struct record_opts *o = c->o;
+
+	c->pidfds = calloc(o->npids ? o->npids : 1, sizeof(int));
+	c->pid_alive = calloc(o->npids ? o->npids : 1, sizeof(bool));
+	if (!c->pidfds || !c->pid_alive)
+		return -ENOMEM;
+	for (size_t i = 0; i < o->npids; i++) {
+		struct pollfd pfd;
+		int fd = syscall(SYS_pidfd_open, o->pids[i], 0);
+
+		if (fd < 0) {
+			if (errno == ESRCH) {
+				log_error("process %" PRIu32 " does not exist: check the PID (ps -e, pgrep NAME)", o->pids[i]);
+				return -ESRCH;
+			}
+			return log_error_errno(-errno, "cannot watch process %" PRIu32, o->pids[i]);
+		}
+		pfd = (struct pollfd){ .fd = fd, .events = POLLIN };
+		if (poll(&pfd, 1, 0) > 0) {
+			close(fd);
+			log_error("process %" PRIu32 " has already exited: nothing to profile", o->pids[i]);
+			return -ESRCH;
+		}
+		c->pidfds[i] = fd;
+		c->pid_alive[i] = true;
+	}
+	return 0;
+}
+
+/* Returns true while at least one target is alive. */
+static bool targets_alive(struct capture *c)
+{
+	bool any = false;
+
+	if (c->o->cmd) {
+		if (!c->child_done && waitpid(c->child, &c->child_status, WNOHANG) == c->child)
+			c->child_done = true;
+		return !c->child_done;
+	}
+	for (size_t i = 0; i < c->o->npids; i++) {
+		struct pollfd pfd = { .fd = c->pidfds[i], .events = POLLIN };
+
+		if (c->pid_alive[i] && poll(&pfd, 1, 0) > 0) {
+			c->pid_alive[i] = false;
+			if (!c->o->quiet)
+				log_info("process %" PRIu32 " exited", c->o->pids[i]);
+		}
+		any |= c->pid_alive[i];
+	}
+	return any;
+}
+
+static void status_line(struct capture *c, uint64_t elapsed_ns, bool final)
+{
+	struct sampler_counters cnt;
+	struct profile_stats st;
+
+	sampler_get_counters(c->sampler, &cnt);
+	profile_get_stats(c->prof, &st);
+	if (c->o->duration_ns)
+		fprintf(stderr, "\r\033[K[%5.1fs / %.1fs] samples %" PRIu64 "  lost %" PRIu64 "  stacks %u",
+			elapsed_ns / 1e9, c->o->duration_ns / 1e9, c->samples, (uint64_t)cnt.v[PROWL_CNT_LOST], st.stacks);
+	else
+		fprintf(stderr, "\r\033[K[%5.1fs] samples %" PRIu64 "  lost %" PRIu64 "  stacks %u  (Ctrl-C to stop)",
+			elapsed_ns / 1e9, c->samples, (uint64_t)cnt.v[PROWL_CNT_LOST], st.stacks);
+	if (final)
+		fputc('\n', stderr);
+	fflush(stderr);
+}
+
+static int run_capture(struct capture *c, uint64_t *ret_start_wall, uint64_t *ret_elapsed)
+{
+	struct record_opts *o = c->o;
+	bool tty = !o->quiet && isatty(STDERR_FILENO);
+	uint64_t start, next_status, now;
+	int r;
+
+	start = mono_ns();
+	*ret_start_wall = wall_ns();
+	next_status = start;
+	if (!o->quiet)
+		log_info("sampling %s at %u Hz on %u CPUs%s", o->all ? "the whole host" : o->cmd ? o->cmd[0] : "the given processes",
+			 o->freq, sampler_ncpus_active(c->sampler), o->duration_ns ? "" : "; Ctrl-C to stop");
+	for (;;) {
+		r = sampler_poll(c->sampler, 100);
+		if (r < 0)
+			return log_error_errno(r, "reading samples failed");
+		now = mono_ns();
+		if (stop_signal) {
+			if (tty)
+				fputc('\n', stderr);
+			if (!o->quiet)
+				log_info("%s: stopping and writing the profile", strsignal(stop_signal));
+			break;
+		}
+		if (o->duration_ns && now - start >= o->duration_ns)
+			break;
+		if (!o->all && !targets_alive(c))
+			break;
+		if (tty && now >= next_status) {
+			status_line(c, now - start, false);
+			next_status = now + 1000000000ull;
+		}
+	}
+	sampler_stop(c->sampler);
+	r = sampler_drain(c->sampler);
+	if (r < 0)
+		return log_error_errno(r, "reading samples failed");
+	*ret_elapsed = mono_ns() - start;
+	if (tty && !stop_signal)
+		status_line(c, *ret_elapsed, true);
+	return 0;
+}
+
+static int write_outputs(struct capture *c)
+{
+	int ret = 0;
+
+	for (size_t i = 0; i < c->o->noutputs; i++) {
+		uint8_t *buf = NULL;
+		size_t len = 0;
+		int r;
+
+		if (c->o->formats[i] == FMT_FOLDED)
+			r = encode_folded(c->prof, (char **)&buf, &len);
+		else
+			r = encode_pprof(c->prof, &buf, &len);
+		if (r < 0) {
+			ret = log_error_errno(r, "cannot encode the profile for '%s'", c->o->outputs[i]);
+			continue;
+		}
+		r = export_file_commit(c->out[i], buf, len);
+		c->out[i] = NULL;
+		free(buf);
+		if (r < 0)
+			ret = log_error_errno(r, "cannot write '%s'", c->o->outputs[i]);
+	}
+	return ret;
+}
+
+int record_main(int argc, char **argv)
+{
+	struct record_opts o = {};
+	struct capture c = { .o = &o, .go_pipe = { -1, -1 }, .err_pipe = { -1, -1 } };
+	struct symbolizer_opts sopts = {};
+	struct sampler_opts sampopts = {};
+	struct ingest_opts iopts = {};
+	uint64_t start_wall = 0, elapsed = 0;
+	struct sigaction sa = { .sa_handler = on_signal };
+	int r, ret = 1;
+
+	r = parse_args(argc, argv, &o);
+	if (r != 0) {
+		free(o.pids);
+		return r < 0 ? 0 : r;
+	}
+	if (o.verbose)
+		log_set_level(LOG_LVL_DEBUG);
+	/* No network lookups of debug info in this version. */
+	unsetenv("DEBUGINFOD_URLS");
+
+	if (sampler_preflight() < 0)
+		goto out;
+	if (open_targets(&c) < 0)
+		goto out;
+	for (size_t i = 0; i < o.noutputs; i++) {
+		r = export_file_begin(o.outputs[i], &c.out[i]);
+		if (r < 0) {
+			log_error("cannot write output '%s': %s: choose a writable path with -o", o.outputs[i], strerror(-r));
+			goto out;
+		}
+	}
+
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	r = symbolizer_new(&sopts, &c.sym);
+	if (r < 0) {
+		log_error_errno(r, "cannot set up the symbolizer");
+		goto out;
+	}
+	c.prof = profile_new();
+	if (!c.prof) {
+		log_error_errno(-ENOMEM, "cannot allocate the profile");
+		goto out;
+	}
+	profile_set_period(c.prof, 1000000000ll / o.freq);
+
+	if (o.cmd && spawn_command(&c) < 0)
+		goto out;
+
+	iopts.per_thread = o.per_thread;
+	iopts.main_pid = o.cmd ? (uint32_t)c.child : o.npids ? o.pids[0] : 0;
+	r = ingest_new(c.sym, c.prof, &iopts, &c.ingest);
+	if (r < 0)
+		goto out;
+
+	sampopts = (struct sampler_opts){
+		.freq = o.freq,
+		.idle = o.idle,
+		.filter_pids = !o.all,
+		.follow_children = o.cmd != NULL,
+		.verbose = o.verbose,
+		.cb = on_sample,
+		.cb_ctx = &c,
+	};
+	if (sampler_open(&sampopts, &c.sampler) < 0)
+		goto out;
+	for (size_t i = 0; i < o.npids; i++) {
+		sampler_add_pid(c.sampler, o.pids[i]);
+		symbolizer_add_process(c.sym, o.pids[i]);
+	}
+	if (o.cmd && sampler_add_pid(c.sampler, c.child) < 0) {
+		log_error("cannot add the command's pid to the BPF filter");
+		goto out;
+	}
+	if (sampler_start(c.sampler) < 0)
+		goto out;
+	if (o.cmd) {
+		r = release_command(&c);
+		if (r < 0) {
+			log_error("cannot run '%s': %s", o.cmd[0], strerror(-r));
+			goto out;
+		}
+	}
+
+	if (run_capture(&c, &start_wall, &elapsed) < 0)
+		goto out;
+	if (o.cmd && !c.child_done) {
+		kill(c.child, SIGTERM);
+		waitpid(c.child, &c.child_status, 0);
+		c.child_done = true;
+	}
+
+	profile_set_time(c.prof, start_wall, elapsed);
+	if (write_outputs(&c) < 0)
+		goto out;
+
+	if (!o.quiet) {
+		struct summary_info info = {
+			.output = o.outputs[0],
+			.elapsed_ns = elapsed,
+			.samples_read = c.samples,
+			.ingest_errors = c.ingest_errors,
+		};
+		struct sampler_counters cnt;
+		struct symbolizer_stats sst;
+
+		sampler_get_counters(c.sampler, &cnt);
+		symbolizer_get_stats(c.sym, &sst);
+		info.lost = cnt.v[PROWL_CNT_LOST];
+		info.kernel_addrs_hidden = sst.kernel_addrs_hidden;
+		summary_print(stdout, c.prof, &info);
+	}
+	if (o.cmd && c.child_done && WIFEXITED(c.child_status) && WEXITSTATUS(c.child_status) && !o.quiet)
+		log_info("the command exited with status %d", WEXITSTATUS(c.child_status));
+	ret = 0;
+out:
+	if (o.cmd && c.child > 0 && !c.child_done) {
+		kill(c.child, SIGKILL);
+		waitpid(c.child, NULL, 0);
+	}
+	for (size_t i = 0; i < RECORD_MAX_OUTPUTS; i++)
+		export_file_abort(c.out[i]);
+	sampler_free(c.sampler);
+	ingest_free(c.ingest);
+	profile_free(c.prof);
+	symbolizer_free(c.sym);
+	for (size_t i = 0; c.pidfds && i < o.npids; i++)
+		if (c.pidfds[i] > 0)
+			close(c.pidfds[i]);
+	free(c.pidfds);
+	free(c.pid_alive);
+	for (int i = 0; i < 2; i++) {
+		if (c.go_pipe[i] >= 0)
+			close(c.go_pipe[i]);
+		if (c.err_pipe[i] >= 0)
+			close(c.err_pipe[i]);
+	}
+	free(o.pids);
+	return ret;
+}

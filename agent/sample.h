@@ -1,0 +1,52 @@
+/* sample.h: the sample stage in user space. Loads the BPF sampler, opens one
+ * perf event per online CPU and hands each ring-buffer sample to a callback. */
+#ifndef PROWL_SAMPLE_H
+#define PROWL_SAMPLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+#include "prowl.h"
+
+struct sampler;
+
+typedef int (*sampler_cb)(void *ctx, const struct prowl_sample *s, size_t size);
+
+struct sampler_opts {
+	unsigned int freq;     /* Hz, 1..1000 */
+	bool idle;             /* keep idle (pid 0) samples */
+	bool follow_children;  /* processes forked by filtered ones are followed */
+	bool filter_pids;      /* sample only pids added with sampler_add_pid() */
+	bool verbose;          /* pass libbpf's messages (and verifier log) through */
+	sampler_cb cb;
+	void *cb_ctx;
+};
+
+struct sampler_counters {
+	uint64_t v[PROWL_CNT__MAX];
+};
+
+/* Checks the host (root/capabilities, BTF, ring buffer support). Returns 0 or a
+ * negative errno after logging one line that names what is missing. */
+int sampler_preflight(void);
+/* Opens and loads the BPF object. Logs one line on failure. */
+int sampler_open(const struct sampler_opts *opts, struct sampler **ret);
+int sampler_add_pid(struct sampler *s, uint32_t pid);
+/* Opens perf events on online CPUs and attaches the program. */
+int sampler_start(struct sampler *s);
+/* Waits up to timeout_ms for samples and consumes them; also picks up CPUs that
+ * came online. Returns the number of samples consumed or a negative errno. */
+int sampler_poll(struct sampler *s, int timeout_ms);
+/* Consumes whatever is left in the ring buffer without waiting. */
+int sampler_drain(struct sampler *s);
+/* Stops sampling (closes perf events) but keeps the ring buffer readable. */
+void sampler_stop(struct sampler *s);
+void sampler_get_counters(const struct sampler *s, struct sampler_counters *ret);
+unsigned int sampler_ncpus_active(const struct sampler *s);
+/* BPF program run statistics (needs kernel.bpf_stats_enabled=1). */
+int sampler_prog_stats(const struct sampler *s, uint64_t *ret_run_cnt, uint64_t *ret_run_time_ns);
+void sampler_free(struct sampler *s); /* accepts NULL */
+
+#endif

@@ -1,0 +1,23 @@
+#!/bin/sh
+# install-deps.sh: installs every Debian 12 package prowl needs to build, test and benchmark.
+# Idempotent; run as root (or it uses sudo).
+set -eu
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+PKGS="make gcc clang llvm pkg-config bpftool libbpf-dev libelf-dev libdw-dev libdebuginfod-dev \
+ zlib1g-dev protobuf-c-compiler libprotobuf-c-dev libcurl4-openssl-dev"
+TEST_PKGS="elfutils protobuf-compiler libcmocka-dev python3 python3-pytest golang-go \
+ golang-github-google-pprof-dev linux-perf binutils procps"
+case "${1:-all}" in
+build) WANT="$PKGS" ;;
+*) WANT="$PKGS $TEST_PKGS" ;;
+esac
+missing=""
+for p in $WANT; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+	echo "install-deps: installing:$missing" >&2
+	$SUDO apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi

@@ -1,0 +1,296 @@
+/* dwarf_frames.c: per-module libdwfl session (one Dwfl per module, fed our own Elf) and
+ * address -> (function, file, line) frames including inlined callers. */
+#include "dwarf_frames.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dwarf_ctx {
+	Dwfl *dwfl;
+	Dwfl_Module *mod;
+	GElf_Addr bias; /* libdwfl address = normalized address + bias */
+};
+
+/* Hands the module's already opened Elf to libdwfl, which then owns it. */
+static int find_elf_cb(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+		       char **file_name, Elf **elfp)
+{
+	struct module *m = *userdata;
+
+	(void)mod;
+	(void)modname;
+	(void)base;
+	if (!m || !m->elf) {
+		errno = ENOENT;
+		return -1;
+	}
+	/* The name only guides the .gnu_debuglink search; failure to copy it is harmless. */
+	if (!*file_name && m->path[0] == '/')
+		*file_name = strdup(m->path);
+	*elfp = m->elf;
+	m->elf = NULL;
+	return -1;
+}
+
+static int find_debuginfo_cb(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
+			     const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
+			     char **debuginfo_file_name)
+{
+	const char *urls = getenv("DEBUGINFOD_URLS");
+
+	/* The standard search ends with a debuginfod query when DEBUGINFOD_URLS is
+	 * set; a profiler must not block on the network, so then only look locally
+	 * by build id. */
+	if (urls && *urls)
+		return dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+						    debuglink_crc, debuginfo_file_name);
+	return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+					    debuglink_crc, debuginfo_file_name);
+}
+
+static char *debuginfo_path; /* NULL: the default ":.debug:/usr/lib/debug" */
+
+static const Dwfl_Callbacks callbacks = {
+	.find_elf = find_elf_cb,
+	.find_debuginfo = find_debuginfo_cb,
+	.section_address = dwfl_offline_section_address,
+	.debuginfo_path = &debuginfo_path,
+};
+
+void dwarf_ctx_free(struct module *m)
+{
+	if (!m->dw)
+		return;
+	dwfl_end(m->dw->dwfl);
+	free(m->dw);
+	m->dw = NULL;
+}
+
+static struct dwarf_ctx *ctx_get(struct module *m)
+{
+	struct dwarf_ctx *c;
+	uint64_t low = UINT64_MAX, high = 0;
+	Dwarf_Addr dwbias;
+	void **ud = NULL;
+
+	if (m->dw || m->dw_failed)
+		return m->dw;
+	if (!m->elf || !m->nloads)
+		goto fail;
+	for (size_t i = 0; i < m->nloads; i++) {
+		if (m->loads[i].vaddr < low)
+			low = m->loads[i].vaddr;
+		if (m->loads[i].vaddr + m->loads[i].memsz > high)
+			high = m->loads[i].vaddr + m->loads[i].memsz;
+	}
+	low &= ~(uint64_t)0xfff;
+	if (high <= low)
+		high = low + 1;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		goto fail;
+	m->dw = c;
+	c->dwfl = dwfl_begin(&callbacks);
+	if (!c->dwfl)
+		goto fail_ctx;
+	dwfl_report_begin(c->dwfl);
+	c->mod = dwfl_report_module(c->dwfl, m->name, low, high);
+	if (!c->mod || dwfl_report_end(c->dwfl, NULL, NULL) != 0)
+		goto fail_ctx;
+	dwfl_module_info(c->mod, &ud, NULL, NULL, NULL, NULL, NULL, NULL);
+	if (!ud)
+		goto fail_ctx;
+	*ud = m;
+	/* Triggers find_elf_cb: from here on libdwfl owns the Elf. */
+	if (!dwfl_module_getelf(c->mod, &c->bias))
+		goto fail_ctx;
+	m->pub.has_dwarf = dwfl_module_getdwarf(c->mod, &dwbias) != NULL;
+	return c;
+
+fail_ctx:
+	dwarf_ctx_free(m);
+fail:
+	m->dw_failed = true;
+	return NULL;
+}
+
+static const char *die_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	const char *n;
+
+	/* Linkage name first (as eu-addr2line does): C++ names stay mangled. */
+	n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &a));
+	if (!n)
+		n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a));
+	if (!n)
+		n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &a));
+	return n;
+}
+
+static int put(struct intern *strs, const char *s, const char **ret)
+{
+	uint32_t id;
+	int r;
+
+	if (!s) {
+		*ret = NULL;
+		return 0;
+	}
+	r = intern_put_str(strs, s, &id);
+	if (r < 0)
+		return r;
+	*ret = intern_str(strs, id);
+	return 0;
+}
+
+/* Call site of an inlined_subroutine DIE: where its caller's frame is. */
+static void call_site(Dwarf_Die *inl, Dwarf_Files *files, const char **ret_file, int *ret_line)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word v;
+
+	*ret_file = NULL;
+	*ret_line = 0;
+	if (files && dwarf_formudata(dwarf_attr(inl, DW_AT_call_file, &a), &v) == 0)
+		*ret_file = dwarf_filesrc(files, v, NULL, NULL);
+	if (dwarf_formudata(dwarf_attr(inl, DW_AT_call_line, &a), &v) == 0 && v <= INT32_MAX)
+		*ret_line = (int)v;
+}
+
+/* DWARF file names may be relative to the CU's compilation directory; join
+ * them only when that directory is absolute (a relative one, as left by
+ * -fdebug-prefix-map, would just repeat itself). */
+static int fill(struct intern *strs, struct sym_frame *f, const char *function, const char *file,
+		const char *comp_dir, int line, int start_line)
+{
+	char buf[PATH_MAX];
+	int r;
+
+	if (file && file[0] != '/' && comp_dir && comp_dir[0] == '/') {
+		if (file[0] == '.' && file[1] == '/')
+			file += 2;
+		if ((size_t)snprintf(buf, sizeof(buf), "%s/%s", comp_dir, file) < sizeof(buf))
+			file = buf;
+	}
+	*f = (struct sym_frame){ .line = line, .start_line = start_line };
+	r = put(strs, function, &f->function);
+	if (r == 0)
+		r = put(strs, file, &f->file);
+	return r;
+}
+
+static int inline_chain(struct dwarf_ctx *c, Dwarf_Addr q, const char *lfile, const char *ldir, int lline,
+			struct intern *strs, struct sym_frame *frames, size_t max, size_t *ret_n)
+{
+	Dwarf_Die *scopes = NULL, *chain = NULL, *inner = NULL;
+	Dwarf_Files *files = NULL;
+	Dwarf_Attribute attr;
+	const char *cu_dir;
+	Dwarf_Addr cubias;
+	Dwarf_Die *cudie;
+	int ns, nc = 0, r = 0;
+	size_t n = 0;
+
+	cudie = dwfl_module_addrdie(c->mod, q, &cubias);
+	if (!cudie)
+		goto out;
+	ns = dwarf_getscopes(cudie, q - cubias, &scopes);
+	/* dwarf_getscopes continues from an inlined instance into its abstract
+	 * origin; the concrete callers come from the lexical parents instead. */
+	if (ns > 0)
+		nc = dwarf_getscopes_die(&scopes[0], &chain);
+	if (nc <= 0)
+		goto out;
+	if (dwarf_getsrcfiles(cudie, &files, NULL) != 0)
+		files = NULL;
+	cu_dir = dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr));
+	for (int i = 0; i < nc && n < max; i++) {
+		Dwarf_Die *d = &chain[i];
+		int tag = dwarf_tag(d), line, start_line = 0;
+		const char *name, *file, *dir = cu_dir;
+
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram && tag != DW_TAG_entry_point)
+			continue;
+		name = die_name(d);
+		if (!name && tag != DW_TAG_inlined_subroutine)
+			name = dwfl_module_addrname(c->mod, q);
+		if (!name)
+			name = "??";
+		if (!inner) {
+			file = lfile;
+			line = lline;
+			dir = ldir;
+		} else {
+			call_site(inner, files, &file, &line);
+		}
+		if (!file) {
+			file = dwarf_decl_file(d);
+			line = 0;
+		}
+		if (dwarf_decl_line(d, &start_line) != 0 || start_line < 0)
+			start_line = 0;
+		r = fill(strs, &frames[n], name, file, dir, line, start_line);
+		if (r < 0)
+			goto out;
+		n++;
+		inner = d;
+		if (tag != DW_TAG_inlined_subroutine)
+			break;
+	}
+out:
+	free(scopes);
+	free(chain);
+	*ret_n = r < 0 ? 0 : n;
+	return r;
+}
+
+int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct sym_frame *frames,
+		    size_t max, size_t *ret_n)
+{
+	struct dwarf_ctx *c;
+	const char *lfile = NULL, *ldir = NULL, *sym;
+	Dwfl_Line *ln;
+	GElf_Off off;
+	GElf_Sym es;
+	Dwarf_Addr q;
+	int lline = 0, r;
+	size_t n = 0;
+
+	*ret_n = 0;
+	if (max == 0)
+		return 0;
+	c = ctx_get(m);
+	if (!c)
+		return 0;
+	q = addr + c->bias;
+
+	ln = dwfl_module_getsrc(c->mod, q);
+	if (ln && !(lfile = dwfl_lineinfo(ln, NULL, &lline, NULL, NULL, NULL)))
+		lline = 0;
+	if (lfile)
+		ldir = dwfl_line_comp_dir(ln);
+	r = inline_chain(c, q, lfile, ldir, lline, strs, frames, max, &n);
+	if (r < 0)
+		return r;
+	if (n == 0) {
+		/* No DWARF function here: the symbol tables (.symtab or .dynsym) may
+		 * still name it, possibly with a line from the line table. */
+		sym = dwfl_module_addrinfo(c->mod, q, &off, &es, NULL, NULL, NULL);
+		if (sym && *sym) {
+			r = fill(strs, &frames[0], sym, lfile, ldir, lline, 0);
+			if (r < 0)
+				return r;
+			n = 1;
+		}
+	}
+	*ret_n = n;
+	return 0;
+}

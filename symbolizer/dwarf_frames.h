@@ -1,0 +1,24 @@
+/* dwarf_frames.h: source-level symbolization of one module's normalized addresses with
+ * elfutils libdwfl: symbol tables, DWARF line tables and inlined call chains. */
+#ifndef PROWL_DWARF_FRAMES_H
+#define PROWL_DWARF_FRAMES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "elf_module.h"
+#include "intern.h"
+#include "symbolizer.h"
+
+/* Fills frames[0..max) for normalized address addr of m, innermost first, and
+ * sets *ret_n (0 when nothing covers addr; the caller then makes a fallback).
+ * Strings are interned in strs, so they live as long as strs. The first call
+ * sets up libdwfl for m (and sets m->pub.has_dwarf); if that fails the module
+ * is marked and every later call returns *ret_n = 0 cheaply.
+ * Returns 0 or -ENOMEM. */
+int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct sym_frame *frames,
+		    size_t max, size_t *ret_n);
+/* Releases libdwfl state of m (and the Elf it took over). */
+void dwarf_ctx_free(struct module *m);
+
+#endif

@@ -1,0 +1,807 @@
+/* symbolizer.c: the resolve stage's front: per-process mapping tables, the
+ * module registry (deduplicated by build id / file identity) and the frame cache. */
+#include "symbolizer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dwarf_frames.h"
+#include "elf_module.h"
+#include "intern.h"
+#include "kallsyms.h"
+#include "procmaps.h"
+#include "u64map.h"
+
+#define REREAD_INTERVAL_NS (200ull * 1000 * 1000)
+#define VDSO_MAX_SIZE (1u << 20)
+
+struct pmap {
+	uint64_t start, end, bias; /* normalized = runtime - bias */
+	struct module *mod;
+	uint64_t inode;
+	uint32_t dev_major, dev_minor;
+	const char *path; /* interned; NULL for anonymous memory */
+};
+
+struct proc {
+	uint32_t pid;
+	struct pmap *maps; /* executable mappings, sorted by start */
+	size_t n;
+	uint64_t read_ns;  /* last /proc/PID/maps read attempt */
+	struct module *main_mod;
+	bool main_done;
+};
+
+struct symbolizer {
+	char *proc_root, *kallsyms_path;
+	struct intern *strs;      /* frame strings and mapping paths */
+	struct intern *keys;      /* module identity keys */
+	struct module **by_key;   /* key id -> module (not owned) */
+	uint32_t by_key_cap;
+	struct module **mods;     /* id - 1 -> module (owned) */
+	uint32_t nmods, mods_cap;
+	struct u64map procs;      /* pid -> struct proc * */
+	struct module *kernel, *anon;
+	struct kallsyms *ksyms;
+	bool ksyms_tried;
+	struct sym_frame *pool;   /* cached frames, indexed by module caches */
+	size_t npool, pool_cap;
+	struct symbolizer_stats st;
+};
+
+/* A frame cache entry packs [first pool index | n << 32 | symbolized << 48]. */
+#define CACHE_PACK(first, n, ok) ((uint64_t)(first) | (uint64_t)(n) << 32 | (uint64_t)!!(ok) << 48)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int intern_cstr(struct intern *t, const char *str, const char **ret)
+{
+	uint32_t id;
+	int r = intern_put_str(t, str, &id);
+
+	if (r < 0)
+		return r;
+	*ret = intern_str(t, id);
+	return 0;
+}
+
+/* ---- module registry ---- */
+
+static int add_module(struct symbolizer *s, struct module *m)
+{
+	if (s->nmods == s->mods_cap) {
+		uint32_t cap = s->mods_cap ? s->mods_cap * 2 : 64;
+		struct module **v = realloc(s->mods, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->mods = v;
+		s->mods_cap = cap;
+	}
+	s->mods[s->nmods++] = m;
+	m->pub.id = s->nmods;
+	return 0;
+}
+
+static struct module *find_key(struct symbolizer *s, const char *key)
+{
+	uint32_t id = intern_find(s->keys, key, strlen(key));
+
+	return id ? s->by_key[id] : NULL;
+}
+
+static int bind_key(struct symbolizer *s, const char *key, struct module *m)
+{
+	uint32_t id;
+	int r = intern_put_str(s->keys, key, &id);
+
+	if (r < 0)
+		return r;
+	if (id >= s->by_key_cap) {
+		uint32_t cap = s->by_key_cap ? s->by_key_cap : 64;
+		struct module **v;
+
+		while (cap <= id)
+			cap *= 2;
+		v = realloc(s->by_key, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		memset(v + s->by_key_cap, 0, (cap - s->by_key_cap) * sizeof(*v));
+		s->by_key = v;
+		s->by_key_cap = cap;
+	}
+	s->by_key[id] = m;
+	return 0;
+}
+
+/* Registers a freshly opened module under its build id, or returns the module
+ * already registered with that build id (freeing the new one). */
+static int register_module(struct symbolizer *s, struct module *m, struct module **ret)
+{
+	char key[160];
+	struct module *old;
+	int r;
+
+	if (m->pub.build_id[0]) {
+		snprintf(key, sizeof(key), "b:%s", m->pub.build_id);
+		old = find_key(s, key);
+		if (old) {
+			module_free(m);
+			*ret = old;
+			return 0;
+		}
+	}
+	r = add_module(s, m);
+	if (r < 0) {
+		module_free(m);
+		return r;
+	}
+	if (m->pub.build_id[0]) {
+		r = bind_key(s, key, m);
+		if (r < 0)
+			return r;
+	}
+	*ret = m;
+	return 0;
+}
+
+/* The module of a file identified by key ("f:maj:min:inode:path"), opening it
+ * from the first openable candidate path on first sight. A file that cannot be
+ * opened still gets a module, so its frames fall back to file offsets. */
+static int file_module(struct symbolizer *s, const char *key, const char *const *paths, size_t npaths,
+		       const char *path, struct module **ret)
+{
+	struct module *m = find_key(s, key);
+	int r;
+
+	if (m) {
+		*ret = m;
+		return 0;
+	}
+	r = module_open_file(paths, npaths, path, &m);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0) {
+		r = module_new_plain(SYM_MOD_ELF, path, NULL, &m);
+		if (r < 0)
+			return r;
+	}
+	r = register_module(s, m, &m);
+	if (r < 0)
+		return r;
+	r = bind_key(s, key, m);
+	if (r < 0)
+		return r;
+	*ret = m;
+	return 0;
+}
+
+static int plain_module(struct symbolizer *s, enum sym_module_kind kind, const char *path, struct module **ret)
+{
+	char key[PATH_MAX + 8];
+	struct module *m;
+	int r;
+
+	snprintf(key, sizeof(key), "s:%s", path);
+	m = find_key(s, key);
+	if (!m) {
+		r = module_new_plain(kind, path, path, &m);
+		if (r < 0)
+			return r;
+		r = add_module(s, m);
+		if (r < 0) {
+			module_free(m);
+			return r;
+		}
+		r = bind_key(s, key, m);
+		if (r < 0)
+			return r;
+	}
+	*ret = m;
+	return 0;
+}
+
+static int vdso_module(struct symbolizer *s, uint32_t pid, const struct pm_entry *e, struct module **ret)
+{
+	char path[PATH_MAX], key[64];
+	size_t size = e->end - e->start;
+	void *image = NULL;
+	ssize_t n = -1;
+	struct module *m;
+	int fd, r;
+
+	if (size <= VDSO_MAX_SIZE) {
+		snprintf(path, sizeof(path), "%s/%" PRIu32 "/mem", s->proc_root, pid);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		image = malloc(size);
+		if (fd >= 0 && image)
+			n = pread(fd, image, size, (off_t)e->start);
+		if (fd >= 0)
+			close(fd);
+	}
+	if (n != (ssize_t)size) {
+		free(image);
+		return plain_module(s, SYM_MOD_VDSO, "[vdso]", ret);
+	}
+	/* Every process of one ABI shares the same image: key by content. */
+	snprintf(key, sizeof(key), "v:%016" PRIx64 ":%zu", hash_bytes(image, size), size);
+	m = find_key(s, key);
+	if (!m) {
+		r = module_open_image(image, size, SYM_MOD_VDSO, "[vdso]", &m);
+		if (r == 0)
+			r = register_module(s, m, &m);
+		if (r == 0)
+			r = bind_key(s, key, m);
+		if (r < 0) {
+			free(image);
+			return r;
+		}
+	}
+	free(image);
+	*ret = m;
+	return 0;
+}
+
+/* ---- processes ---- */
+
+static int mapping_module(struct symbolizer *s, uint32_t pid, const struct pm_entry *e, struct module **ret)
+{
+	char key[PATH_MAX + 64], mf[PATH_MAX], root[PATH_MAX * 2];
+	const char *paths[3];
+
+	switch (e->kind) {
+	case PM_ANON:
+		*ret = s->anon;
+		return 0;
+	case PM_VDSO:
+		return vdso_module(s, pid, e, ret);
+	case PM_SPECIAL:
+		return plain_module(s, SYM_MOD_ANON, e->path, ret);
+	case PM_FILE:
+		break;
+	}
+	snprintf(key, sizeof(key), "f:%" PRIx32 ":%" PRIx32 ":%" PRIu64 ":%s", e->dev_major, e->dev_minor, e->inode,
+		 e->path);
+	/* map_files works for deleted files and across mount namespaces; the
+	 * process root covers containers; the plain path is the last resort. */
+	snprintf(mf, sizeof(mf), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, s->proc_root, pid, e->start, e->end);
+	snprintf(root, sizeof(root), "%s/%" PRIu32 "/root%s", s->proc_root, pid, e->path);
+	paths[0] = mf;
+	paths[1] = root;
+	paths[2] = e->path;
+	return file_module(s, key, paths, 3, e->path, ret);
+}
+
+static int read_maps(struct symbolizer *s, uint32_t pid, struct pmap **ret_maps, size_t *ret_n)
+{
+	struct procmaps pm = { 0 };
+	struct pmap *maps = NULL;
+	char path[PATH_MAX];
+	FILE *f;
+	int r;
+
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/maps", s->proc_root, pid);
+	f = fopen(path, "re");
+	if (!f)
+		return errno == ENOENT ? -ESRCH : -errno;
+	s->st.maps_reads++;
+	r = procmaps_parse(f, PROCMAPS_EXEC_ONLY, &pm, NULL);
+	fclose(f);
+	if (r < 0)
+		return r == -ENOENT ? -ESRCH : r;
+	if (pm.n) {
+		maps = calloc(pm.n, sizeof(*maps));
+		if (!maps) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < pm.n; i++) {
+		const struct pm_entry *e = &pm.v[i];
+		struct pmap *p = &maps[i];
+
+		r = mapping_module(s, pid, e, &p->mod);
+		if (r < 0)
+			goto out;
+		p->start = e->start;
+		p->end = e->end;
+		p->bias = p->mod->pub.kind == SYM_MOD_ANON ? 0 : module_bias(p->mod, e->start, e->offset);
+		p->inode = e->inode;
+		p->dev_major = e->dev_major;
+		p->dev_minor = e->dev_minor;
+		if (e->path) {
+			r = intern_cstr(s->strs, e->path, &p->path);
+			if (r < 0)
+				goto out;
+		}
+	}
+	*ret_maps = maps;
+	*ret_n = pm.n;
+	maps = NULL;
+	r = 0;
+out:
+	free(maps);
+	procmaps_free(&pm);
+	return r;
+}
+
+static struct proc *proc_find(struct symbolizer *s, uint32_t pid)
+{
+	uint64_t v;
+
+	return u64map_get(&s->procs, pid, &v) ? (struct proc *)(uintptr_t)v : NULL;
+}
+
+static void proc_free(struct proc *p)
+{
+	if (!p)
+		return;
+	free(p->maps);
+	free(p);
+}
+
+/* (Re)reads pid's maps into p; on failure p keeps its old maps. */
+static int proc_reread(struct symbolizer *s, struct proc *p)
+{
+	struct pmap *maps = NULL;
+	size_t n = 0;
+	int r;
+
+	p->read_ns = now_ns();
+	r = read_maps(s, p->pid, &maps, &n);
+	if (r < 0)
+		return r;
+	free(p->maps);
+	p->maps = maps;
+	p->n = n;
+	p->main_done = false;
+	p->main_mod = NULL;
+	return 0;
+}
+
+static int proc_load(struct symbolizer *s, uint32_t pid, struct proc **ret)
+{
+	struct proc *p = calloc(1, sizeof(*p));
+	int r;
+
+	if (!p)
+		return -ENOMEM;
+	p->pid = pid;
+	r = proc_reread(s, p);
+	if (r == 0)
+		r = u64map_put(&s->procs, pid, (uint64_t)(uintptr_t)p);
+	if (r < 0) {
+		proc_free(p);
+		return r;
+	}
+	s->st.processes = s->procs.count;
+	*ret = p;
+	return 0;
+}
+
+static const struct pmap *proc_lookup(const struct proc *p, uint64_t addr)
+{
+	size_t lo = 0, hi = p->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (p->maps[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || addr >= p->maps[lo - 1].end)
+		return NULL;
+	return &p->maps[lo - 1];
+}
+
+int symbolizer_add_process(struct symbolizer *s, uint32_t pid)
+{
+	struct proc *p;
+
+	if (!s)
+		return -EINVAL;
+	p = proc_find(s, pid);
+	if (p)
+		return proc_reread(s, p);
+	return proc_load(s, pid, &p);
+}
+
+void symbolizer_forget_process(struct symbolizer *s, uint32_t pid)
+{
+	struct proc *p;
+
+	if (!s)
+		return;
+	p = proc_find(s, pid);
+	if (!p)
+		return;
+	u64map_del(&s->procs, pid);
+	proc_free(p);
+	s->st.processes = s->procs.count;
+}
+
+int symbolizer_resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_addr *ret)
+{
+	const struct pmap *m;
+	struct proc *p;
+	int r;
+
+	if (!s || !ret)
+		return -EINVAL;
+	p = proc_find(s, pid);
+	if (!p) {
+		r = proc_load(s, pid, &p);
+		if (r < 0)
+			return r;
+	}
+	m = proc_lookup(p, addr);
+	if (!m && now_ns() - p->read_ns >= REREAD_INTERVAL_NS) {
+		/* A dlopen() or exec since the last read; a gone process keeps its
+		 * last known maps. */
+		if (proc_reread(s, p) == 0)
+			m = proc_lookup(p, addr);
+	}
+	if (!m)
+		return -ENOENT;
+	ret->mod = &m->mod->pub;
+	ret->addr = addr - m->bias;
+	return 0;
+}
+
+const struct sym_module *symbolizer_main_module(struct symbolizer *s, uint32_t pid)
+{
+	char exe[PATH_MAX], target[PATH_MAX];
+	struct proc *p;
+	struct stat st;
+	bool have_st;
+	ssize_t len;
+
+	if (!s)
+		return NULL;
+	p = proc_find(s, pid);
+	if (!p && proc_load(s, pid, &p) < 0)
+		return NULL;
+	if (p->main_done)
+		return p->main_mod ? &p->main_mod->pub : NULL;
+	p->main_done = true;
+	snprintf(exe, sizeof(exe), "%s/%" PRIu32 "/exe", s->proc_root, pid);
+	have_st = stat(exe, &st) == 0;
+	len = readlink(exe, target, sizeof(target) - 1);
+	if (len < 0) {
+		len = 0;
+	} else {
+		static const char deleted[] = " (deleted)";
+		size_t dl = sizeof(deleted) - 1;
+
+		if ((size_t)len > dl && memcmp(target + len - dl, deleted, dl) == 0)
+			len -= (ssize_t)dl;
+	}
+	target[len] = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		const struct pmap *m = &p->maps[i];
+
+		if (!m->path || m->mod->pub.kind != SYM_MOD_ELF)
+			continue;
+		if ((have_st && m->inode == st.st_ino && m->dev_major == major(st.st_dev) &&
+		     m->dev_minor == minor(st.st_dev)) ||
+		    (len > 0 && strcmp(m->path, target) == 0)) {
+			p->main_mod = m->mod;
+			break;
+		}
+	}
+	return p->main_mod ? &p->main_mod->pub : NULL;
+}
+
+int symbolizer_module_from_file(struct symbolizer *s, const char *path, const struct sym_module **ret)
+{
+	char key[PATH_MAX + 64];
+	struct module *m;
+	struct stat st;
+	int r;
+
+	if (!s || !path || !ret)
+		return -EINVAL;
+	if (stat(path, &st) < 0)
+		return -errno;
+	if (!S_ISREG(st.st_mode))
+		return -ENOEXEC;
+	snprintf(key, sizeof(key), "f:%" PRIx32 ":%" PRIx32 ":%" PRIu64 ":%s", (uint32_t)major(st.st_dev),
+		 (uint32_t)minor(st.st_dev), (uint64_t)st.st_ino, path);
+	m = find_key(s, key);
+	if (!m) {
+		r = module_open_file(&path, 1, path, &m);
+		if (r < 0)
+			return r;
+		r = register_module(s, m, &m);
+		if (r == 0)
+			r = bind_key(s, key, m);
+		if (r < 0)
+			return r;
+	}
+	*ret = &m->pub;
+	return 0;
+}
+
+/* ---- kernel ---- */
+
+static int kernel_load(struct symbolizer *s)
+{
+	int r;
+
+	if (s->ksyms_tried)
+		return 0;
+	s->ksyms_tried = true;
+	r = kallsyms_load(s->kallsyms_path, &s->ksyms);
+	if (r == -ENOMEM)
+		return r;
+	if (r == 0)
+		s->st.kernel_addrs_hidden = s->ksyms->hidden;
+	/* Unreadable kallsyms: kernel frames use the fallback name. */
+	return 0;
+}
+
+int symbolizer_resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_addr *ret)
+{
+	int r;
+
+	if (!s || !ret)
+		return -EINVAL;
+	r = kernel_load(s);
+	if (r < 0)
+		return r;
+	ret->mod = &s->kernel->pub;
+	ret->addr = addr;
+	return 0;
+}
+
+static int kernel_frame(struct symbolizer *s, uint64_t addr, struct sym_frame *f, size_t *ret_n)
+{
+	const struct ksym *k;
+	char mod[256];
+	int r;
+
+	*ret_n = 0;
+	r = kernel_load(s);
+	if (r < 0)
+		return r;
+	if (!s->ksyms || !(k = kallsyms_find(s->ksyms, addr)))
+		return 0;
+	*f = (struct sym_frame){ 0 };
+	r = intern_cstr(s->strs, k->name, &f->function);
+	if (r == 0 && k->module) {
+		snprintf(mod, sizeof(mod), "[%s]", k->module);
+		r = intern_cstr(s->strs, mod, &f->file);
+	}
+	if (r < 0)
+		return r;
+	*ret_n = 1;
+	return 0;
+}
+
+/* Reads the kernel's GNU build id from /sys/kernel/notes (a raw note list). */
+static int kernel_build_id(struct module *m)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char buf[4096];
+	size_t off = 0, n;
+	FILE *f = fopen("/sys/kernel/notes", "re");
+
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	while (off + 12 <= n) {
+		uint32_t namesz, descsz, type;
+		size_t name_off = off + 12, desc_off;
+
+		memcpy(&namesz, buf + off, 4);
+		memcpy(&descsz, buf + off + 4, 4);
+		memcpy(&type, buf + off + 8, 4);
+		if (namesz > n || descsz > n)
+			break;
+		desc_off = name_off + ((namesz + 3) & ~3u);
+		if (desc_off + descsz > n)
+			break;
+		if (type == 3 && namesz == 4 && memcmp(buf + name_off, "GNU", 4) == 0 && descsz && descsz <= 64) {
+			char *id = malloc(descsz * 2 + 1);
+
+			if (!id)
+				return -ENOMEM;
+			for (uint32_t i = 0; i < descsz; i++) {
+				id[2 * i] = hex[buf[desc_off + i] >> 4];
+				id[2 * i + 1] = hex[buf[desc_off + i] & 15];
+			}
+			id[descsz * 2] = 0;
+			free(m->build_id);
+			m->build_id = id;
+			m->pub.build_id = id;
+			return 0;
+		}
+		off = desc_off + ((descsz + 3) & ~3u);
+	}
+	return 0;
+}
+
+/* ---- frames ---- */
+
+static int pool_append(struct symbolizer *s, const struct sym_frame *f, size_t n, size_t *ret_first)
+{
+	if (s->npool + n > UINT32_MAX)
+		return -ENOMEM;
+	if (s->pool_cap - s->npool < n) {
+		size_t cap = s->pool_cap ? s->pool_cap : 1024;
+		struct sym_frame *v;
+
+		while (cap - s->npool < n)
+			cap *= 2;
+		v = realloc(s->pool, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		s->pool = v;
+		s->pool_cap = cap;
+	}
+	memcpy(s->pool + s->npool, f, n * sizeof(*f));
+	*ret_first = s->npool;
+	s->npool += n;
+	return 0;
+}
+
+static void copy_out(const struct symbolizer *s, uint64_t packed, struct sym_frame *frames, size_t max,
+		     size_t *ret_n, bool *ret_symbolized)
+{
+	size_t first = (uint32_t)packed, n = (packed >> 32) & 0xffff;
+
+	if (n > max)
+		n = max;
+	memcpy(frames, s->pool + first, n * sizeof(*frames));
+	*ret_n = n;
+	if (ret_symbolized)
+		*ret_symbolized = (packed >> 48) & 1;
+}
+
+int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64_t addr, struct sym_frame *frames,
+		      size_t max, size_t *ret_n, bool *ret_symbolized)
+{
+	struct sym_frame tmp[SYM_MAX_INLINE];
+	struct module *m;
+	uint64_t packed;
+	size_t n = 0, first;
+	bool ok;
+	int r = 0;
+
+	if (!s || !mod || !frames || !max || !ret_n)
+		return -EINVAL;
+	m = module_of(mod);
+	if (u64map_get(&m->cache, addr, &packed)) {
+		s->st.frame_hits++;
+		copy_out(s, packed, frames, max, ret_n, ret_symbolized);
+		return 0;
+	}
+	s->st.frame_misses++;
+
+	switch (mod->kind) {
+	case SYM_MOD_KERNEL:
+		r = kernel_frame(s, addr, tmp, &n);
+		break;
+	case SYM_MOD_ELF:
+	case SYM_MOD_VDSO:
+		r = dwarf_symbolize(m, addr, s->strs, tmp, SYM_MAX_INLINE, &n);
+		break;
+	case SYM_MOD_ANON:
+		break;
+	}
+	if (r < 0)
+		return r;
+	ok = n > 0;
+	if (!ok) {
+		char name[PATH_MAX + 32];
+
+		snprintf(name, sizeof(name), "%s+0x%" PRIx64, mod->name, module_file_offset(m, addr));
+		tmp[0] = (struct sym_frame){ 0 };
+		r = intern_cstr(s->strs, name, &tmp[0].function);
+		if (r < 0)
+			return r;
+		n = 1;
+	}
+	r = pool_append(s, tmp, n, &first);
+	if (r < 0)
+		return r;
+	packed = CACHE_PACK(first, n, ok);
+	r = u64map_put(&m->cache, addr, packed);
+	if (r < 0)
+		return r;
+	copy_out(s, packed, frames, max, ret_n, ret_symbolized);
+	return 0;
+}
+
+/* ---- lifetime ---- */
+
+int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
+{
+	const char *proc_root = opts && opts->proc_root ? opts->proc_root : "/proc";
+	const char *kallsyms = opts && opts->kallsyms ? opts->kallsyms : "/proc/kallsyms";
+	struct symbolizer *s;
+	int r = -ENOMEM;
+
+	if (!ret)
+		return -EINVAL;
+	if (elf_version(EV_CURRENT) == EV_NONE)
+		return -EIO;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->proc_root = strdup(proc_root);
+	s->kallsyms_path = strdup(kallsyms);
+	s->strs = intern_new();
+	s->keys = intern_new();
+	if (!s->proc_root || !s->kallsyms_path || !s->strs || !s->keys)
+		goto fail;
+	r = module_new_plain(SYM_MOD_KERNEL, "[kernel.kallsyms]", "kernel", &s->kernel);
+	if (r < 0)
+		goto fail;
+	r = add_module(s, s->kernel);
+	if (r < 0) {
+		module_free(s->kernel);
+		goto fail;
+	}
+	if (strcmp(kallsyms, "/proc/kallsyms") == 0) {
+		r = kernel_build_id(s->kernel);
+		if (r < 0)
+			goto fail;
+	}
+	r = plain_module(s, SYM_MOD_ANON, "[anon]", &s->anon);
+	if (r < 0)
+		goto fail;
+	*ret = s;
+	return 0;
+fail:
+	symbolizer_free(s);
+	return r;
+}
+
+void symbolizer_free(struct symbolizer *s)
+{
+	uint32_t pos = 0;
+	uint64_t v;
+
+	if (!s)
+		return;
+	while (u64map_next(&s->procs, &pos, NULL, &v))
+		proc_free((struct proc *)(uintptr_t)v);
+	u64map_free(&s->procs);
+	for (uint32_t i = 0; i < s->nmods; i++)
+		module_free(s->mods[i]);
+	free(s->mods);
+	free(s->by_key);
+	intern_free(s->keys);
+	intern_free(s->strs);
+	kallsyms_free(s->ksyms);
+	free(s->pool);
+	free(s->proc_root);
+	free(s->kallsyms_path);
+	free(s);
+}
+
+void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *ret)
+{
+	*ret = s->st;
+	ret->modules = s->nmods;
+	ret->processes = s->procs.count;
+}

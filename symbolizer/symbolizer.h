@@ -1,0 +1,98 @@
+/* symbolizer.h: the resolve stage. Maps sampled addresses to modules (via
+ * /proc/PID/maps and kallsyms) and module addresses to source frames (ELF + DWARF). */
+#ifndef PROWL_SYMBOLIZER_H
+#define PROWL_SYMBOLIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum sym_module_kind {
+	SYM_MOD_ELF = 0, /* a file-backed ELF object */
+	SYM_MOD_KERNEL,  /* the kernel and its modules, one module for all */
+	SYM_MOD_VDSO,
+	SYM_MOD_ANON,    /* anonymous or unreadable executable memory */
+};
+
+/* A module is one object file (identified by build id, or by path+inode when it
+ * has none). It lives as long as the symbolizer. */
+struct sym_module {
+	uint32_t id;                /* dense, >= 1, stable */
+	enum sym_module_kind kind;
+	const char *path;           /* path as mapped, "[kernel.kallsyms]", "[vdso]", "[anon]" */
+	const char *name;           /* basename, for fallback frame names */
+	const char *build_id;       /* lowercase hex, "" when none */
+	/* pprof-style mapping in normalized (ELF virtual address) space: a normalized
+	 * address A is at file offset A - start + offset. */
+	uint64_t start, limit, offset;
+	bool has_dwarf;             /* line info was found (in the file or separate debug file);
+				     * known once symbolizer_frames() was called for the module */
+};
+
+struct sym_addr {
+	const struct sym_module *mod;
+	/* normalized: ELF vaddr for SYM_MOD_ELF and for a readable [vdso] (its image
+	 * is an ELF); the file offset for a file that could not be read or is not an
+	 * ELF; the offset into the mapping for an unreadable [vdso]; raw otherwise. */
+	uint64_t addr;
+};
+
+struct sym_frame {
+	const char *function;    /* never NULL */
+	const char *system_name; /* linkage name when it differs, else NULL */
+	const char *file;        /* NULL when unknown */
+	int line;                /* 0 when unknown */
+	int start_line;          /* 0 when unknown */
+};
+
+#define SYM_MAX_INLINE 16
+
+struct symbolizer_opts {
+	const char *proc_root;    /* "/proc" unless tests point it elsewhere */
+	const char *kallsyms;     /* "/proc/kallsyms" unless tests point it elsewhere */
+};
+
+struct symbolizer_stats {
+	uint64_t frame_hits, frame_misses; /* symbolizer_frames cache */
+	uint64_t maps_reads;               /* /proc/PID/maps reads */
+	uint32_t modules, processes;       /* modules includes the kernel and [anon] pseudo modules */
+	bool kernel_addrs_hidden;          /* kptr_restrict hid kallsyms addresses (known after
+					    * the first kernel resolve) */
+};
+
+struct symbolizer;
+
+/* Not thread-safe: one symbolizer is used by one thread at a time. Modules and
+ * frame strings live until symbolizer_free(). */
+int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret);
+void symbolizer_free(struct symbolizer *s); /* accepts NULL */
+
+/* Finds the module and normalized address of a user address in process pid.
+ * Reads /proc/PID/maps the first time pid is seen and again (rate limited) when
+ * addr falls outside every known mapping. Returns -ESRCH when the process is gone
+ * and was never seen, -ENOENT when addr is in no executable mapping. */
+int symbolizer_resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_addr *ret);
+/* Same for a kernel address (always succeeds once kallsyms was loaded or not). */
+int symbolizer_resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_addr *ret);
+/* Frames for a normalized address, innermost inlined callee first; at least one
+ * (at most max: outer callers beyond max are dropped). When nothing is known the
+ * single frame's function is "<name>+0x<hex>" (hex: file offset for ELF modules,
+ * the address for the kernel/anon) and *ret_symbolized is false. Kernel frames:
+ * function = kallsyms symbol, file = NULL for the core kernel and "[module]"
+ * for module symbols, line 0. Results are cached per (module, addr). Strings
+ * stay valid for the symbolizer's life. */
+int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64_t addr,
+		      struct sym_frame *frames, size_t max, size_t *ret_n, bool *ret_symbolized);
+/* Tells the symbolizer pid is gone (frees its maps) or changed (exec). */
+void symbolizer_forget_process(struct symbolizer *s, uint32_t pid);
+/* Reads pid's maps now, e.g. at the start of a capture so early exits still resolve. */
+int symbolizer_add_process(struct symbolizer *s, uint32_t pid);
+/* The module of pid's main executable (first r-x mapping of /proc/PID/exe), or NULL. */
+const struct sym_module *symbolizer_main_module(struct symbolizer *s, uint32_t pid);
+/* The module of an ELF file on disk (shared with processes that map the same
+ * file), e.g. for offline symbolization of normalized addresses. -ENOENT... */
+int symbolizer_module_from_file(struct symbolizer *s, const char *path, const struct sym_module **ret);
+
+void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *ret);
+
+#endif

@@ -1,0 +1,158 @@
+"""conftest.py: shared fixtures for prowl's end-to-end tests: paths to the built
+binaries, a runner for prowl, and a parser for Google pprof's independent -raw dump."""
+import os
+import re
+import signal
+import subprocess
+import time
+from collections import defaultdict
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BUILD = os.path.join(ROOT, os.environ.get("PROWL_BUILD", "build"))
+PROWL = os.path.join(BUILD, "prowl")
+PPROF = os.environ.get("PPROF", os.path.join(BUILD, "tools", "pprof"))
+WORKLOADS = os.path.join(BUILD, "workloads")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long captures, skipped by --quick (sanitizer) runs")
+
+
+def workload(name):
+    path = os.path.join(WORKLOADS, name)
+    assert os.access(path, os.X_OK), f"workload {path} not built (make workloads)"
+    return path
+
+
+def run_prowl(args, timeout=120, **kw):
+    """Runs prowl to completion; returns CompletedProcess with text output."""
+    env = dict(os.environ)
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+    return subprocess.run([PROWL] + args, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+
+
+def start(cmd, **kw):
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGKILL)
+    p.wait()
+
+
+def one_error_line(res):
+    """prowl's contract: one clear 'prowl: error: ...' line, no crash output."""
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    errs = [l for l in lines if l.startswith("prowl: error:")]
+    assert len(errs) == 1, f"expected exactly one error line, got: {res.stderr!r}"
+    assert "Sanitizer" not in res.stderr and "Segmentation" not in res.stderr
+    return errs[0]
+
+
+class Raw:
+    """A profile as Google's pprof prints it with -raw (nobody here wrote pprof)."""
+
+    def __init__(self, text):
+        self.text = text
+        self.samples = []      # dicts: values, locs, labels
+        self.locations = {}    # id -> dict(addr, mapping, lines=[(func, file, line)])
+        self.mappings = {}     # id -> dict(start, limit, offset, file, build_id, flags)
+        self.period = None
+        self._parse(text)
+
+    def _parse(self, text):
+        section = None
+        cur = None
+        for line in text.splitlines():
+            if line.startswith("Period:"):
+                self.period = int(line.split()[1])
+            if line.startswith("Samples:"):
+                section = "samples"
+                continue
+            if line.startswith("Locations"):
+                section = "locations"
+                continue
+            if line.startswith("Mappings"):
+                section = "mappings"
+                continue
+            if section == "samples":
+                m = re.match(r"^\s+(\d+)\s+(\d+):((?:\s+\d+)*)\s*$", line)
+                if m:
+                    cur = {"values": [int(m.group(1)), int(m.group(2))],
+                           "locs": [int(x) for x in m.group(3).split()], "labels": {}}
+                    self.samples.append(cur)
+                    continue
+                pairs = re.findall(r"(\S+?):\[(.*?)\]", line)
+                if pairs and cur is not None:
+                    cur["labels"].update(pairs)
+            elif section == "locations":
+                m = re.match(r"^\s+(\d+): 0x([0-9a-f]+) M=(\d+)\s*(.*)$", line)
+                if m:
+                    cur = {"addr": int(m.group(2), 16), "mapping": int(m.group(3)), "lines": []}
+                    self.locations[int(m.group(1))] = cur
+                    rest = m.group(4).strip()
+                    if rest:
+                        cur["lines"].append(self._line(rest))
+                    continue
+                if line.strip() and cur is not None:
+                    cur["lines"].append(self._line(line.strip()))
+            elif section == "mappings":
+                m = re.match(r"^(\d+): 0x([0-9a-f]+)/0x([0-9a-f]+)/0x([0-9a-f]+) (\S+)\s*(\S*)\s*(.*)$", line)
+                if m:
+                    self.mappings[int(m.group(1))] = {
+                        "start": int(m.group(2), 16), "limit": int(m.group(3), 16),
+                        "offset": int(m.group(4), 16), "file": m.group(5),
+                        "build_id": m.group(6) if not m.group(6).startswith("[") else "",
+                        "flags": m.group(7) + (m.group(6) if m.group(6).startswith("[") else "")}
+
+    @staticmethod
+    def _line(s):
+        # "func file:line s=start" or "func :0 s=0" or just "func"
+        m = re.match(r"^(.*?) (\S*):(-?\d+)(?: s=(\d+))?(?:\(.*\))?$", s)
+        if m:
+            return (m.group(1), m.group(2), int(m.group(3)))
+        return (s, "", 0)
+
+    def frames(self, sample):
+        """Function names of a sample, leaf first, inlined frames expanded."""
+        out = []
+        for lid in sample["locs"]:
+            out.extend(l[0] for l in self.locations[lid]["lines"])
+        return out
+
+    def total(self, pred=lambda s: True):
+        return sum(s["values"][0] for s in self.samples if pred(s))
+
+    def share(self, func, pred=lambda s: True, self_only=False):
+        """Share of (filtered) samples whose stack contains func (or whose leaf is func)."""
+        tot = self.total(pred)
+        hit = 0
+        for s in self.samples:
+            if not pred(s):
+                continue
+            fr = self.frames(s)
+            if (fr[:1] == [func]) if self_only else (func in fr):
+                hit += s["values"][0]
+        return hit / tot if tot else 0.0
+
+
+def pprof_raw(path):
+    res = subprocess.run([PPROF, "-raw", path], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, f"pprof -raw failed: {res.stderr}"
+    return Raw(res.stdout)
+
+
+def pprof(args, path):
+    res = subprocess.run([PPROF] + args + [path], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, f"pprof {args} failed: {res.stderr}"
+    return res.stdout
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _check_build():
+    assert os.access(PROWL, os.X_OK), f"{PROWL} not built"
+    assert os.access(PPROF, os.X_OK), f"{PPROF} not built (make tools)"
+    assert os.geteuid() == 0, "end-to-end tests need root"

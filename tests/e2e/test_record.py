@@ -1,0 +1,268 @@
+"""test_record.py: `prowl record` end to end: real BPF sampling of workloads the
+tests build, read back with Google pprof, eu-addr2line and the folded output."""
+import gzip
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import (PROWL, one_error_line, pprof, pprof_raw, run_prowl, start, stop,
+                      workload)
+
+CPUSPLIT = "cpusplit"
+
+
+@pytest.fixture(scope="module")
+def split_capture(tmp_path_factory):
+    """One 6 s capture of cpusplit (3:1 between hot_a and hot_b) by PID, written as
+    pprof and folded at once."""
+    d = tmp_path_factory.mktemp("split")
+    p = start([workload(CPUSPLIT), "20"])
+    try:
+        time.sleep(0.3)
+        res = run_prowl(["record", "-p", str(p.pid), "-F", "199", "-d", "6s",
+                         "-o", str(d / "app.pb.gz"), "-o", str(d / "app.folded")])
+    finally:
+        stop(p)
+    assert res.returncode == 0, res.stderr
+    return d, res, p.pid
+
+
+def test_cpu_split_matches_design(split_capture):
+    d, res, pid = split_capture
+    raw = pprof_raw(str(d / "app.pb.gz"))
+    total = raw.total()
+    assert total > 6 * 199 * 0.8, f"too few samples: {total}"
+    a, b = raw.share("hot_a"), raw.share("hot_b")
+    assert abs(a - 0.75) <= 0.05, f"hot_a share {a:.3f}, want 0.75±0.05"
+    assert abs(b - 0.25) <= 0.05, f"hot_b share {b:.3f}, want 0.25±0.05"
+    # Every sample belongs to the one process, with its labels.
+    assert all(s["labels"].get("pid") == str(pid) for s in raw.samples)
+    assert all(s["labels"].get("process_name") == CPUSPLIT for s in raw.samples)
+
+
+def test_functions_have_file_line_and_inline(split_capture):
+    d, _, _ = split_capture
+    raw = pprof_raw(str(d / "app.pb.gz"))
+    src = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "workloads", "cpusplit.c"))
+    lines = open(src).read().splitlines()
+    decl = {name: next(i + 1 for i, l in enumerate(lines) if re.search(rf"\b{name}\(uint64_t", l))
+            for name in ("hot_a", "hot_b", "mix")}
+    inlined = 0
+    for loc in raw.locations.values():
+        fl = loc["lines"]
+        for i, (fn, file, line) in enumerate(fl):
+            if fn in decl:
+                assert file.endswith("tests/workloads/cpusplit.c"), (fn, file)
+                assert line > 0
+        if len(fl) >= 2 and fl[0][0] == "mix" and fl[1][0] in ("hot_a", "hot_b"):
+            inlined += 1
+            # The inlined callee's line lies within mix(); the caller's line is the call site.
+            assert decl["mix"] <= fl[0][2] <= decl["mix"] + 8, fl
+            assert "mix(" in lines[fl[1][2] - 1], (fl, lines[fl[1][2] - 1])
+    assert inlined > 0, "mix() never appeared as an inlined frame"
+    # pprof's view of the functions: start lines come from DWARF.
+    top = pprof(["-top", "-nodecount=40"], str(d / "app.pb.gz"))
+    assert "hot_a" in top and "hot_b" in top and "mix" in top, top
+    mapping = [m for m in raw.mappings.values() if m["file"].endswith("/" + CPUSPLIT)]
+    assert mapping, raw.mappings
+    assert list(raw.mappings.values())[0]["file"].endswith("/" + CPUSPLIT), "mapping[0] must be the main binary"
+    assert mapping[0]["build_id"] and re.fullmatch(r"[0-9a-f]{40}", mapping[0]["build_id"]), mapping[0]
+
+
+def test_pprof_traces_show_call_chain(split_capture):
+    d, _, _ = split_capture
+    out = pprof(["-traces"], str(d / "app.pb.gz"))
+    # A trace block lists frames leaf first; hot_a's callers are worker and main.
+    blocks = out.split("-----------+-------------------------------------------------------")
+    chains = [[l.split()[-1] for l in b.strip().splitlines() if l.strip() and not l.strip().startswith("bytes:")] for b in blocks]
+    assert any("hot_a" in c and "worker" in c and "main" in c for c in chains), out[:3000]
+
+
+def test_folded_agrees_with_pprof(split_capture):
+    d, _, _ = split_capture
+    raw = pprof_raw(str(d / "app.pb.gz"))
+    want = {}
+    for s in raw.samples:
+        key = ";".join([s["labels"]["process_name"]] + list(reversed(raw.frames(s))))
+        want[key] = want.get(key, 0) + s["values"][0]
+    got = {}
+    for line in open(d / "app.folded"):
+        stack, _, n = line.rstrip("\n").rpartition(" ")
+        got[stack] = got.get(stack, 0) + int(n)
+    assert got == want
+
+
+def test_symbols_agree_with_eu_addr2line(split_capture):
+    d, _, _ = split_capture
+    raw = pprof_raw(str(d / "app.pb.gz"))
+    binary = workload(CPUSPLIT)
+    mid = [i for i, m in raw.mappings.items() if m["file"] == os.path.realpath(binary)]
+    assert mid, (binary, raw.mappings)
+    locs = [l for l in raw.locations.values() if l["mapping"] == mid[0]]
+    assert len(locs) >= 5
+    checked = 0
+    for loc in locs:
+        out = subprocess.run(["eu-addr2line", "-f", "-i", "-e", binary, hex(loc["addr"])],
+                             capture_output=True, text=True, check=True).stdout.split("\n")
+        ref = []
+        for fn, fl in zip(out[0::2], out[1::2]):
+            # "mix inlined at FILE:LINE:COL in hot_a" / "FILE:LINE:COL"
+            m = re.match(r"^(.*?):(\d+)(?::\d+)?$", fl.strip())
+            ref.append((fn.split(" inlined at ")[0].strip(), m.group(1) if m else "", int(m.group(2)) if m else 0))
+        got = [(fn, file, line) for fn, file, line in loc["lines"]]
+        assert [r[0] for r in ref] == [g[0] for g in got], (hex(loc["addr"]), ref, got)
+        for r, g in zip(ref, got):
+            assert r[1] == g[1] and r[2] == g[2], (hex(loc["addr"]), ref, got)
+        checked += 1
+    assert checked == len(locs)
+
+
+def test_record_command_follows_children(tmp_path):
+    out = tmp_path / "run.pb.gz"
+    res = run_prowl(["record", "-F", "199", "-o", str(out), "--", "/bin/sh", "-c", f"{workload(CPUSPLIT)} 3; true"])
+    assert res.returncode == 0, res.stderr
+    raw = pprof_raw(str(out))
+    cs = lambda s: s["labels"].get("process_name") == CPUSPLIT
+    assert raw.total(cs) > 3 * 199 * 0.7, raw.total(cs)
+    assert abs(raw.share("hot_a", cs) - 0.75) <= 0.05
+
+
+def test_per_thread_labels(tmp_path):
+    out = tmp_path / "t.pb.gz"
+    res = run_prowl(["record", "--per-thread", "-F", "99", "-o", str(out), "--", workload(CPUSPLIT), "2", "2"])
+    assert res.returncode == 0, res.stderr
+    raw = pprof_raw(str(out))
+    tids = {s["labels"].get("tid") for s in raw.samples}
+    assert len(tids) == 2, tids
+    assert all(s["labels"].get("thread_name") == CPUSPLIT for s in raw.samples)
+
+
+def test_process_exit_mid_capture(tmp_path):
+    out = tmp_path / "exit.pb.gz"
+    p = start([workload(CPUSPLIT), "2"])
+    res = run_prowl(["record", "-p", str(p.pid), "-d", "30s", "-o", str(out)])
+    p.wait()
+    assert res.returncode == 0, res.stderr
+    assert f"process {p.pid} exited" in res.stderr
+    raw = pprof_raw(str(out))
+    assert raw.share("hot_a") > 0.6  # symbolized although the process is gone
+
+
+def test_sigint_writes_valid_file(tmp_path):
+    out = tmp_path / "int.pb.gz"
+    p = start([workload(CPUSPLIT), "30"])
+    try:
+        pr = subprocess.Popen([PROWL, "record", "-p", str(p.pid), "-o", str(out)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2)
+        pr.send_signal(signal.SIGINT)
+        so, se = pr.communicate(timeout=30)
+    finally:
+        stop(p)
+    assert pr.returncode == 0, se
+    raw = pprof_raw(str(out))
+    assert raw.total() > 50
+    assert not [f for f in os.listdir(tmp_path) if "prowl-tmp" in f]
+
+
+def test_sigterm_writes_valid_file(tmp_path):
+    out = tmp_path / "term.folded"
+    p = start([workload(CPUSPLIT), "30"])
+    try:
+        pr = subprocess.Popen([PROWL, "record", "-a", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2)
+        pr.send_signal(signal.SIGTERM)
+        pr.communicate(timeout=30)
+    finally:
+        stop(p)
+    assert pr.returncode == 0
+    lines = open(out).read().splitlines()
+    assert lines and all(re.fullmatch(r"[^ ;][^;]*(;[^;]+)* \d+", l) for l in lines), lines[:5]
+    assert any(l.startswith("cpusplit;") and ";hot_a" in l for l in lines)
+
+
+def test_missing_pid_is_one_clear_error(tmp_path):
+    res = run_prowl(["record", "-p", "999999", "-d", "1s", "-o", str(tmp_path / "x.pb.gz")])
+    assert res.returncode == 1
+    assert "999999 does not exist" in one_error_line(res)
+    assert not os.listdir(tmp_path)
+
+
+def test_command_that_cannot_start(tmp_path):
+    res = run_prowl(["record", "-o", str(tmp_path / "x.pb.gz"), "--", "/nonexistent/prog"])
+    assert res.returncode == 1
+    assert "cannot run '/nonexistent/prog'" in one_error_line(res)
+    assert not os.listdir(tmp_path), "no partial output may be left behind"
+
+
+@pytest.mark.parametrize("path", ["/proc/prowl-test.pb.gz", "/nonexistent-dir/x.pb.gz", "/tmp"])
+def test_unwritable_output(path):
+    res = run_prowl(["record", "-a", "-d", "1s", "-o", path])
+    assert res.returncode == 1
+    assert "cannot write output" in one_error_line(res)
+
+
+@pytest.mark.parametrize("args,word", [
+    (["-a", "-F", "0"], "frequency"), (["-a", "-F", "1001"], "frequency"), (["-a", "-F", "9x"], "frequency"),
+    (["-a", "-d", "soon"], "duration"), (["-a", "-d", "-1s"], "duration"), (["-a", "-d", "0s"], "duration"),
+    (["-p", "abc"], "PID"), (["-p", "1,,2"], "PID"), ([], "nothing to profile"), (["-a", "-p", "1"], "only one"),
+    (["-a", "--bogus"], "unknown option"), (["-a", "-f", "json"], "format"), (["-a", "-o"], "needs a value"),
+])
+def test_usage_errors_exit_2(args, word):
+    res = run_prowl(["record"] + args)
+    assert res.returncode == 2, res
+    assert word in one_error_line(res)
+
+
+def test_help_and_version():
+    res = run_prowl(["--help"])
+    assert res.returncode == 0 and "record" in res.stdout and "Examples" in res.stdout
+    res = run_prowl(["record", "--help"])
+    assert res.returncode == 0 and "Examples:" in res.stdout and "-- ./myprog" in res.stdout
+    res = run_prowl(["--version"])
+    assert res.returncode == 0 and re.match(r"prowl \d+\.\d+\.\d+", res.stdout)
+    res = run_prowl(["frobnicate"])
+    assert res.returncode == 2 and "unknown command" in one_error_line(res)
+
+
+def test_not_root_names_capabilities(tmp_path):
+    res = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                          PROWL, "record", "-a", "-d", "1s", "-o", "/tmp/prowl-nobody.pb.gz"],
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 1
+    line = one_error_line(res)
+    assert "CAP_BPF" in line and "CAP_PERFMON" in line and "root" in line
+
+
+@pytest.mark.slow
+def test_whole_host_100hz_60s_loses_nothing(tmp_path):
+    """Whole host at 100 Hz for 60 s with both CPUs busy: no lost samples, kernel
+    frames on their own mapping, the workload found by name."""
+    out = tmp_path / "host.pb.gz"
+    load = [start([workload(CPUSPLIT), "65", "2"]),
+            start(["dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=400000000"])]
+    try:
+        res = run_prowl(["record", "-a", "-F", "100", "-d", "60s", "-o", str(out)], timeout=180)
+    finally:
+        for p in load:
+            stop(p)
+    assert res.returncode == 0, res.stderr
+    m = re.search(r"(\d+) samples in [\d.]+s, (\d+) lost", res.stdout)
+    assert m, res.stdout
+    assert int(m.group(2)) == 0, res.stdout
+    assert int(m.group(1)) > 2 * 100 * 60 * 0.9, res.stdout
+    raw = pprof_raw(str(out))
+    kern = [i for i, mp in raw.mappings.items() if mp["file"] == "[kernel.kallsyms]"]
+    assert kern, raw.mappings
+    ksyms = {l[0] for loc in raw.locations.values() if loc["mapping"] == kern[0] for l in loc["lines"]}
+    assert any("sys_read" in k or "sys_write" in k or "entry_SYSCALL" in k for k in ksyms), sorted(ksyms)[:50]
+    cs = lambda s: s["labels"].get("process_name") == CPUSPLIT
+    assert abs(raw.share("hot_a", cs) - 0.75) <= 0.05
+    dd = lambda s: s["labels"].get("process_name") == "dd"
+    assert raw.total(dd) > 0
+    # The summary names the hottest functions.
+    assert "Top 10 functions by self" in res.stdout and "hot_a" in res.stdout

@@ -1,0 +1,84 @@
+/* cpusplit.c: a test workload that spends CPU in hot_a and hot_b in a 3:1 ratio,
+ * with an always-inline helper, so profiles can be checked against a known answer. */
+/* BUILD: -O2 -g -fno-omit-frame-pointer -pthread */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static volatile uint64_t sink;
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* Forced inline: shows up as an inlined frame inside hot_a and hot_b. */
+static inline __attribute__((always_inline)) uint64_t mix(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	return x ^ (x >> 29);
+}
+
+/* Spins for about ns nanoseconds, mostly inside mix(). */
+__attribute__((noinline)) void hot_a(uint64_t ns)
+{
+	uint64_t end = now_ns() + ns, x = sink;
+
+	do {
+		for (int i = 0; i < 2000; i++)
+			x = mix(x + i);
+	} while (now_ns() < end);
+	sink = x;
+}
+
+__attribute__((noinline)) void hot_b(uint64_t ns)
+{
+	uint64_t end = now_ns() + ns, x = sink;
+
+	do {
+		for (int i = 0; i < 2000; i++)
+			x = mix(x - i);
+	} while (now_ns() < end);
+	sink = x;
+}
+
+static double seconds = 5;
+
+static void *worker(void *arg)
+{
+	uint64_t stop = now_ns() + (uint64_t)(seconds * 1e9);
+
+	(void)arg;
+	while (now_ns() < stop) {
+		hot_a(3000000); /* 3 ms */
+		hot_b(1000000); /* 1 ms */
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	int threads = argc > 2 ? atoi(argv[2]) : 1;
+	pthread_t tid[64];
+
+	if (argc > 1)
+		seconds = atof(argv[1]);
+	if (threads < 1 || threads > 64) {
+		fprintf(stderr, "usage: cpusplit [SECONDS] [THREADS 1-64]\n");
+		return 2;
+	}
+	for (int i = 1; i < threads; i++)
+		pthread_create(&tid[i], NULL, worker, NULL);
+	worker(NULL);
+	for (int i = 1; i < threads; i++)
+		pthread_join(tid[i], NULL);
+	return 0;
+}
