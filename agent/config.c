@@ -26,10 +26,10 @@
 #define MAX_LABEL_VALUE  1024
 #define MAX_KEY_PATH     128
 
-#define MS_PER_S 1000ull
+#define MS_PER_S ((uint64_t)1000)
 #define MS_PER_M (60 * MS_PER_S)
 #define MS_PER_H (60 * MS_PER_M)
-#define KIB      1024ull
+#define KIB      ((uint64_t)1024)
 #define MIB      (1024 * KIB)
 #define GIB      (1024 * MIB)
 
@@ -57,17 +57,22 @@ struct key_def {
 	const char *what;         /* K_UINT, K_ENUM: noun for messages */
 	const char *unit;         /* K_UINT: e.g. "Hz" */
 	const char *const *names; /* K_ENUM: NULL-terminated, index = value */
+	bool zero_ok;             /* K_DURATION, K_SIZE: "0" means no limit */
 };
 
 static const char *const unwind_names[] = { "fp", "dwarf", NULL };
-static const char *const level_names[] = { "error", "warn", "info", "debug", NULL };
-static const char *const format_names[] = { "logfmt", "json", NULL };
-static const char *const api_names[] = { "ingest", "push", NULL };
+static const char *const level_names[] = {
+	[LOG_LVL_ERROR] = "error", [LOG_LVL_WARN] = "warn", [LOG_LVL_INFO] = "info", [LOG_LVL_DEBUG] = "debug", NULL
+};
+static const char *const format_names[] = {
+	[LOG_FMT_PLAIN] = "plain", [LOG_FMT_LOGFMT] = "logfmt", [LOG_FMT_JSON] = "json", NULL
+};
+static const char *const api_names[] = { [PYRO_API_INGEST] = "ingest", [PYRO_API_PUSH] = "push", NULL };
 
 #define FIELD(m) offsetof(struct agent_config, m), sizeof(((struct agent_config *)0)->m)
 
-#define HTTP_KEYS(x)                                                                                   \
-	{ "exporters." #x ".url", K_URL, FIELD(exporters.x.target.url), "" },                          \
+#define HTTP_URL(x) { "exporters." #x ".url", K_URL, FIELD(exporters.x.target.url), "" }
+#define HTTP_OPTIONS(x)                                                                                \
 	{ "exporters." #x ".basic_user", K_STRING, FIELD(exporters.x.target.basic_user), "" },         \
 	{ "exporters." #x ".basic_password", K_SECRET, FIELD(exporters.x.target.basic_password), "" }, \
 	{ "exporters." #x ".bearer_token", K_SECRET, FIELD(exporters.x.target.bearer_token), "" },     \
@@ -109,13 +114,17 @@ static const struct key_def keys[] = {
 	{ "exporters.dir.enabled", K_BOOL, FIELD(exporters.dir.enabled), "true" },
 	{ "exporters.dir.path", K_PATH, FIELD(exporters.dir.path), "" },
 	{ "exporters.dir.max_age", K_DURATION, FIELD(exporters.dir.max_age_ms), "24h",
-	  MS_PER_M, 8760 * MS_PER_H },
-	{ "exporters.dir.max_size", K_SIZE, FIELD(exporters.dir.max_size_bytes), "1GiB", MIB, 1024 * GIB },
-	HTTP_KEYS(pyroscope),
+	  MS_PER_M, 87600 * MS_PER_H, .zero_ok = true },
+	{ "exporters.dir.max_size", K_SIZE, FIELD(exporters.dir.max_size_bytes), "1GiB", MIB, 1024 * GIB,
+	  .zero_ok = true },
+	HTTP_URL(pyroscope),
 	{ "exporters.pyroscope.api", K_ENUM, FIELD(exporters.pyroscope_api), "ingest", .what = "API",
 	  .names = api_names },
-	HTTP_KEYS(otlp),
-	HTTP_KEYS(parca),
+	HTTP_OPTIONS(pyroscope),
+	HTTP_URL(otlp),
+	HTTP_OPTIONS(otlp),
+	HTTP_URL(parca),
+	HTTP_OPTIONS(parca),
 };
 
 #define NKEYS ARRAY_SIZE(keys)
@@ -173,7 +182,7 @@ const char agent_config_usage[] =
 	"                             127.0.0.1:9464)\n"
 	"      --no-metrics           no metrics endpoint\n"
 	"      --log-level LEVEL      error, warn, info or debug (default info)\n"
-	"      --log-format FMT       logfmt or json (default logfmt)\n"
+	"      --log-format FMT       logfmt, json or plain (default logfmt)\n"
 	"      --unwind MODE          fp (frame pointers) or dwarf (default dwarf)\n"
 	"      --per-thread           label samples with tid and thread name\n"
 	"      --idle                 keep samples of idle CPUs\n"
@@ -312,7 +321,7 @@ static void format_duration(uint64_t ms, char *buf, size_t size)
 
 	buf[0] = 0;
 	if (ms == 0) {
-		snprintf(buf, size, "0s");
+		snprintf(buf, size, "0");
 		return;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(units) && n < size; i++) {
@@ -438,7 +447,7 @@ static bool valid_label_name(const char *s)
 	return true;
 }
 
-/* Adds or replaces one static label. key is the name for file messages. */
+/* Adds one static label, or replaces the value of one of that name. */
 static int label_set(struct load *l, const struct origin *o, const char *name, const char *value)
 {
 	struct agent_config *c = l->cfg;
@@ -549,6 +558,10 @@ static int set_value(struct load *l, const struct key_def *k, const char *s, con
 		store_uint(p, k->size, v);
 		break;
 	case K_DURATION:
+		if (k->zero_ok && strcmp(s, "0") == 0) {
+			store_uint(p, k->size, 0);
+			break;
+		}
 		r = parse_duration_ns(s, &v);
 		format_duration(k->min, lo, sizeof(lo));
 		format_duration(k->max, hi, sizeof(hi));
@@ -557,7 +570,8 @@ static int set_value(struct load *l, const struct key_def *k, const char *s, con
 					 "invalid duration '%s': use e.g. 10s, 500ms, 2m or 1h30m", s);
 		v /= 1000000;
 		if (r < 0 || v < k->min || v > k->max)
-			return cfg_error(l, o, k->path, false, "duration '%s' out of range: use %s to %s", s, lo, hi);
+			return cfg_error(l, o, k->path, false, "duration '%s' out of range: use %s to %s%s", s, lo,
+					 hi, k->zero_ok ? ", or 0 for no limit" : "");
 		store_uint(p, k->size, v);
 		break;
 	case K_SIZE:
@@ -566,8 +580,9 @@ static int set_value(struct load *l, const struct key_def *k, const char *s, con
 		format_size(k->max, hi, sizeof(hi));
 		if (r == -EINVAL)
 			return cfg_error(l, o, k->path, false, "invalid size '%s': use e.g. 512KiB, 64MiB or 1GiB", s);
-		if (r < 0 || v < k->min || v > k->max)
-			return cfg_error(l, o, k->path, false, "size '%s' out of range: use %s to %s", s, lo, hi);
+		if (r < 0 || (v < k->min && !(k->zero_ok && v == 0)) || v > k->max)
+			return cfg_error(l, o, k->path, false, "size '%s' out of range: use %s to %s%s", s, lo, hi,
+					 k->zero_ok ? ", or 0 for no limit" : "");
 		store_uint(p, k->size, v);
 		break;
 	case K_ENUM:
@@ -799,8 +814,11 @@ static int yaml_error(const struct load *l, yaml_parser_t *p, const char *buf, s
 		return log_error_errno(-ENOMEM, "%s: cannot parse", l->path);
 	if (p->error == YAML_READER_ERROR)
 		line = line_of_offset(buf, len, p->problem_offset);
+	/* A problem found at the end of the file belongs to its last line. */
+	else if (p->problem_mark.index >= len && len && buf[len - 1] == '\n' && line > 1)
+		line--;
 	if (p->context)
-		log_error("%s:%lu: invalid YAML: %s %s (at line %lu)", l->path, line,
+		log_error("%s:%lu: invalid YAML: %s (%s started at line %lu)", l->path, line,
 			  p->problem ? p->problem : "syntax error", p->context,
 			  (unsigned long)p->context_mark.line + 1);
 	else
@@ -822,7 +840,7 @@ static int read_file(const char *path, char **ret_buf, size_t *ret_len, mode_t *
 		r = -errno;
 		goto out;
 	}
-	if (S_ISDIR(st.st_mode) || !S_ISREG(st.st_mode)) {
+	if (!S_ISREG(st.st_mode)) {
 		r = S_ISDIR(st.st_mode) ? -EISDIR : -EINVAL;
 		goto out;
 	}

@@ -9,12 +9,10 @@
 #include <stdio.h>
 
 #include "export.h"
+#include "export_pyroscope.h"
 #include "log.h"
 
 enum unwind_mode { UNWIND_FP = 0, UNWIND_DWARF };
-enum log_format { LOG_FORMAT_LOGFMT = 0, LOG_FORMAT_JSON };
-/* Pyroscope's /ingest (pprof upload) or its connect API /push.v1.PusherService/Push. */
-enum pyroscope_api { PYROSCOPE_API_INGEST = 0, PYROSCOPE_API_PUSH };
 
 /* A static series label; name matches [a-zA-Z_][a-zA-Z0-9_]* and is not reserved. */
 struct config_label {
@@ -25,8 +23,8 @@ struct config_label {
 struct dir_exporter_config {
 	bool enabled;
 	char *path;              /* never NULL after load: default <state_dir>/profiles */
-	uint64_t max_age_ms;     /* files older than this are removed */
-	uint64_t max_size_bytes; /* oldest files removed past this total */
+	uint64_t max_age_ms;     /* files older than this are removed; 0 = keep forever */
+	uint64_t max_size_bytes; /* oldest files removed past this total; 0 = no cap */
 };
 
 /* An HTTP exporter is enabled exactly when its URL is set. In target, empty
@@ -49,7 +47,7 @@ struct agent_config {
 
 	struct {
 		enum log_level level;
-		enum log_format format;
+		enum log_format format; /* from log.h; plain, logfmt (default) or json */
 	} log;
 
 	struct {
@@ -68,7 +66,7 @@ struct agent_config {
 	struct {
 		struct dir_exporter_config dir;
 		struct http_exporter_config pyroscope, otlp, parca;
-		enum pyroscope_api pyroscope_api;
+		enum pyroscope_api pyroscope_api; /* from export_pyroscope.h */
 	} exporters;
 
 	char *config_path;       /* --config or PROWL_CONFIG; NULL when none */
@@ -80,8 +78,8 @@ struct agent_config {
  * --help was printed on stdout (caller exits 0); or -EINVAL after logging exactly one
  * error line naming the file:line and key, the variable or the option (caller exits 2);
  * -ENOMEM likewise. On error *ret is left zeroed. Unknown PROWL_* variables are warned
- * about, one line each. Re-entrant (resets getopt), so a SIGHUP reload may call it again
- * with a fresh struct and swap on success. */
+ * about, one line each. Re-entrant (it resets getopt; so not thread-safe), so a SIGHUP
+ * reload may call it again with the same argv/envp and a fresh struct, and swap on success. */
 int agent_config_load(int argc, char **argv, char **envp, struct agent_config *ret);
 
 /* Writes the effective configuration as YAML that agent_config_load accepts back;

@@ -104,7 +104,7 @@ struct otlp_build {
 	struct intern *samples;  /* struct sample_key */
 	int64_t *counts;         /* per sample id */
 	uint32_t counts_cap;
-	int32_t frame_native, frame_kernel; /* profile.frame.type attributes */
+	int32_t frame_native, frame_kernel; /* profile.frame.type attributes, 0 until used */
 	unsigned char *scratch;  /* a location key being built */
 	size_t scratch_cap;
 	struct arena_chunk *arena;
@@ -302,7 +302,17 @@ static int series_location(struct otlp_build *b, struct series_map *m, uint32_t 
 	err = series_mapping(b, m, l->mapping_id, &h.mapping);
 	if (err)
 		return err;
-	h.attr = l->mapping_id && m->p->maps[l->mapping_id].is_kernel ? b->frame_kernel : b->frame_native;
+	if (l->mapping_id && m->p->maps[l->mapping_id].is_kernel) {
+		if (!b->frame_kernel)
+			err = dict_attr_str(b, "profile.frame.type", "kernel", &b->frame_kernel);
+		h.attr = b->frame_kernel;
+	} else {
+		if (!b->frame_native)
+			err = dict_attr_str(b, "profile.frame.type", "native", &b->frame_native);
+		h.attr = b->frame_native;
+	}
+	if (err)
+		return err;
 	for (uint32_t i = 0; i < l->nlines; i++) {
 		const struct prof_line *pl = &m->p->lines[l->first_line + i];
 		struct line_key lk = { .line = pl->line };
@@ -778,14 +788,14 @@ static int build_profiles(struct otlp_build *b, struct build_ctx *c, pb_request 
 		memcpy(&rk, intern_key(b->res, r, NULL), sizeof(rk));
 		series = &batch->series[rk.series];
 		p = series->prof;
-		if (!ARENA_NEW(b, rp, 1) || !ARENA_NEW(b, sp, 1) || !ARENA_NEW(b, scope, 1) ||
-		    !ARENA_NEW(b, prof, 1) || !ARENA_NEW(b, rp->scope_profiles, 1) ||
-		    !ARENA_NEW(b, sp->profiles, 1))
+		if (!ARENA_NEW(b, rp, 1) || !ARENA_NEW(b, sp, 1) || !ARENA_NEW(b, scope, 1) || !ARENA_NEW(b, prof, 1))
 			return -ENOMEM;
 		*rp = (pb_resprof)PB(RESOURCE_PROFILES);
 		*sp = (pb_scopeprof)PB(SCOPE_PROFILES);
 		*scope = (pb_scope)OPENTELEMETRY__PROTO__COMMON__V1__INSTRUMENTATION_SCOPE__INIT;
 		*prof = (pb_profile)PB(PROFILE);
+		if (!ARENA_NEW(b, rp->scope_profiles, 1) || !ARENA_NEW(b, sp->profiles, 1))
+			return -ENOMEM;
 		err = build_resource(b, series, &rk, c->hostname, &rp->resource);
 		if (err)
 			return err;
@@ -840,12 +850,8 @@ int encode_otlp(const struct export_batch *batch, uint8_t **ret_buf, size_t *ret
 	}
 	c.sample_type = (pb_value_type)PB(VALUE_TYPE);
 	c.period_type = (pb_value_type)PB(VALUE_TYPE);
-	err = dict_attr_str(&b, "profile.frame.type", "native", &b.frame_native);
-	if (!err)
-		err = dict_attr_str(&b, "profile.frame.type", "kernel", &b.frame_kernel);
 	/* The value types' strings. */
-	if (!err)
-		err = dict_str(&b, "samples", &c.sample_type.type_strindex);
+	err = dict_str(&b, "samples", &c.sample_type.type_strindex);
 	if (!err)
 		err = dict_str(&b, "count", &c.sample_type.unit_strindex);
 	if (!err)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agent.h"
 #include "log.h"
 #include "record.h"
 
@@ -13,6 +14,7 @@ static const char main_usage[] =
 	"\n"
 	"Commands:\n"
 	"  record     capture a profile of processes, a command or the whole host to a file\n"
+	"  agent      profile the whole host continuously and export to backends or a directory\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help       this help ('prowl COMMAND --help' for a command's options)\n"
@@ -22,7 +24,8 @@ static const char main_usage[] =
 	"  sudo prowl record -a -d 10s -o host.pb.gz     # whole host for 10 seconds\n"
 	"  sudo prowl record -p 1234 -d 30s              # one process\n"
 	"  sudo prowl record -o run.pb.gz -- ./myprog    # a command until it exits\n"
-	"  pprof -top host.pb.gz                         # read the result\n";
+	"  pprof -top host.pb.gz                         # read the result\n"
+	"  sudo prowl agent --pyroscope-url http://127.0.0.1:4040   # continuous profiling\n";
 
 int main(int argc, char **argv)
 {
@@ -43,6 +46,8 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(cmd, "record") == 0)
 		return record_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "agent") == 0)
+		return agent_main(argc - 1, argv + 1);
 	log_error("unknown command '%s' (see 'prowl --help')", cmd);
 	return 2;
 }

@@ -163,7 +163,7 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 		goto fail;
 	}
 	s->skel->rodata->filter_mode = opts->filter_pids ? PROWL_FILTER_PIDS : PROWL_FILTER_ALL;
-	s->skel->rodata->keep_idle = opts->idle;
+	s->skel->bss->keep_idle = opts->idle;
 	s->skel->rodata->follow_children = opts->follow_children;
 	if (!opts->follow_children)
 		bpf_program__set_autoload(s->skel->progs.prowl_fork, false);
@@ -382,6 +382,25 @@ void sampler_get_counters(const struct sampler *s, struct sampler_counters *ret)
 			ret->v[k] += vals[c];
 	}
 	free(vals);
+}
+
+int sampler_set_freq(struct sampler *s, unsigned int freq)
+{
+	if (freq == s->opts.freq)
+		return 0;
+	s->opts.freq = freq;
+	if (!s->started)
+		return 0;
+	/* Reopen each CPU's event; the ring buffer and its samples stay. */
+	for (int cpu = 0; cpu < s->ncpus; cpu++)
+		close_cpu(s, cpu);
+	return sync_cpus(s, true) < 0 ? -EIO : 0;
+}
+
+void sampler_set_idle(struct sampler *s, bool idle)
+{
+	s->opts.idle = idle;
+	s->skel->bss->keep_idle = idle;
 }
 
 unsigned int sampler_ncpus_active(const struct sampler *s)

@@ -45,6 +45,9 @@ int sampler_drain(struct sampler *s);
 void sampler_stop(struct sampler *s);
 void sampler_get_counters(const struct sampler *s, struct sampler_counters *ret);
 unsigned int sampler_ncpus_active(const struct sampler *s);
+/* Changes the frequency (reopens the perf events) or the idle filter at run time. */
+int sampler_set_freq(struct sampler *s, unsigned int freq);
+void sampler_set_idle(struct sampler *s, bool idle);
 /* BPF program run statistics (needs kernel.bpf_stats_enabled=1). */
 int sampler_prog_stats(const struct sampler *s, uint64_t *ret_run_cnt, uint64_t *ret_run_time_ns);
 void sampler_free(struct sampler *s); /* accepts NULL */

@@ -50,7 +50,8 @@ struct sender {
 	char *tenant_header;
 	uint32_t backoff_base_ms, backoff_cap_ms;
 
-	/* worker thread only */
+	/* worker thread only (but curl_multi_wakeup) */
+	CURLM *multi; /* holds the connection cache; lets sender_free wake a transfer */
 	CURL *curl;
 	char errbuf[CURL_ERROR_SIZE];
 	char reply[REPLY_SNIPPET + 1];
@@ -283,6 +284,41 @@ oom:
 	return NULL;
 }
 
+/* Runs the transfer set up on s->curl. Returns early, as CURLE_ABORTED_BY_CALLBACK,
+ * once the sender is stopping: sender_free wakes the poll, and the progress
+ * callback covers the stretches inside libcurl. */
+static CURLcode perform(struct sender *s)
+{
+	CURLcode rc = CURLE_OK;
+	CURLMcode mc;
+	CURLMsg *m;
+	int running = 1, left;
+
+	mc = curl_multi_add_handle(s->multi, s->curl);
+	if (mc != CURLM_OK)
+		return CURLE_OUT_OF_MEMORY;
+	while (running) {
+		mc = curl_multi_perform(s->multi, &running);
+		if (mc == CURLM_OK && running)
+			mc = curl_multi_poll(s->multi, NULL, 0, 1000, NULL);
+		if (mc != CURLM_OK) {
+			snprintf(s->errbuf, sizeof(s->errbuf), "%s", curl_multi_strerror(mc));
+			rc = CURLE_RECV_ERROR;
+			break;
+		}
+		if (atomic_load(&s->stop)) {
+			rc = CURLE_ABORTED_BY_CALLBACK;
+			break;
+		}
+	}
+	if (!running)
+		while ((m = curl_multi_info_read(s->multi, &left)))
+			if (m->msg == CURLMSG_DONE && m->easy_handle == s->curl)
+				rc = m->data.result;
+	curl_multi_remove_handle(s->multi, s->curl);
+	return rc;
+}
+
 /* One POST of req. Called without the lock. */
 static enum outcome attempt_once(struct sender *s, const struct sender_request *req, uint64_t *ret_retry_after_ms)
 {
@@ -308,7 +344,7 @@ static enum outcome attempt_once(struct sender *s, const struct sender_request *
 	curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, req->len ? (const char *)req->body : "");
 	curl_easy_setopt(s->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->len);
-	rc = curl_easy_perform(s->curl);
+	rc = perform(s);
 	curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, NULL);
 	if (rc == CURLE_ABORTED_BY_CALLBACK && atomic_load(&s->stop)) {
@@ -583,6 +619,7 @@ void sender_free(struct sender *s)
 		pthread_cond_broadcast(&s->wake);
 		pthread_cond_broadcast(&s->idle);
 		pthread_mutex_unlock(&s->lock);
+		curl_multi_wakeup(s->multi);
 		pthread_join(s->thread, NULL);
 	}
 	left = s->st.queue_items;
@@ -599,6 +636,8 @@ void sender_free(struct sender *s)
 			 s->name, left, s->st.queue_bytes);
 	if (s->curl)
 		curl_easy_cleanup(s->curl);
+	if (s->multi)
+		curl_multi_cleanup(s->multi);
 	pthread_cond_destroy(&s->idle);
 	pthread_cond_destroy(&s->wake);
 	pthread_mutex_destroy(&s->lock);
@@ -630,8 +669,9 @@ static int setup_curl(struct sender *s)
 	uint32_t connect_ms = s->t.timeout_ms < MAX_CONNECT_TIMEOUT_MS ? s->t.timeout_ms : MAX_CONNECT_TIMEOUT_MS;
 	CURL *c;
 
+	s->multi = curl_multi_init();
 	c = s->curl = curl_easy_init();
-	if (!c)
+	if (!s->multi || !c)
 		return -ENOMEM;
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(c, CURLOPT_POST, 1L);

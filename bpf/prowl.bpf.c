@@ -11,7 +11,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by user space between open and load. */
 const volatile __u32 filter_mode = PROWL_FILTER_ALL;
-const volatile bool keep_idle = false;
+/* Writable at run time (a configuration reload may change it). */
+volatile bool keep_idle = false;
 const volatile bool follow_children = false;
 const volatile bool want_kernel = true;
 const volatile bool want_user = true;

@@ -11,11 +11,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One function symbol, in libdwfl address space. */
+struct fsym {
+	uint64_t addr, size;
+	const char *name; /* in the ELF string table, alive while the Dwfl is */
+	unsigned rank;    /* 0 global, 1 weak, 2 local: preferred among aliases */
+};
+
 struct dwarf_ctx {
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
 	GElf_Addr bias; /* libdwfl address = normalized address + bias */
+	/* dwfl_module_addrinfo() scans every symbol per call, far too slow for
+	 * big stripped binaries; this sorted copy is searched in O(log n). */
+	struct fsym *syms;
+	size_t nsyms;
+	bool syms_done;
 };
+
+/* Scopes deeper than this are not followed (real code nests a few dozen). */
+#define MAX_SCOPE_DEPTH 256
 
 /* Hands the module's already opened Elf to libdwfl, which then owns it. */
 static int find_elf_cb(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
@@ -68,6 +83,7 @@ void dwarf_ctx_free(struct module *m)
 	if (!m->dw)
 		return;
 	dwfl_end(m->dw->dwfl);
+	free(m->dw->syms);
 	free(m->dw);
 	m->dw = NULL;
 }
@@ -119,6 +135,128 @@ fail_ctx:
 fail:
 	m->dw_failed = true;
 	return NULL;
+}
+
+static int cmp_fsym(const void *a, const void *b)
+{
+	const struct fsym *x = a, *y = b;
+
+	if (x->addr != y->addr)
+		return x->addr < y->addr ? -1 : 1;
+	return (int)x->rank - (int)y->rank;
+}
+
+static int syms_build(struct dwarf_ctx *c)
+{
+	int total = dwfl_module_getsymtab(c->mod);
+	size_t n = 0;
+
+	c->syms_done = true;
+	if (total <= 1)
+		return 0;
+	c->syms = malloc((size_t)total * sizeof(*c->syms));
+	if (!c->syms)
+		return -ENOMEM;
+	for (int i = 1; i < total; i++) {
+		GElf_Sym sym;
+		GElf_Addr addr;
+		GElf_Word shndx;
+		const char *name = dwfl_module_getsym_info(c->mod, i, &sym, &addr, &shndx, NULL, NULL);
+		unsigned type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
+
+		if (!name || !*name || shndx == SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC))
+			continue;
+		c->syms[n++] = (struct fsym){
+			.addr = addr,
+			.size = sym.st_size,
+			.name = name,
+			.rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2,
+		};
+	}
+	c->nsyms = n;
+	if (n > 1)
+		qsort(c->syms, n, sizeof(*c->syms), cmp_fsym);
+	return 0;
+}
+
+/* The function symbol covering q: a sized symbol containing it, or a
+ * zero-sized one followed by no other symbol before q. */
+static int sym_lookup(struct dwarf_ctx *c, Dwarf_Addr q, const char **ret)
+{
+	size_t lo = 0, hi, first;
+	uint64_t size = 0;
+	int r;
+
+	*ret = NULL;
+	if (!c->syms_done) {
+		r = syms_build(c);
+		if (r < 0)
+			return r;
+	}
+	hi = c->nsyms;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (c->syms[mid].addr <= q)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return 0;
+	first = lo - 1;
+	while (first > 0 && c->syms[first - 1].addr == c->syms[lo - 1].addr)
+		first--;
+	for (size_t i = first; i < lo; i++)
+		if (c->syms[i].size > size)
+			size = c->syms[i].size;
+	if (size ? q - c->syms[first].addr < size : lo == c->nsyms || q < c->syms[lo].addr)
+		*ret = c->syms[first].name;
+	return 0;
+}
+
+static bool is_code_scope(int tag)
+{
+	return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine || tag == DW_TAG_lexical_block ||
+	       tag == DW_TAG_entry_point || tag == DW_TAG_try_block || tag == DW_TAG_catch_block;
+}
+
+static bool is_function(int tag)
+{
+	return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine || tag == DW_TAG_entry_point;
+}
+
+static bool is_container(int tag)
+{
+	return tag == DW_TAG_namespace || tag == DW_TAG_module || tag == DW_TAG_class_type ||
+	       tag == DW_TAG_structure_type || tag == DW_TAG_union_type;
+}
+
+/* Descends from die into the code scopes containing pc, appending each to
+ * path (outermost first). Unlike dwarf_getscopes() + dwarf_getscopes_die(),
+ * this skips every subtree that does not contain pc. Returns the new depth. */
+static int scope_path(Dwarf_Die *die, Dwarf_Addr pc, Dwarf_Die *path, int depth)
+{
+	Dwarf_Die child;
+
+	if (depth >= MAX_SCOPE_DEPTH || dwarf_child(die, &child) != 0)
+		return depth;
+	do {
+		int tag = dwarf_tag(&child);
+
+		if (is_code_scope(tag)) {
+			if (dwarf_haspc(&child, pc) == 1) {
+				path[depth] = child;
+				return scope_path(&path[depth], pc, path, depth + 1);
+			}
+		} else if (is_container(tag)) {
+			int d = scope_path(&child, pc, path, depth);
+
+			if (d > depth)
+				return d;
+		}
+	} while (dwarf_siblingof(&child, &child) == 0);
+	return depth;
 }
 
 static const char *die_name(Dwarf_Die *die)
@@ -190,38 +328,73 @@ static int fill(struct intern *strs, struct sym_frame *f, const char *function, 
 static int inline_chain(struct dwarf_ctx *c, Dwarf_Addr q, const char *lfile, const char *ldir, int lline,
 			struct intern *strs, struct sym_frame *frames, size_t max, size_t *ret_n)
 {
-	Dwarf_Die *scopes = NULL, *chain = NULL, *inner = NULL;
+	Dwarf_Die *path = NULL, *inner = NULL;
 	Dwarf_Files *files = NULL;
 	Dwarf_Attribute attr;
 	const char *cu_dir;
 	Dwarf_Addr cubias;
 	Dwarf_Die *cudie;
-	int ns, nc = 0, r = 0;
+	int depth, nfunc = 0, r = 0;
 	size_t n = 0;
 
 	cudie = dwfl_module_addrdie(c->mod, q, &cubias);
 	if (!cudie)
 		goto out;
-	ns = dwarf_getscopes(cudie, q - cubias, &scopes);
-	/* dwarf_getscopes continues from an inlined instance into its abstract
-	 * origin; the concrete callers come from the lexical parents instead. */
-	if (ns > 0)
-		nc = dwarf_getscopes_die(&scopes[0], &chain);
-	if (nc <= 0)
+	path = malloc(MAX_SCOPE_DEPTH * sizeof(*path));
+	if (!path) {
+		r = -ENOMEM;
 		goto out;
+	}
+	/* The concrete nesting: inlined instances inside their callers. */
+	depth = scope_path(cudie, q - cubias, path, 0);
+	if (depth == 0) {
+		/* Rare inconsistent DWARF: an inner scope claims pc while its parent
+		 * does not. The full walk of dwarf_getscopes() still finds it; the
+		 * concrete callers are then its lexical parents. */
+		Dwarf_Die *scopes = NULL, *chain = NULL;
+		int ns = dwarf_getscopes(cudie, q - cubias, &scopes), nc = 0;
+
+		if (ns > 0)
+			nc = dwarf_getscopes_die(&scopes[0], &chain);
+		for (int i = nc - 2; i >= 0 && depth < MAX_SCOPE_DEPTH; i--) /* skip the CU */
+			if (is_code_scope(dwarf_tag(&chain[i])))
+				path[depth++] = chain[i];
+		free(scopes);
+		free(chain);
+		if (depth == 0)
+			goto out;
+	}
 	if (dwarf_getsrcfiles(cudie, &files, NULL) != 0)
 		files = NULL;
 	cu_dir = dwarf_formstring(dwarf_attr(cudie, DW_AT_comp_dir, &attr));
-	for (int i = 0; i < nc && n < max; i++) {
-		Dwarf_Die *d = &chain[i];
+	/* Function frames: inlined instances up to the first real function. */
+	for (int i = depth - 1; i >= 0; i--) {
+		int tag = dwarf_tag(&path[i]);
+
+		if (is_function(tag))
+			nfunc++;
+		if (is_function(tag) && tag != DW_TAG_inlined_subroutine)
+			break;
+	}
+	for (int i = depth - 1, k = -1; i >= 0 && n < max; i--) {
+		Dwarf_Die *d = &path[i];
 		int tag = dwarf_tag(d), line, start_line = 0;
 		const char *name, *file, *dir = cu_dir;
 
-		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram && tag != DW_TAG_entry_point)
+		if (!is_function(tag))
 			continue;
+		k++;
+		/* Too deep: keep the innermost max - 1 and the outermost function. */
+		if ((size_t)k >= max - 1 && k != nfunc - 1) {
+			inner = d;
+			continue;
+		}
 		name = die_name(d);
-		if (!name && tag != DW_TAG_inlined_subroutine)
-			name = dwfl_module_addrname(c->mod, q);
+		if (!name && tag != DW_TAG_inlined_subroutine) {
+			r = sym_lookup(c, q, &name);
+			if (r < 0)
+				goto out;
+		}
 		if (!name)
 			name = "??";
 		if (!inner) {
@@ -246,8 +419,7 @@ static int inline_chain(struct dwarf_ctx *c, Dwarf_Addr q, const char *lfile, co
 			break;
 	}
 out:
-	free(scopes);
-	free(chain);
+	free(path);
 	*ret_n = r < 0 ? 0 : n;
 	return r;
 }
@@ -258,8 +430,6 @@ int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct
 	struct dwarf_ctx *c;
 	const char *lfile = NULL, *ldir = NULL, *sym;
 	Dwfl_Line *ln;
-	GElf_Off off;
-	GElf_Sym es;
 	Dwarf_Addr q;
 	int lline = 0, r;
 	size_t n = 0;
@@ -283,8 +453,12 @@ int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct
 	if (n == 0) {
 		/* No DWARF function here: the symbol tables (.symtab or .dynsym) may
 		 * still name it, possibly with a line from the line table. */
-		sym = dwfl_module_addrinfo(c->mod, q, &off, &es, NULL, NULL, NULL);
-		if (sym && *sym) {
+		r = sym_lookup(c, q, &sym);
+		if (r < 0)
+			return r;
+		if (sym || lfile) {
+			/* A line without a function: function stays NULL and the caller
+			 * names it like a fallback. */
 			r = fill(strs, &frames[0], sym, lfile, ldir, lline, 0);
 			if (r < 0)
 				return r;

@@ -12,6 +12,8 @@
 
 /* Fills frames[0..max) for normalized address addr of m, innermost first, and
  * sets *ret_n (0 when nothing covers addr; the caller then makes a fallback).
+ * A single frame may have function == NULL when only a source line is known;
+ * the caller then gives it the fallback name.
  * Strings are interned in strs, so they live as long as strs. The first call
  * sets up libdwfl for m (and sets m->pub.has_dwarf); if that fails the module
  * is marked and every later call returns *ret_n = 0 cheaply.

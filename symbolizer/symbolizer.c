@@ -39,6 +39,7 @@ struct proc {
 	uint64_t read_ns;  /* last /proc/PID/maps read attempt */
 	struct module *main_mod;
 	bool main_done;
+	bool gone;         /* never read successfully: a negative cache entry */
 };
 
 struct symbolizer {
@@ -50,6 +51,7 @@ struct symbolizer {
 	struct module **mods;     /* id - 1 -> module (owned) */
 	uint32_t nmods, mods_cap;
 	struct u64map procs;      /* pid -> struct proc * */
+	uint32_t ngone;           /* procs entries with gone set */
 	struct module *kernel, *anon;
 	struct kallsyms *ksyms;
 	bool ksyms_tried;
@@ -296,10 +298,10 @@ static int read_maps(struct symbolizer *s, uint32_t pid, struct pmap **ret_maps,
 	int r;
 
 	snprintf(path, sizeof(path), "%s/%" PRIu32 "/maps", s->proc_root, pid);
+	s->st.maps_reads++;
 	f = fopen(path, "re");
 	if (!f)
 		return errno == ENOENT ? -ESRCH : -errno;
-	s->st.maps_reads++;
 	r = procmaps_parse(f, PROCMAPS_EXEC_ONLY, &pm, NULL);
 	fclose(f);
 	if (r < 0)
@@ -366,6 +368,10 @@ static int proc_reread(struct symbolizer *s, struct proc *p)
 	r = read_maps(s, p->pid, &maps, &n);
 	if (r < 0)
 		return r;
+	if (p->gone) {
+		p->gone = false;
+		s->ngone--;
+	}
 	free(p->maps);
 	p->maps = maps;
 	p->n = n;
@@ -383,13 +389,24 @@ static int proc_load(struct symbolizer *s, uint32_t pid, struct proc **ret)
 		return -ENOMEM;
 	p->pid = pid;
 	r = proc_reread(s, p);
+	if (r == -ESRCH) {
+		/* Remember the miss so that a burst of samples from a process that
+		 * already exited costs one /proc lookup per interval, not one each. */
+		r = u64map_put(&s->procs, pid, (uint64_t)(uintptr_t)p);
+		if (r < 0) {
+			proc_free(p);
+			return r;
+		}
+		p->gone = true;
+		s->ngone++;
+		return -ESRCH;
+	}
 	if (r == 0)
 		r = u64map_put(&s->procs, pid, (uint64_t)(uintptr_t)p);
 	if (r < 0) {
 		proc_free(p);
 		return r;
 	}
-	s->st.processes = s->procs.count;
 	*ret = p;
 	return 0;
 }
@@ -423,6 +440,26 @@ int symbolizer_add_process(struct symbolizer *s, uint32_t pid)
 	return proc_load(s, pid, &p);
 }
 
+/* A live process entry for pid, reading its maps if needed; -ESRCH when it is
+ * gone and was never read (retried at most once per interval). */
+static int proc_get(struct symbolizer *s, uint32_t pid, struct proc **ret)
+{
+	struct proc *p = proc_find(s, pid);
+	int r;
+
+	if (!p)
+		return proc_load(s, pid, ret);
+	if (p->gone) {
+		if (now_ns() - p->read_ns < REREAD_INTERVAL_NS)
+			return -ESRCH;
+		r = proc_reread(s, p);
+		if (r < 0)
+			return r;
+	}
+	*ret = p;
+	return 0;
+}
+
 void symbolizer_forget_process(struct symbolizer *s, uint32_t pid)
 {
 	struct proc *p;
@@ -433,8 +470,9 @@ void symbolizer_forget_process(struct symbolizer *s, uint32_t pid)
 	if (!p)
 		return;
 	u64map_del(&s->procs, pid);
+	if (p->gone)
+		s->ngone--;
 	proc_free(p);
-	s->st.processes = s->procs.count;
 }
 
 int symbolizer_resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_addr *ret)
@@ -445,12 +483,9 @@ int symbolizer_resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr, s
 
 	if (!s || !ret)
 		return -EINVAL;
-	p = proc_find(s, pid);
-	if (!p) {
-		r = proc_load(s, pid, &p);
-		if (r < 0)
-			return r;
-	}
+	r = proc_get(s, pid, &p);
+	if (r < 0)
+		return r;
 	m = proc_lookup(p, addr);
 	if (!m && now_ns() - p->read_ns >= REREAD_INTERVAL_NS) {
 		/* A dlopen() or exec since the last read; a gone process keeps its
@@ -473,10 +508,7 @@ const struct sym_module *symbolizer_main_module(struct symbolizer *s, uint32_t p
 	bool have_st;
 	ssize_t len;
 
-	if (!s)
-		return NULL;
-	p = proc_find(s, pid);
-	if (!p && proc_load(s, pid, &p) < 0)
+	if (!s || proc_get(s, pid, &p) < 0)
 		return NULL;
 	if (p->main_done)
 		return p->main_mod ? &p->main_mod->pub : NULL;
@@ -711,14 +743,17 @@ int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64
 		return r;
 	ok = n > 0;
 	if (!ok) {
+		tmp[0] = (struct sym_frame){ 0 };
+		n = 1;
+	}
+	if (!tmp[0].function) {
+		/* Nothing named it: "<module>+0x<file offset>", keeping any line. */
 		char name[PATH_MAX + 32];
 
 		snprintf(name, sizeof(name), "%s+0x%" PRIx64, mod->name, module_file_offset(m, addr));
-		tmp[0] = (struct sym_frame){ 0 };
 		r = intern_cstr(s->strs, name, &tmp[0].function);
 		if (r < 0)
 			return r;
-		n = 1;
 	}
 	r = pool_append(s, tmp, n, &first);
 	if (r < 0)
@@ -803,5 +838,5 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 {
 	*ret = s->st;
 	ret->modules = s->nmods;
-	ret->processes = s->procs.count;
+	ret->processes = s->procs.count - s->ngone;
 }

@@ -54,7 +54,7 @@ struct symbolizer_opts {
 
 struct symbolizer_stats {
 	uint64_t frame_hits, frame_misses; /* symbolizer_frames cache */
-	uint64_t maps_reads;               /* /proc/PID/maps reads */
+	uint64_t maps_reads;               /* /proc/PID/maps read attempts */
 	uint32_t modules, processes;       /* modules includes the kernel and [anon] pseudo modules */
 	bool kernel_addrs_hidden;          /* kptr_restrict hid kallsyms addresses (known after
 					    * the first kernel resolve) */
@@ -70,7 +70,9 @@ void symbolizer_free(struct symbolizer *s); /* accepts NULL */
 /* Finds the module and normalized address of a user address in process pid.
  * Reads /proc/PID/maps the first time pid is seen and again (rate limited) when
  * addr falls outside every known mapping. Returns -ESRCH when the process is gone
- * and was never seen, -ENOENT when addr is in no executable mapping. */
+ * and was never seen (remembered, retried at most every 200 ms), -ENOENT when
+ * addr is in no executable mapping. A process that exits keeps its last maps
+ * until symbolizer_forget_process(). */
 int symbolizer_resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_addr *ret);
 /* Same for a kernel address (always succeeds once kallsyms was loaded or not). */
 int symbolizer_resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_addr *ret);

@@ -51,7 +51,15 @@ static const char prog_src[] =
 	"\t\t\tsink += work(100);\n"                                                    /* 25 */
 	"\t}\n"                                                                         /* 26 */
 	"\treturn (int)work((unsigned long)argc);\n"                                    /* 27 */
-	"}\n";
+	"}\n"
+	/* deep(): 21 nested inlined calls, more than SYM_MAX_INLINE frames */
+	"#define AI static inline __attribute__((always_inline)) unsigned long\n"
+	"AI d0(unsigned long x) { return x * x + sink; }\n"
+	"#define D(n, m) AI d##n(unsigned long x) { return d##m(x * 3 + n) ^ sink; }\n"
+	"D(1, 0) D(2, 1) D(3, 2) D(4, 3) D(5, 4) D(6, 5) D(7, 6) D(8, 7) D(9, 8) D(10, 9)\n"
+	"D(11, 10) D(12, 11) D(13, 12) D(14, 13) D(15, 14) D(16, 15) D(17, 16) D(18, 17)\n"
+	"D(19, 18) D(20, 19)\n"
+	"__attribute__((noinline)) unsigned long deep(unsigned long x) { return d20(x); }\n";
 #define HELPER_LINE 4
 #define WORK_LINE 11
 
@@ -64,7 +72,7 @@ struct ref_frame {
 struct ref {
 	uint64_t addr;
 	int n;
-	struct ref_frame f[8];
+	struct ref_frame f[32];
 };
 
 static char dir[] = "/tmp/prowl sym test.XXXXXX"; /* a space on purpose */
@@ -241,7 +249,7 @@ static void addr2line(const char *bin, struct ref *refs, size_t n)
 		if (k % 2 == 0) {
 			char *p = strstr(line, " inlined at ");
 
-			assert_true(r->n < 8);
+			assert_true(r->n < 32);
 			if (p)
 				*p = 0;
 			line[strcspn(line, "\n")] = 0;
@@ -482,6 +490,7 @@ static void live_process(const struct bin *bin)
 	struct ref ref = { .addr = bin->work_addr + bin->work_size / 2 };
 	char bid[256];
 	pid_t p1, p2;
+	uint64_t addr2;
 	size_t nf;
 	bool ok;
 
@@ -531,14 +540,80 @@ static void live_process(const struct bin *bin)
 	assert_true(st2.maps_reads == st1.maps_reads + 1);
 
 	/* Exited processes keep their maps until forgotten. */
+	addr2 = runtime_addr(p2, bin, ref.addr);
 	kill_child(p2);
 	assert_int_equal(symbolizer_resolve_user(s, (uint32_t)p2, runtime_addr(p1, bin, 0) - 0x100000, &b), -ENOENT);
+	assert_int_equal(symbolizer_resolve_user(s, (uint32_t)p2, addr2, &b), 0);
+	assert_ptr_equal(b.mod, a.mod);
+	assert_true(b.addr == ref.addr);
 	symbolizer_forget_process(s, (uint32_t)p2);
 	symbolizer_get_stats(s, &st2);
 	assert_int_equal(st2.processes, 1);
 	assert_int_equal(symbolizer_resolve_user(s, (uint32_t)p2, 0x1000, &b), -ESRCH);
 	assert_null(symbolizer_main_module(s, (uint32_t)p2));
 	kill_child(p1);
+	symbolizer_free(s);
+}
+
+/* Deeper inline chains keep the innermost frames and the real function. */
+static void test_deep_inline(void **state)
+{
+	struct symbolizer *s = new_symbolizer(kfix);
+	const struct bin *b = &bins[0];
+	const struct sym_module *mod;
+	uint64_t addr, size;
+	struct ref *refs;
+	size_t deepest = 0, seen_d0 = 0;
+
+	(void)state;
+	nm_symbol(b->path, "deep", &addr, &size);
+	refs = calloc(size, sizeof(*refs));
+	assert_non_null(refs);
+	for (size_t i = 0; i < size; i++)
+		refs[i].addr = addr + i;
+	addr2line(b->path, refs, size);
+	assert_int_equal(symbolizer_module_from_file(s, b->path, &mod), 0);
+	for (size_t i = 0; i < size; i++) {
+		struct sym_frame fr[SYM_MAX_INLINE];
+		const struct ref *r = &refs[i];
+		size_t nf = 0, want;
+		bool ok;
+
+		assert_int_equal(symbolizer_frames(s, mod, r->addr, fr, SYM_MAX_INLINE, &nf, &ok), 0);
+		want = r->n < SYM_MAX_INLINE ? (size_t)r->n : SYM_MAX_INLINE;
+		assert_int_equal(nf, want);
+		/* innermost frames as eu-addr2line, the last one its outermost */
+		for (size_t k = 0; k + 1 < nf; k++) {
+			assert_string_equal(fr[k].function, r->f[k].name);
+			assert_int_equal(fr[k].line, r->f[k].line);
+		}
+		assert_string_equal(fr[nf - 1].function, r->f[r->n - 1].name);
+		assert_int_equal(fr[nf - 1].line, r->f[r->n - 1].line);
+	}
+	for (size_t i = 0; i < size; i++) {
+		struct sym_frame fr[SYM_MAX_INLINE];
+		size_t nf = 0;
+		bool ok;
+
+		assert_int_equal(symbolizer_frames(s, mod, refs[i].addr, fr, SYM_MAX_INLINE, &nf, &ok), 0);
+		assert_string_equal(fr[nf - 1].function, "deep");
+		if (nf > deepest)
+			deepest = nf;
+		if (nf == SYM_MAX_INLINE && strcmp(fr[0].function, "d0") == 0) {
+			/* d0 in d1 in ... d14, then (d15..d20 dropped) deep */
+			for (size_t k = 0; k + 1 < nf; k++) {
+				char want[8];
+
+				snprintf(want, sizeof(want), "d%zu", k);
+				assert_string_equal(fr[k].function, want);
+			}
+			assert_true(fr[nf - 1].line > 0);
+			seen_d0++;
+		}
+	}
+	assert_int_equal(deepest, SYM_MAX_INLINE);
+	assert_true(seen_d0 > 0);
+	free(refs);
 	symbolizer_free(s);
 }
 
@@ -552,6 +627,7 @@ static void test_live_process(void **state)
 static void test_gone_process(void **state)
 {
 	struct symbolizer *s = new_symbolizer(kfix);
+	struct symbolizer_stats st;
 	struct sym_addr a;
 	pid_t pid = fork();
 
@@ -561,7 +637,17 @@ static void test_gone_process(void **state)
 		_exit(0);
 	assert_int_equal(waitpid(pid, NULL, 0), pid);
 	assert_int_equal(symbolizer_resolve_user(s, (uint32_t)pid, 0x401000, &a), -ESRCH);
+	/* Remembered: no second /proc lookup within the interval. */
+	assert_int_equal(symbolizer_resolve_user(s, (uint32_t)pid, 0x401000, &a), -ESRCH);
+	assert_null(symbolizer_main_module(s, (uint32_t)pid));
+	symbolizer_get_stats(s, &st);
+	assert_true(st.maps_reads == 1);
+	assert_int_equal(st.processes, 0);
+	/* An explicit add always looks again. */
 	assert_int_equal(symbolizer_add_process(s, (uint32_t)pid), -ESRCH);
+	symbolizer_get_stats(s, &st);
+	assert_true(st.maps_reads == 2);
+	symbolizer_forget_process(s, (uint32_t)pid);
 	symbolizer_free(s);
 	symbolizer_free(NULL);
 }
@@ -746,6 +832,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sweep_vs_addr2line),
+		cmocka_unit_test(test_deep_inline),
 		cmocka_unit_test(test_live_process),
 		cmocka_unit_test(test_gone_process),
 		cmocka_unit_test(test_stripped),

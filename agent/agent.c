@@ -1,0 +1,425 @@
+/* agent.c: the `prowl agent` main loop: samples the whole host, files samples by
+ * series, ends a window every interval and hands it to every exporter; reloads on SIGHUP. */
+#include "agent.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "config.h"
+#include "export_dir.h"
+#include "export_otlp.h"
+#include "export_parca.h"
+#include "export_pyroscope.h"
+#include "log.h"
+#include "metrics.h"
+
+extern char **environ;
+
+struct agent {
+	struct agent_config cfg;
+	struct sampler *sampler;
+	struct symbolizer *sym;
+	struct series_table *series;
+	struct series_label *static_labels;
+	struct exporter *exp[AGENT_MAX_EXPORTERS];
+	unsigned int nexp;
+	struct metrics_server *metrics;
+	struct agent_snapshot snap;
+	int64_t window_start_wall;
+	uint64_t window_start_mono, window_end_mono;
+	uint64_t samples;
+	uint64_t windows, windows_cut;
+	uint64_t reloads, reload_errors;
+	uint64_t watchdog_usec, next_watchdog;
+	int argc;
+	char **argv;
+};
+
+static volatile sig_atomic_t got_stop, got_hup;
+
+static void on_stop(int sig) { got_stop = sig; }
+static void on_hup(int sig) { (void)sig; got_hup = 1; }
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static int64_t wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int on_sample(void *ctx, const struct prowl_sample *s, size_t size)
+{
+	struct agent *a = ctx;
+
+	(void)size;
+	a->samples++;
+	return series_table_ingest(a->series, s) == -ENOMEM ? -ENOMEM : 0;
+}
+
+static void free_exporters(struct agent *a, uint32_t flush_ms)
+{
+	for (unsigned int i = 0; i < a->nexp; i++) {
+		int left = a->exp[i]->ops->flush(a->exp[i], flush_ms);
+
+		if (left > 0)
+			log_warn("%s: %d profiles not delivered before the shutdown deadline", a->exp[i]->name, left);
+		a->exp[i]->ops->free(a->exp[i]);
+		a->exp[i] = NULL;
+	}
+	a->nexp = 0;
+}
+
+static int make_exporters(struct agent *a, const struct agent_config *c)
+{
+	struct exporter *e;
+	int r;
+
+	if (c->exporters.dir.enabled) {
+		struct export_dir_opts o = {
+			.path = c->exporters.dir.path,
+			.max_age_ns = c->exporters.dir.max_age_ms * 1000000ull,
+			.max_bytes = c->exporters.dir.max_size_bytes,
+		};
+
+		r = exporter_dir_new(&o, &e);
+		if (r < 0)
+			return r;
+		a->exp[a->nexp++] = e;
+	}
+	if (c->exporters.pyroscope.enabled) {
+		r = exporter_pyroscope_new(&c->exporters.pyroscope.target, c->exporters.pyroscope_api, &e);
+		if (r < 0)
+			return log_error_errno(r, "cannot set up the pyroscope exporter");
+		a->exp[a->nexp++] = e;
+	}
+	if (c->exporters.otlp.enabled) {
+		r = exporter_otlp_new(&c->exporters.otlp.target, &e);
+		if (r < 0)
+			return log_error_errno(r, "cannot set up the otlp exporter");
+		a->exp[a->nexp++] = e;
+	}
+	if (c->exporters.parca.enabled) {
+		r = exporter_parca_new(&c->exporters.parca.target, &e);
+		if (r < 0)
+			return log_error_errno(r, "cannot set up the parca exporter");
+		a->exp[a->nexp++] = e;
+	}
+	return 0;
+}
+
+static int make_series(struct agent *a, const struct agent_config *c)
+{
+	struct series_table_opts o = {
+		.hostname = c->hostname,
+		.nstatic = c->nlabels,
+		.max_series = c->limits.max_series,
+		.max_processes = c->limits.max_processes,
+		.per_thread = c->per_thread,
+		.period_ns = 1000000000ll / c->frequency,
+	};
+	struct series_label *labels = calloc(c->nlabels ? c->nlabels : 1, sizeof(*labels));
+	int r;
+
+	if (!labels)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->nlabels; i++)
+		labels[i] = (struct series_label){ .name = c->labels[i].name, .value = c->labels[i].value };
+	o.static_labels = labels;
+	r = series_table_new(a->sym, &o, &a->series);
+	if (r < 0) {
+		free(labels);
+		return r;
+	}
+	free(a->static_labels);
+	a->static_labels = labels;
+	return 0;
+}
+
+static void publish(struct agent *a)
+{
+	struct agent_snapshot *s = &a->snap;
+
+	pthread_mutex_lock(&s->lock);
+	sampler_get_counters(a->sampler, &s->bpf);
+	s->samples = a->samples;
+	s->windows = a->windows;
+	s->windows_cut = a->windows_cut;
+	s->reloads = a->reloads;
+	s->reload_errors = a->reload_errors;
+	series_table_get_stats(a->series, &s->series);
+	symbolizer_get_stats(a->sym, &s->sym);
+	s->nexp = a->nexp;
+	for (unsigned int i = 0; i < a->nexp; i++) {
+		a->exp[i]->ops->get_stats(a->exp[i], &s->exp[i]);
+		snprintf(s->exp_name[i], sizeof(s->exp_name[i]), "%s", a->exp[i]->name);
+	}
+	s->last_poll_mono_ns = mono_ns();
+	s->frequency = a->cfg.frequency;
+	s->ready = true;
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Ends the current window: drains the ring buffer so every sample taken so far is
+ * in it, hands the window to every exporter and starts the next one. */
+static int end_window(struct agent *a)
+{
+	const struct export_series *series;
+	struct export_batch b;
+	size_t n = 0;
+	int64_t end_wall;
+	int r;
+
+	r = sampler_drain(a->sampler);
+	if (r < 0)
+		return log_error_errno(r, "reading samples failed");
+	end_wall = wall_ns();
+	r = series_table_batch(a->series, a->window_start_wall, end_wall, &series, &n);
+	if (r < 0)
+		return log_error_errno(r, "cannot collect the window's series");
+	b = (struct export_batch){
+		.series = series,
+		.nseries = n,
+		.start_unix_ns = a->window_start_wall,
+		.end_unix_ns = end_wall,
+		.period_ns = 1000000000ll / a->cfg.frequency,
+	};
+	if (n) {
+		for (unsigned int i = 0; i < a->nexp; i++)
+			a->exp[i]->ops->submit(a->exp[i], &b); /* errors are logged by the exporter */
+	}
+	series_table_end_window(a->series);
+	a->windows++;
+	a->window_start_wall = end_wall;
+	a->window_start_mono = mono_ns();
+	a->window_end_mono = a->window_start_mono + (uint64_t)a->cfg.interval_ms * 1000000ull;
+	log_debug("window %" PRIu64 ": %zu series exported", a->windows, n);
+	return 0;
+}
+
+static void apply_logging(const struct agent_config *c)
+{
+	log_set_level(c->log.level);
+	log_set_format(c->log.format);
+}
+
+static int start_metrics(struct agent *a, const struct agent_config *c)
+{
+	if (!c->metrics.enabled)
+		return 0;
+	return metrics_server_start(c->metrics.address, agent_metrics_render, agent_metrics_healthy, &a->snap,
+				    &a->metrics);
+}
+
+static bool same_str(const char *x, const char *y)
+{
+	return (!x && !y) || (x && y && strcmp(x, y) == 0);
+}
+
+/* SIGHUP: loads the configuration again; on success ends the current window with
+ * the old settings and continues with the new ones. The sampler keeps running, so
+ * no sample is lost; a bad file leaves everything as it was. */
+static void reload(struct agent *a)
+{
+	struct agent_config nc = {};
+	struct series_table *old_series = a->series;
+	struct exporter *old_exp[AGENT_MAX_EXPORTERS];
+	unsigned int old_nexp = a->nexp;
+	int r;
+
+	sd_notify(0, "RELOADING=1");
+	r = agent_config_load(a->argc, a->argv, environ, &nc);
+	if (r != 0) {
+		a->reload_errors++;
+		log_error("configuration reload failed; keeping the running configuration");
+		agent_config_free(&nc);
+		sd_notify(0, "READY=1");
+		return;
+	}
+	end_window(a);
+
+	memcpy(old_exp, a->exp, sizeof(old_exp));
+	a->nexp = 0;
+	r = make_exporters(a, &nc);
+	if (r == 0) {
+		a->series = NULL;
+		r = make_series(a, &nc);
+		if (r < 0)
+			a->series = old_series;
+	}
+	if (r < 0) {
+		for (unsigned int i = 0; i < a->nexp; i++)
+			a->exp[i]->ops->free(a->exp[i]);
+		memcpy(a->exp, old_exp, sizeof(old_exp));
+		a->nexp = old_nexp;
+		a->reload_errors++;
+		log_error("configuration reload failed; keeping the running configuration");
+		agent_config_free(&nc);
+		sd_notify(0, "READY=1");
+		return;
+	}
+	/* Old exporters get a short while to deliver what they hold. */
+	for (unsigned int i = 0; i < old_nexp; i++) {
+		old_exp[i]->ops->flush(old_exp[i], 2000);
+		old_exp[i]->ops->free(old_exp[i]);
+	}
+	series_table_free(old_series);
+	if (nc.frequency != a->cfg.frequency && sampler_set_freq(a->sampler, nc.frequency) < 0)
+		log_error("cannot change the sampling frequency to %u Hz", nc.frequency);
+	sampler_set_idle(a->sampler, nc.idle);
+	apply_logging(&nc);
+	if (nc.metrics.enabled != a->cfg.metrics.enabled || !same_str(nc.metrics.address, a->cfg.metrics.address)) {
+		metrics_server_stop(a->metrics);
+		a->metrics = NULL;
+		start_metrics(a, &nc);
+	}
+	agent_config_free(&a->cfg);
+	a->cfg = nc;
+	a->window_end_mono = a->window_start_mono + (uint64_t)a->cfg.interval_ms * 1000000ull;
+	a->reloads++;
+	log_info("configuration reloaded: %u Hz, %u exporters, interval %ums", a->cfg.frequency, a->nexp,
+		 a->cfg.interval_ms);
+	sd_notify(0, "READY=1");
+}
+
+static int run(struct agent *a)
+{
+	uint64_t next_publish = 0;
+	int r;
+
+	for (;;) {
+		uint64_t now;
+
+		r = sampler_poll(a->sampler, 100);
+		if (r < 0)
+			return log_error_errno(r, "reading samples failed");
+		now = mono_ns();
+		if (got_stop)
+			break;
+		if (got_hup) {
+			got_hup = 0;
+			reload(a);
+		}
+		if (now >= a->window_end_mono) {
+			end_window(a);
+		} else if (a->cfg.limits.max_stacks_per_window) {
+			struct series_stats st;
+
+			series_table_get_stats(a->series, &st);
+			if (st.stacks >= a->cfg.limits.max_stacks_per_window) {
+				log_warn("window ended early: %u distinct stacks reached limits.max_stacks_per_window",
+					 st.stacks);
+				a->windows_cut++;
+				end_window(a);
+			}
+		}
+		if (a->watchdog_usec && now >= a->next_watchdog) {
+			sd_notify(0, "WATCHDOG=1");
+			a->next_watchdog = now + a->watchdog_usec * 1000 / 2;
+		}
+		if (now >= next_publish) {
+			publish(a);
+			next_publish = now + 1000000000ull;
+		}
+	}
+	return 0;
+}
+
+int agent_main(int argc, char **argv)
+{
+	struct agent a = { .argc = argc, .argv = argv };
+	struct sampler_opts so;
+	struct symbolizer_opts syo = {};
+	struct sigaction sa_stop = { .sa_handler = on_stop }, sa_hup = { .sa_handler = on_hup };
+	int r, ret = 1;
+
+	pthread_mutex_init(&a.snap.lock, NULL);
+	r = agent_config_load(argc, argv, environ, &a.cfg);
+	if (r == 1)
+		return 0;
+	if (r < 0)
+		return r == -EINVAL ? 2 : 1;
+	if (a.cfg.check) {
+		agent_config_print(&a.cfg, stdout);
+		agent_config_free(&a.cfg);
+		return 0;
+	}
+	apply_logging(&a.cfg);
+	unsetenv("DEBUGINFOD_URLS");
+
+	if (sampler_preflight() < 0)
+		goto out;
+	r = symbolizer_new(&syo, &a.sym);
+	if (r < 0) {
+		log_error_errno(r, "cannot set up the symbolizer");
+		goto out;
+	}
+	if (make_series(&a, &a.cfg) < 0 || make_exporters(&a, &a.cfg) < 0)
+		goto out;
+	so = (struct sampler_opts){
+		.freq = a.cfg.frequency,
+		.idle = a.cfg.idle,
+		.cb = on_sample,
+		.cb_ctx = &a,
+		.verbose = a.cfg.log.level >= LOG_LVL_DEBUG,
+	};
+	if (sampler_open(&so, &a.sampler) < 0)
+		goto out;
+	if (start_metrics(&a, &a.cfg) < 0)
+		goto out;
+
+	sigaction(SIGINT, &sa_stop, NULL);
+	sigaction(SIGTERM, &sa_stop, NULL);
+	sigaction(SIGHUP, &sa_hup, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (sampler_start(a.sampler) < 0)
+		goto out;
+	a.window_start_wall = wall_ns();
+	a.window_start_mono = mono_ns();
+	a.window_end_mono = a.window_start_mono + (uint64_t)a.cfg.interval_ms * 1000000ull;
+	if (sd_watchdog_enabled(0, &a.watchdog_usec) <= 0)
+		a.watchdog_usec = 0;
+	publish(&a);
+	log_info("agent started: %u Hz on %u CPUs, window %ums, %u exporters%s%s", a.cfg.frequency,
+		 sampler_ncpus_active(a.sampler), a.cfg.interval_ms, a.nexp, a.metrics ? ", metrics on " : "",
+		 a.metrics ? a.cfg.metrics.address : "");
+	sd_notify(0, "READY=1");
+
+	if (run(&a) < 0)
+		goto out;
+
+	/* Stop: the last partial window goes to every exporter within the deadline. */
+	sd_notify(0, "STOPPING=1");
+	log_info("%s: flushing the last window and stopping", strsignal(got_stop));
+	sampler_stop(a.sampler);
+	end_window(&a);
+	free_exporters(&a, a.cfg.limits.shutdown_flush_ms);
+	ret = 0;
+out:
+	metrics_server_stop(a.metrics);
+	free_exporters(&a, 0);
+	sampler_free(a.sampler);
+	series_table_free(a.series);
+	symbolizer_free(a.sym);
+	free(a.static_labels);
+	agent_config_free(&a.cfg);
+	pthread_mutex_destroy(&a.snap.lock);
+	return ret;
+}

@@ -1,0 +1,135 @@
+/* agent_metrics.c: renders the agent's snapshot as Prometheus text for /metrics
+ * and decides /healthz (the main loop must have polled in the last 10 seconds). */
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "metrics.h"
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static double rss_bytes(void)
+{
+	long pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+		rss = 0;
+	fclose(f);
+	return (double)rss * sysconf(_SC_PAGESIZE);
+}
+
+static void exporter_metrics(FILE *f, const struct agent_snapshot *s)
+{
+	static const struct {
+		const char *outcome;
+		size_t off;
+	} outcomes[] = {
+		{ "sent", offsetof(struct export_stats, sent) },
+		{ "retried", offsetof(struct export_stats, retried) },
+		{ "dropped", offsetof(struct export_stats, dropped) },
+		{ "failed", offsetof(struct export_stats, failed) },
+	};
+	char l[96];
+
+	fputs("# HELP prowl_exports_total Export requests by backend and outcome.\n# TYPE prowl_exports_total counter\n", f);
+	for (unsigned int i = 0; i < s->nexp; i++)
+		for (size_t k = 0; k < sizeof(outcomes) / sizeof(outcomes[0]); k++) {
+			uint64_t v;
+
+			memcpy(&v, (const char *)&s->exp[i] + outcomes[k].off, sizeof(v));
+			snprintf(l, sizeof(l), "backend=\"%s\",outcome=\"%s\"", s->exp_name[i], outcomes[k].outcome);
+			metrics_emit(f, "prowl_exports_total", "counter", NULL, l, v);
+		}
+	fputs("# HELP prowl_export_bytes_total Bytes delivered by backend.\n# TYPE prowl_export_bytes_total counter\n", f);
+	for (unsigned int i = 0; i < s->nexp; i++) {
+		snprintf(l, sizeof(l), "backend=\"%s\"", s->exp_name[i]);
+		metrics_emit(f, "prowl_export_bytes_total", "counter", NULL, l, s->exp[i].bytes_sent);
+	}
+	fputs("# HELP prowl_export_queue_items Requests waiting per backend (dir: files kept).\n"
+	      "# TYPE prowl_export_queue_items gauge\n", f);
+	for (unsigned int i = 0; i < s->nexp; i++) {
+		snprintf(l, sizeof(l), "backend=\"%s\"", s->exp_name[i]);
+		metrics_emit(f, "prowl_export_queue_items", "gauge", NULL, l, s->exp[i].queue_items);
+	}
+	fputs("# HELP prowl_export_queue_bytes Bytes waiting per backend (dir: bytes kept).\n"
+	      "# TYPE prowl_export_queue_bytes gauge\n", f);
+	for (unsigned int i = 0; i < s->nexp; i++) {
+		snprintf(l, sizeof(l), "backend=\"%s\"", s->exp_name[i]);
+		metrics_emit(f, "prowl_export_queue_bytes", "gauge", NULL, l, s->exp[i].queue_bytes);
+	}
+}
+
+void agent_metrics_render(void *ctx, FILE *f)
+{
+	struct agent_snapshot *snap = ctx, s;
+	struct rusage ru;
+
+	pthread_mutex_lock(&snap->lock);
+	s = *snap;
+	pthread_mutex_unlock(&snap->lock);
+
+	metrics_emit(f, "prowl_samples_total", "counter", "Samples read from the BPF ring buffer.", NULL, s.samples);
+	metrics_emit(f, "prowl_lost_samples_total", "counter", "Samples the BPF ring buffer could not take.", NULL,
+		     s.bpf.v[PROWL_CNT_LOST]);
+	metrics_emit(f, "prowl_idle_samples_dropped_total", "counter", "Idle-CPU samples dropped in BPF.", NULL,
+		     s.bpf.v[PROWL_CNT_IDLE]);
+	metrics_emit(f, "prowl_stack_errors_total", "counter", "Stacks bpf_get_stack could not read.", "stack=\"kernel\"",
+		     s.bpf.v[PROWL_CNT_KSTACK_ERR]);
+	metrics_emit(f, "prowl_stack_errors_total", "counter", NULL, "stack=\"user\"", s.bpf.v[PROWL_CNT_USTACK_ERR]);
+	metrics_emit(f, "prowl_sampling_frequency_hertz", "gauge", "Sampling frequency per CPU.", NULL, s.frequency);
+	metrics_emit(f, "prowl_stacks", "gauge", "Distinct stacks in the current window.", NULL, s.series.stacks);
+	metrics_emit(f, "prowl_series", "gauge", "Series (label sets) alive.", NULL, s.series.series);
+	metrics_emit(f, "prowl_series_overflow_samples_total", "counter",
+		     "Samples filed under service_name=other because of limits.max_series.", NULL, s.series.series_overflow);
+	metrics_emit(f, "prowl_processes", "gauge", "Processes with cached state.", NULL, s.series.processes);
+	metrics_emit(f, "prowl_processes_evicted_total", "counter", "Process entries evicted by limits.max_processes.",
+		     NULL, s.series.processes_evicted);
+	metrics_emit(f, "prowl_processes_exited_total", "counter", "Process state freed after the process exited.", NULL,
+		     s.series.processes_exited);
+	metrics_emit(f, "prowl_aggregation_bytes", "gauge", "Memory held by the current window's profiles.", NULL,
+		     s.series.profile_bytes);
+	metrics_emit(f, "prowl_windows_total", "counter", "Export windows completed.", NULL, s.windows);
+	metrics_emit(f, "prowl_windows_cut_total", "counter", "Windows ended early by limits.max_stacks_per_window.", NULL,
+		     s.windows_cut);
+	metrics_emit(f, "prowl_symbol_cache_hits_total", "counter", "Symbolization cache hits.", NULL, s.sym.frame_hits);
+	metrics_emit(f, "prowl_symbol_cache_misses_total", "counter", "Symbolization cache misses.", NULL,
+		     s.sym.frame_misses);
+	metrics_emit(f, "prowl_symbol_modules", "gauge", "Object files (by build id) known to the symbolizer.", NULL,
+		     s.sym.modules);
+	metrics_emit(f, "prowl_config_reloads_total", "counter", "Configuration reloads.", "result=\"ok\"", s.reloads);
+	metrics_emit(f, "prowl_config_reloads_total", "counter", NULL, "result=\"error\"", s.reload_errors);
+	exporter_metrics(f, &s);
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		metrics_emit(f, "process_cpu_seconds_total", "counter", "prowl's own user and system CPU time.", NULL,
+			     ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
+	metrics_emit(f, "process_resident_memory_bytes", "gauge", "prowl's own resident memory.", NULL, rss_bytes());
+}
+
+bool agent_metrics_healthy(void *ctx, FILE *f)
+{
+	struct agent_snapshot *snap = ctx;
+	bool ok;
+	uint64_t age;
+
+	pthread_mutex_lock(&snap->lock);
+	age = mono_ns() - snap->last_poll_mono_ns;
+	ok = snap->ready && age < 10000000000ull;
+	pthread_mutex_unlock(&snap->lock);
+	if (!ok)
+		fprintf(f, "unhealthy: the sampling loop last ran %.1fs ago\n", age / 1e9);
+	return ok;
+}

@@ -1,0 +1,1147 @@
+/* test_sender.c: unit tests of the HTTP export path: the sender (delivery, retries,
+ * buffer cap, bounded flush) and the Pyroscope and Parca exporters, against libmicrohttpd. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aggregate.h"
+#include "encode.h"
+#include "export.h"
+#include "export_parca.h"
+#include "export_pyroscope.h"
+#include "pyroscope_push.pb-c.h"
+#include "sender.h"
+
+#define MAX_RECS    64
+#define MAX_HEADERS 32
+
+/* ---- a recording HTTP server ---- */
+
+struct rec {
+	char *method, *uri; /* uri raw, with the query string */
+	char *hname[MAX_HEADERS], *hvalue[MAX_HEADERS];
+	int nh;
+	uint8_t *body;
+	size_t len;
+	int status; /* what the server answered */
+	int64_t t_ns;
+};
+
+struct conn_state {
+	char *uri;
+	bool started;
+	uint8_t *buf;
+	size_t len, cap;
+};
+
+struct srv {
+	struct MHD_Daemon *d;
+	uint16_t port;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct rec recs[MAX_RECS];
+	int n;
+	int status;      /* answer once the first fail_n are done */
+	int fail_n;      /* the first fail_n requests get fail_status */
+	int fail_status;
+	int retry_after; /* seconds, sent with fail_status when > 0 */
+	const char *reply;
+	int hang_ms;     /* hold each answer this long (until stopped) */
+	char *tls_key, *tls_cert; /* PEM: serve HTTPS */
+	bool stopping;
+	int connections;
+};
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
+{
+	struct conn_state *cs = calloc(1, sizeof(*cs));
+
+	(void)cls;
+	(void)c;
+	if (cs)
+		cs->uri = strdup(uri);
+	return cs;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+	struct conn_state *cs = *con_cls;
+
+	(void)cls;
+	(void)c;
+	(void)toe;
+	if (!cs)
+		return;
+	free(cs->uri);
+	free(cs->buf);
+	free(cs);
+	*con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct srv *s = cls;
+
+	(void)c;
+	(void)socket_context;
+	if (toe != MHD_CONNECTION_NOTIFY_STARTED)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->connections++;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static enum MHD_Result on_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+	struct rec *r = cls;
+
+	(void)kind;
+	if (r->nh < MAX_HEADERS) {
+		r->hname[r->nh] = strdup(key);
+		r->hvalue[r->nh] = strdup(value ? value : "");
+		r->nh++;
+	}
+	return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+				  const char *version, const char *upload_data, size_t *upload_data_size,
+				  void **con_cls)
+{
+	struct srv *s = cls;
+	struct conn_state *cs = *con_cls;
+	struct MHD_Response *resp;
+	struct rec *r = NULL;
+	enum MHD_Result ret;
+	int status;
+
+	(void)url;
+	(void)version;
+	if (!cs)
+		return MHD_NO;
+	if (!cs->started) {
+		cs->started = true;
+		return MHD_YES;
+	}
+	if (*upload_data_size) {
+		if (cs->len + *upload_data_size > cs->cap) {
+			cs->cap = (cs->len + *upload_data_size) * 2;
+			cs->buf = realloc(cs->buf, cs->cap);
+			if (!cs->buf)
+				return MHD_NO;
+		}
+		memcpy(cs->buf + cs->len, upload_data, *upload_data_size);
+		cs->len += *upload_data_size;
+		*upload_data_size = 0;
+		return MHD_YES;
+	}
+
+	pthread_mutex_lock(&s->lock);
+	status = s->n < s->fail_n ? s->fail_status : s->status;
+	if (s->n < MAX_RECS) {
+		r = &s->recs[s->n++];
+		r->method = strdup(method);
+		r->uri = cs->uri;
+		cs->uri = NULL;
+		r->body = cs->buf;
+		r->len = cs->len;
+		cs->buf = NULL;
+		r->status = status;
+		r->t_ns = mono_ns();
+		MHD_get_connection_values(c, MHD_HEADER_KIND, on_header, r);
+	}
+	if (s->hang_ms) {
+		int64_t until = mono_ns() + (int64_t)s->hang_ms * 1000000;
+		struct timespec ts = { .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000 };
+
+		while (!s->stopping)
+			if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT)
+				break;
+	}
+	pthread_mutex_unlock(&s->lock);
+
+	resp = MHD_create_response_from_buffer(strlen(s->reply ? s->reply : ""), (void *)(s->reply ? s->reply : ""),
+					       MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return MHD_NO;
+	if (status == s->fail_status && s->retry_after > 0) {
+		char v[16];
+
+		snprintf(v, sizeof(v), "%d", s->retry_after);
+		MHD_add_response_header(resp, "Retry-After", v);
+	}
+	ret = MHD_queue_response(c, (unsigned)status, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+/* Starts s on 127.0.0.1:port (0 = ephemeral). Keeps the recorded requests. */
+static void srv_start(struct srv *s, uint16_t port)
+{
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_port = htons(port) };
+	const union MHD_DaemonInfo *info;
+
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	s->stopping = false;
+	if (s->tls_key)
+		s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_TLS,
+					port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+					MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_NOTIFY_COMPLETED,
+					on_completed, NULL, MHD_OPTION_HTTPS_MEM_KEY, s->tls_key,
+					MHD_OPTION_HTTPS_MEM_CERT, s->tls_cert, MHD_OPTION_END);
+	else
+		s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION, port, NULL,
+					NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sin,
+					MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_NOTIFY_COMPLETED,
+					on_completed, NULL, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+					MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+	assert_non_null(s->d);
+	info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+	assert_non_null(info);
+	s->port = info->port;
+}
+
+static void srv_init(struct srv *s, int status)
+{
+	pthread_condattr_t ca;
+
+	memset(s, 0, sizeof(*s));
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	s->status = status;
+	s->fail_status = -1;
+}
+
+static void srv_halt(struct srv *s)
+{
+	if (!s->d)
+		return;
+	pthread_mutex_lock(&s->lock);
+	s->stopping = true;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	MHD_stop_daemon(s->d);
+	s->d = NULL;
+}
+
+static void srv_fini(struct srv *s)
+{
+	srv_halt(s);
+	for (int i = 0; i < s->n; i++) {
+		struct rec *r = &s->recs[i];
+
+		free(r->method);
+		free(r->uri);
+		free(r->body);
+		for (int k = 0; k < r->nh; k++) {
+			free(r->hname[k]);
+			free(r->hvalue[k]);
+		}
+	}
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+}
+
+static int srv_count(struct srv *s)
+{
+	int n;
+
+	pthread_mutex_lock(&s->lock);
+	n = s->n;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+static const char *hdr(const struct rec *r, const char *name)
+{
+	for (int i = 0; i < r->nh; i++)
+		if (strcasecmp(r->hname[i], name) == 0)
+			return r->hvalue[i];
+	return NULL;
+}
+
+/* A port nothing listens on: bind an ephemeral one, then close it. */
+static uint16_t dead_port(void)
+{
+	struct srv s;
+	uint16_t port;
+
+	srv_init(&s, 200);
+	srv_start(&s, 0);
+	port = s.port;
+	srv_fini(&s);
+	return port;
+}
+
+static void target_init(struct http_target *t, char *url, size_t urlsz, uint16_t port)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(url, urlsz, "http://127.0.0.1:%u", port);
+	t->url = url;
+	t->timeout_ms = 5000;
+}
+
+static struct sender_request *make_req(const char *path, const uint8_t *body, size_t len)
+{
+	struct sender_request *req = calloc(1, sizeof(*req));
+
+	assert_non_null(req);
+	req->path = strdup(path);
+	req->content_type = strdup("application/octet-stream");
+	req->body = malloc(len ? len : 1);
+	assert_non_null(req->path);
+	assert_non_null(req->body);
+	memcpy(req->body, body, len);
+	req->len = len;
+	return req;
+}
+
+static void sleep_ms(unsigned ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+/* ---- stderr capture, to check what a person would read ---- */
+
+static int saved_stderr = -1;
+static FILE *cap_file;
+
+static void capture_begin(void)
+{
+	fflush(stderr);
+	cap_file = tmpfile();
+	assert_non_null(cap_file);
+	saved_stderr = dup(2);
+	assert_true(saved_stderr >= 0);
+	assert_true(dup2(fileno(cap_file), 2) >= 0);
+}
+
+/* Returns what was logged (malloc'ed); echoes it to the real stderr. */
+static char *capture_end(void)
+{
+	char *text;
+	long n;
+
+	fflush(stderr);
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	saved_stderr = -1;
+	n = ftell(cap_file);
+	assert_true(n >= 0);
+	text = calloc(1, (size_t)n + 1);
+	assert_non_null(text);
+	rewind(cap_file);
+	assert_int_equal(fread(text, 1, (size_t)n, cap_file), (size_t)n);
+	fclose(cap_file);
+	fputs(text, stderr);
+	return text;
+}
+
+static int count_substr(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* ---- sender tests ---- */
+
+static void test_delivery_headers(void **state)
+{
+	struct sender_request *req;
+	struct export_stats st;
+	struct http_target t;
+	struct sender *snd;
+	struct srv s;
+	uint8_t body[200000];
+	char url[64], path[32], *log;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(body); i++)
+		body[i] = (uint8_t)((i * 7) % 251); /* binary, with zero bytes */
+	srv_init(&s, 200);
+	srv_start(&s, 0);
+	target_init(&t, url, sizeof(url), s.port);
+	strcat(url, "/"); /* a trailing slash must not double */
+	t.basic_user = "alice";
+	t.basic_password = "s3cr3t!";
+	t.tenant = "team-a";
+
+	capture_begin();
+	assert_int_equal(sender_new("test", &t, &snd), 0);
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof(path), "/p/%d?x=%d", i, i);
+		req = make_req(path, body, sizeof(body) - (size_t)i);
+		req->content_encoding = strdup("gzip");
+		req->headers = calloc(2, sizeof(char *));
+		req->headers[0] = strdup("X-Extra: yes");
+		assert_int_equal(sender_enqueue(snd, req), 0);
+	}
+	assert_int_equal(sender_flush(snd, 5000), 0);
+	sender_get_stats(snd, &st);
+	sender_free(snd);
+	log = capture_end();
+
+	assert_int_equal(st.sent, 3);
+	assert_int_equal(st.retried + st.failed + st.dropped, 0);
+	assert_int_equal(st.bytes_sent, 3 * sizeof(body) - 3);
+	assert_int_equal(st.queue_items, 0);
+	assert_int_equal(st.queue_bytes, 0);
+	assert_int_equal(s.n, 3);
+	for (int i = 0; i < 3; i++) {
+		struct rec *r = &s.recs[i];
+
+		snprintf(path, sizeof(path), "/p/%d?x=%d", i, i);
+		assert_string_equal(r->method, "POST");
+		assert_string_equal(r->uri, path);
+		assert_string_equal(hdr(r, "Authorization"), "Basic YWxpY2U6czNjcjN0IQ==");
+		assert_string_equal(hdr(r, "X-Scope-OrgID"), "team-a");
+		assert_string_equal(hdr(r, "Content-Type"), "application/octet-stream");
+		assert_string_equal(hdr(r, "Content-Encoding"), "gzip");
+		assert_string_equal(hdr(r, "X-Extra"), "yes");
+		assert_null(hdr(r, "Expect"));
+		assert_non_null(hdr(r, "User-Agent"));
+		assert_true(strncmp(hdr(r, "User-Agent"), "prowl/", 6) == 0);
+		assert_int_equal(r->len, sizeof(body) - (size_t)i);
+		assert_memory_equal(r->body, body, r->len);
+	}
+	assert_int_equal(s.connections, 1); /* keep-alive: one connection for all */
+	assert_null(strstr(log, "s3cr3t"));
+	free(log);
+	srv_fini(&s);
+
+	/* Bearer token; no basic credentials. */
+	srv_init(&s, 204);
+	srv_start(&s, 0);
+	target_init(&t, url, sizeof(url), s.port);
+	t.bearer_token = "tok-123";
+	assert_int_equal(sender_new("test", &t, &snd), 0);
+	assert_int_equal(sender_enqueue(snd, make_req("/x", (const uint8_t *)"hi", 2)), 0);
+	assert_int_equal(sender_flush(snd, 5000), 0);
+	sender_free(snd);
+	assert_int_equal(s.n, 1);
+	assert_string_equal(hdr(&s.recs[0], "Authorization"), "Bearer tok-123");
+	assert_null(hdr(&s.recs[0], "X-Scope-OrgID"));
+	assert_null(hdr(&s.recs[0], "Content-Encoding"));
+	assert_memory_equal(s.recs[0].body, "hi", 2);
+	srv_fini(&s);
+}
+
+static void test_retry_503(void **state)
+{
+	struct export_stats st;
+	struct http_target t;
+	struct sender *snd;
+	struct srv s;
+	char url[64], *log;
+	int ok = 0;
+
+	(void)state;
+	srv_init(&s, 200);
+	s.fail_n = 2;
+	s.fail_status = 503;
+	s.reply = "overloaded";
+	srv_start(&s, 0);
+	target_init(&t, url, sizeof(url), s.port);
+	capture_begin();
+	assert_int_equal(sender_new("test", &t, &snd), 0);
+	assert_int_equal(sender_enqueue(snd, make_req("/ingest?a=1", (const uint8_t *)"payload", 7)), 0);
+	assert_int_equal(sender_flush(snd, 5000), 0);
+	sender_get_stats(snd, &st);
+	sender_free(snd);
+	log = capture_end();
+
+	assert_int_equal(s.n, 3);
+	for (int i = 0; i < s.n; i++) {
+		assert_int_equal(s.recs[i].len, 7);
+		assert_memory_equal(s.recs[i].body, "payload", 7);
+		ok += s.recs[i].status == 200;
+	}
+	assert_int_equal(ok, 1); /* accepted exactly once */
+	assert_int_equal(st.sent, 1);
+	assert_int_equal(st.retried, 2);
+	assert_int_equal(st.failed, 0);
+	assert_int_equal(st.dropped, 0);
+	assert_int_equal(count_substr(log, "HTTP 503: overloaded"), 1); /* one warning per outage */
+	assert_non_null(strstr(log, "test: backend reachable again after 2 failed attempts"));
+	free(log);
+	srv_fini(&s);
+}
+
+static void test_retry_after_429(void **state)
+{
+	struct export_stats st;
+	struct http_target t;
+	struct sender *snd;
+	struct srv s;
+	char url[64];
+	int64_t gap;
+
+	(void)state;
+	srv_init(&s, 200);
+	s.fail_n = 1;
+	s.fail_status = 429;
+	s.retry_after = 1;
+	srv_start(&s, 0);
+	target_init(&t, url, sizeof(url), s.port);
+	assert_int_equal(sender_new("test", &t, &snd), 0);
+	assert_int_equal(sender_enqueue(snd, make_req("/x", (const uint8_t *)"b", 1)), 0);
+	assert_int_equal(sender_flush(snd, 5000), 0);
+	sender_get_stats(snd, &st);
+	sender_free(snd);
+
+	assert_int_equal(s.n, 2);
+	gap = s.recs[1].t_ns - s.recs[0].t_ns;
+	assert_true(gap >= 950000000); /* Retry-After: 1, not the 20 ms test backoff */
+	assert_true(gap < 3000000000);
+	assert_int_equal(st.retried, 1);
+	assert_int_equal(st.sent, 1);
+	srv_fini(&s);
+}
+
+static void test_no_retry_400(void **state)
+{
+	struct export_stats st;
+	struct http_target t;
+	struct sender *snd;
+	struct srv s;
+	char url[64], *log;
+
+	(void)state;
+	srv_init(&s, 400);
+	s.reply = "bad profile:\nmissing name";
+	srv_start(&s, 0);
+	target_init(&t, url, sizeof(url), s.port);
+	t.bearer_token = "very-secret-token";
+	capture_begin();
+	assert_int_equal(sender_new("test", &t, &snd), 0);
+	assert_int_equal(sender_enqueue(snd, make_req("/ingest?name=x", (const uint8_t *)"b", 1)), 0);
+	assert_int_equal(sender_flush(snd, 5000), 0);
+	sleep_ms(200); /* a retry would show up by now */
+	sender_get_stats(snd, &st);
+	sender_free(snd);
+	log = capture_end();
+
+	assert_int_equal(s.n, 1);
+	assert_int_equal(st.failed, 1);
+	assert_int_equal(st.retried, 0);
+	assert_int_equal(st.sent, 0);
+	assert_int_equal(st.queue_items, 0);
+	assert_int_equal(count_substr(log, "prowl: error: test: POST /ingest rejected with HTTP 400: bad profile: missing name\n"), 1);
+	assert_null(strstr(log, "very-secret-token"));
+	free(log);
+	srv_fini(&s);
+}
+
+static void test_max_retries(void **state)
+{
+	struct export_stats st;
+	struct http_target t;
+	struct sender *snd;
+	struct srv s;
+	char url[64], *log;
+
+	(void)state;
+	srv_init(&s, 502);
+	srv_start(&s, 0);
+	target_init(&t, url, sizeof(url), s.port);
+	t.max_retries = 2;
+	capture_begin();
+	assert_int_equal(sender_new("test", &t, &snd), 0);
+	assert_int_equal(sender_enqueue(snd, make_req("/x", (const uint8_t *)"b", 1)), 0);
+	assert_int_equal(sender_flush(snd, 5000), 0);
+	sender_get_stats(snd, &st);
+	sender_free(snd);
+	log = capture_end();
+
+	assert_int_equal(s.n, 3); /* first try + 2 retries */
+	assert_int_equal(st.retried, 2);
+	assert_int_equal(st.dropped, 1);
+	assert_int_equal(st.sent, 0);
+	assert_non_null(strstr(log, "after 3 failed attempts"));
+	free(log);
+	srv_fini(&s);
+}
+
+static void test_refused_then_recovers(void **state)
+{
+	struct export_stats st;
+	struct http_target t;
+	struct sender *snd;
+	struct srv s;
+	uint16_t port = dead_port();
+	char url[64], *log;
+
+	(void)state;
+	srv_init(&s, 200);
+	target_init(&t, url, sizeof(url), port);
+	capture_begin();
+	assert_int_equal(sender_new("test", &t, &snd), 0);
+	assert_int_equal(sender_enqueue(snd, make_req("/x", (const uint8_t *)"late", 4)), 0);
+	sleep_ms(300);
+	sender_get_stats(snd, &st);
+	assert_true(st.retried >= 1);
+	assert_int_equal(st.queue_items, 1);
+	srv_start(&s, port);
+	assert_int_equal(sender_flush(snd, 5000), 0);
+	sender_get_stats(snd, &st);
+	sender_free(snd);
+	log = capture_end();
+
+	assert_int_equal(s.n, 1);
+	assert_memory_equal(s.recs[0].body, "late", 4);
+	assert_int_equal(st.sent, 1);
+	assert_int_equal(st.dropped + st.failed, 0);
+	assert_int_equal(count_substr(log, "retrying with backoff"), 1);
+	assert_non_null(strstr(log, "backend reachable again after"));
+	free(log);
+	srv_fini(&s);
+}
+
+static void test_buffer_cap_drops_oldest(void **state)
+{
+	struct export_stats st;
+	struct http_target t;
+	struct sender *snd;
+	struct srv s;
+	uint16_t port = dead_port();
+	uint8_t body[1000];
+	char url[64], *log;
+
+	(void)state;
+	srv_init(&s, 200);
+	target_init(&t, url, sizeof(url), port);
+	t.buffer_bytes = 3000;
+	capture_begin();
+	assert_int_equal(sender_new("test", &t, &snd), 0);
+	for (int i = 0; i < 5; i++) {
+		memset(body, 'A' + i, sizeof(body));
+		assert_int_equal(sender_enqueue(snd, make_req("/x", body, sizeof(body))), 0);
+	}
+	/* Larger than the whole buffer: dropped at once. */
+	{
+		uint8_t *big = calloc(1, 4000);
+
+		assert_int_equal(sender_enqueue(snd, make_req("/x", big, 4000)), 0);
+		free(big);
+	}
+	sender_get_stats(snd, &st);
+	assert_int_equal(st.dropped, 3);
+	assert_int_equal(st.queue_items, 3);
+	assert_int_equal(st.queue_bytes, 3000);
+	/* Let an attempt on a dropped request that was already under way end first:
+	 * one that reached the server would count as sent after all. */
+	sleep_ms(200);
+	srv_start(&s, port);
+	assert_int_equal(sender_flush(snd, 5000), 0);
+	sender_get_stats(snd, &st);
+	sender_free(snd);
+	log = capture_end();
+
+	assert_int_equal(st.sent, 3);
+	assert_int_equal(st.dropped, 3);
+	assert_int_equal(s.n, 3);
+	for (int i = 0; i < 3; i++) {
+		memset(body, 'C' + i, sizeof(body));
+		assert_int_equal(s.recs[i].len, sizeof(body));
+		assert_memory_equal(s.recs[i].body, body, sizeof(body)); /* newest kept, in order */
+	}
+	assert_int_equal(count_substr(log, "send buffer full"), 1); /* one warning per burst */
+	assert_non_null(strstr(log, "3 queued profiles were dropped"));
+	free(log);
+	srv_fini(&s);
+}
+
+static void test_flush_bounded_when_hung(void **state)
+{
+	struct http_target t;
+	struct sender *snd;
+	struct srv s;
+	char url[64], *log;
+	int64_t t0, dt;
+
+	(void)state;
+	srv_init(&s, 200);
+	s.hang_ms = 10000;
+	srv_start(&s, 0);
+	target_init(&t, url, sizeof(url), s.port);
+	t.timeout_ms = 20000;
+	capture_begin();
+	assert_int_equal(sender_new("test", &t, &snd), 0);
+	assert_int_equal(sender_enqueue(snd, make_req("/x", (const uint8_t *)"b", 1)), 0);
+	t0 = mono_ns();
+	assert_int_equal(sender_flush(snd, 500), 1);
+	dt = mono_ns() - t0;
+	assert_true(dt >= 450000000 && dt < 1500000000);
+	t0 = mono_ns();
+	sender_free(snd); /* aborts the hung transfer */
+	dt = mono_ns() - t0;
+	log = capture_end();
+	assert_true(dt < 1500000000);
+	assert_non_null(strstr(log, "1 queued profiles (1 bytes) not delivered before shutdown"));
+	free(log);
+	srv_fini(&s);
+}
+
+static char *read_text(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = calloc(1, 65536);
+	size_t n;
+
+	assert_non_null(f);
+	assert_non_null(buf);
+	n = fread(buf, 1, 65535, f);
+	assert_true(n > 0);
+	fclose(f);
+	return buf;
+}
+
+/* Sends one request over t; returns the stats after the queue drained. */
+static void send_one(const struct http_target *t, struct export_stats *st)
+{
+	struct sender *snd;
+
+	assert_int_equal(sender_new("tls", t, &snd), 0);
+	assert_int_equal(sender_enqueue(snd, make_req("/x", (const uint8_t *)"tls", 3)), 0);
+	assert_int_equal(sender_flush(snd, 5000), 0);
+	sender_get_stats(snd, st);
+	sender_free(snd);
+}
+
+/* TLS: verification on by default, ca_file, client cert/key, insecure_skip_verify.
+ * Needs the openssl command to make a throwaway certificate; skipped without it. */
+static void test_tls(void **state)
+{
+	char dir[] = "/tmp/prowl-test-tls-XXXXXX", cmd[512], cert[64], key[64], url[64], *log;
+	struct export_stats st;
+	struct http_target t;
+	struct srv s;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+	snprintf(key, sizeof(key), "%s/key.pem", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 "
+		 "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 -keyout %s -out %s >/dev/null 2>&1",
+		 key, cert);
+	if (system(cmd) != 0 || !MHD_is_feature_supported(MHD_FEATURE_TLS)) {
+		rmdir(dir);
+		skip();
+	}
+	srv_init(&s, 200);
+	s.tls_key = read_text(key);
+	s.tls_cert = read_text(cert);
+	srv_start(&s, 0);
+	memset(&t, 0, sizeof(t));
+	snprintf(url, sizeof(url), "https://127.0.0.1:%u", s.port);
+	t.url = url;
+	t.timeout_ms = 5000;
+
+	capture_begin();
+	send_one(&t, &st); /* self-signed: refused by default */
+	log = capture_end();
+	assert_int_equal(st.failed, 1);
+	assert_int_equal(st.sent + st.retried, 0);
+	assert_non_null(strstr(log, "prowl: error: tls: POST /x failed: "));
+	free(log);
+
+	t.ca_file = cert;
+	t.cert_file = cert; /* a client certificate the server does not ask for */
+	t.key_file = key;
+	send_one(&t, &st);
+	assert_int_equal(st.sent, 1);
+
+	t.ca_file = NULL;
+	t.cert_file = t.key_file = NULL;
+	t.insecure_skip_verify = true;
+	send_one(&t, &st);
+	assert_int_equal(st.sent, 1);
+
+	t.cert_file = "/nonexistent/cert.pem";
+	capture_begin();
+	send_one(&t, &st); /* a configuration error: not retried */
+	log = capture_end();
+	assert_int_equal(st.failed, 1);
+	assert_int_equal(st.retried, 0);
+	free(log);
+
+	assert_int_equal(s.n, 2);
+	free(s.tls_key);
+	free(s.tls_cert);
+	srv_fini(&s);
+	unlink(cert);
+	unlink(key);
+	rmdir(dir);
+}
+
+static void test_bad_args(void **state)
+{
+	struct http_target t = { 0 };
+	struct sender *snd;
+
+	(void)state;
+	assert_int_equal(sender_new("test", &t, &snd), -EINVAL);
+	t.url = "http://127.0.0.1:1";
+	assert_int_equal(sender_new("test", &t, &snd), 0);
+	assert_int_equal(sender_enqueue(snd, NULL), -EINVAL);
+	assert_int_equal(sender_flush(snd, 0), 0);
+	sender_free(snd);
+	sender_free(NULL);
+}
+
+/* ---- exporter tests ---- */
+
+static struct profile *make_profile(int64_t count)
+{
+	struct prof_frame fr = { .function = "main", .file = "app.c", .line = 3 };
+	struct prof_label_in lab = { .key = "process_name", .str = "app" };
+	struct profile *p = profile_new();
+	uint32_t map, loc, ls;
+
+	assert_non_null(p);
+	profile_set_period(p, 10000000);
+	profile_set_time(p, 1700000000000000000LL, 10000000000LL);
+	if (!count)
+		return p;
+	assert_int_equal(profile_mapping(p, &(struct prof_mapping_in){ .key = 1, .start = 0x1000, .limit = 0x2000,
+				.filename = "/bin/app", .is_main = true }, &map), 0);
+	assert_int_equal(profile_add_location(p, map, 0x1100, &fr, 1, true, &loc), 0);
+	assert_int_equal(profile_labelset(p, &lab, 1, &ls), 0);
+	assert_int_equal(profile_add_sample(p, ls, &loc, 1, count), 0);
+	return p;
+}
+
+struct fixture {
+	struct profile *prof[3];
+	struct export_series series[3];
+	struct export_batch batch;
+	uint8_t *pprof[3];
+	size_t pprof_len[3];
+};
+
+static const struct series_label labels_a[] = {
+	{ "service_name", "my app{x}" },
+	{ "host_name", "h,1" },
+	{ "env", "a=b c" },
+	{ "9bad-name", "v}" },
+	{ "empty", "" },
+};
+static const struct series_label labels_b[] = {
+	{ "host_name", "h2" },
+	{ "service_name", "svc" },
+	{ "note", "a\"b\\c\nd\xff" },
+};
+static const struct series_label labels_c[] = {
+	{ "service_name", "idle" },
+};
+
+static void fixture_init(struct fixture *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->prof[0] = make_profile(5);
+	f->prof[1] = make_profile(0); /* no samples: skipped */
+	f->prof[2] = make_profile(7);
+	f->series[0] = (struct export_series){ labels_a, 5, f->prof[0] };
+	f->series[1] = (struct export_series){ labels_c, 1, f->prof[1] };
+	f->series[2] = (struct export_series){ labels_b, 3, f->prof[2] };
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(encode_pprof(f->prof[i], &f->pprof[i], &f->pprof_len[i]), 0);
+	f->batch = (struct export_batch){
+		.series = f->series,
+		.nseries = 3,
+		.start_unix_ns = 1700000000500000000LL,
+		.end_unix_ns = 1700000010200000000LL,
+		.period_ns = 10000000,
+	};
+}
+
+static void fixture_fini(struct fixture *f)
+{
+	for (int i = 0; i < 3; i++) {
+		profile_free(f->prof[i]);
+		free(f->pprof[i]);
+	}
+}
+
+static void run_exporter(struct exporter *e, const struct export_batch *b, struct export_stats *st)
+{
+	assert_int_equal(e->ops->submit(e, b), 0);
+	assert_int_equal(e->ops->flush(e, 5000), 0);
+	e->ops->get_stats(e, st);
+	e->ops->free(e);
+}
+
+static void test_pyroscope_ingest(void **state)
+{
+	struct export_stats st;
+	struct http_target t;
+	struct exporter *e;
+	struct fixture f;
+	struct srv s;
+	char url[64];
+
+	(void)state;
+	fixture_init(&f);
+	srv_init(&s, 200);
+	srv_start(&s, 0);
+	target_init(&t, url, sizeof(url), s.port);
+	assert_int_equal(exporter_pyroscope_new(&t, PYRO_API_INGEST, &e), 0);
+	assert_string_equal(e->ops->kind, "pyroscope");
+	assert_string_equal(e->name, "pyroscope");
+	run_exporter(e, &f.batch, &st);
+
+	assert_int_equal(st.sent, 2);
+	assert_int_equal(s.n, 2);
+	/* name = my app_x_{host_name=h_1,env=a=b c,_9bad_name=v_}, percent-encoded */
+	assert_string_equal(s.recs[0].uri,
+			    "/ingest?name=my%20app_x_%7Bhost_name%3Dh_1%2Cenv%3Da%3Db%20c%2C_9bad_name%3Dv_%7D"
+			    "&from=1700000000&until=1700000011&format=pprof&spyName=prowl&sampleRate=100");
+	assert_string_equal(s.recs[1].uri,
+			    "/ingest?name=svc%7Bhost_name%3Dh2%2Cnote%3Da%22b%5Cc%0Ad%FF%7D"
+			    "&from=1700000000&until=1700000011&format=pprof&spyName=prowl&sampleRate=100");
+	assert_string_equal(hdr(&s.recs[0], "Content-Type"), "application/octet-stream");
+	assert_int_equal(s.recs[0].len, f.pprof_len[0]);
+	assert_memory_equal(s.recs[0].body, f.pprof[0], f.pprof_len[0]);
+	assert_int_equal(s.recs[1].len, f.pprof_len[2]);
+	assert_memory_equal(s.recs[1].body, f.pprof[2], f.pprof_len[2]);
+	srv_fini(&s);
+	fixture_fini(&f);
+}
+
+static void check_label(const Prowl__Pyroscope__Push__V1__LabelPair *l, const char *name, const char *value)
+{
+	assert_string_equal(l->name, name);
+	assert_string_equal(l->value, value);
+}
+
+static void test_pyroscope_push(void **state)
+{
+	Prowl__Pyroscope__Push__V1__PushRequest *pr;
+	Prowl__Pyroscope__Push__V1__RawProfileSeries *ps;
+	struct export_stats st;
+	struct http_target t;
+	struct exporter *e;
+	struct fixture f;
+	struct srv s;
+	char url[64];
+
+	(void)state;
+	fixture_init(&f);
+	srv_init(&s, 200);
+	srv_start(&s, 0);
+	target_init(&t, url, sizeof(url), s.port);
+	t.tenant = "t1";
+	assert_int_equal(exporter_pyroscope_new(&t, PYRO_API_PUSH, &e), 0);
+	run_exporter(e, &f.batch, &st);
+
+	assert_int_equal(st.sent, 1);
+	assert_int_equal(s.n, 1);
+	assert_string_equal(s.recs[0].uri, "/push.v1.PusherService/Push");
+	assert_string_equal(hdr(&s.recs[0], "Content-Type"), "application/proto");
+	assert_string_equal(hdr(&s.recs[0], "Connect-Protocol-Version"), "1");
+	assert_string_equal(hdr(&s.recs[0], "X-Scope-OrgID"), "t1");
+	pr = prowl__pyroscope__push__v1__push_request__unpack(NULL, s.recs[0].len, s.recs[0].body);
+	assert_non_null(pr);
+	assert_int_equal(pr->n_series, 2);
+
+	ps = pr->series[0];
+	assert_int_equal(ps->n_labels, 5);
+	check_label(ps->labels[0], "__name__", "process_cpu");
+	check_label(ps->labels[1], "service_name", "my app{x}");
+	check_label(ps->labels[2], "host_name", "h,1");
+	check_label(ps->labels[3], "env", "a=b c");
+	check_label(ps->labels[4], "9bad-name", "v}");
+	assert_int_equal(ps->n_samples, 1);
+	assert_int_equal(ps->samples[0]->raw_profile.len, f.pprof_len[0]);
+	assert_memory_equal(ps->samples[0]->raw_profile.data, f.pprof[0], f.pprof_len[0]);
+
+	ps = pr->series[1];
+	assert_int_equal(ps->n_labels, 4);
+	check_label(ps->labels[0], "__name__", "process_cpu");
+	check_label(ps->labels[1], "service_name", "svc");
+	check_label(ps->labels[2], "host_name", "h2");
+	check_label(ps->labels[3], "note", "a\"b\\c\nd\xff");
+	assert_int_equal(ps->n_samples, 1);
+	assert_int_equal(ps->samples[0]->raw_profile.len, f.pprof_len[2]);
+	assert_memory_equal(ps->samples[0]->raw_profile.data, f.pprof[2], f.pprof_len[2]);
+	prowl__pyroscope__push__v1__push_request__free_unpacked(pr, NULL);
+	srv_fini(&s);
+	fixture_fini(&f);
+}
+
+static int b64val(char c)
+{
+	const char *tab = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	const char *p = strchr(tab, c);
+
+	return c && p ? (int)(p - tab) : -1;
+}
+
+/* Decodes the base64 string that starts at s and ends at the next '"'. */
+static uint8_t *b64decode(const char *s, size_t *ret_len)
+{
+	size_t n = strcspn(s, "\""), o = 0;
+	uint8_t *out = malloc(n / 4 * 3 + 3);
+
+	assert_non_null(out);
+	assert_int_equal(n % 4, 0);
+	for (size_t i = 0; i < n; i += 4) {
+		int v[4];
+
+		for (int k = 0; k < 4; k++)
+			v[k] = s[i + k] == '=' ? 0 : b64val(s[i + k]);
+		for (int k = 0; k < 4; k++)
+			assert_true(v[k] >= 0);
+		out[o++] = (uint8_t)(v[0] << 2 | v[1] >> 4);
+		if (s[i + 2] != '=')
+			out[o++] = (uint8_t)(v[1] << 4 | v[2] >> 2);
+		if (s[i + 3] != '=')
+			out[o++] = (uint8_t)(v[2] << 6 | v[3]);
+	}
+	*ret_len = o;
+	return out;
+}
+
+static void test_parca_json(void **state)
+{
+	const char *key = "\"rawProfile\":\"", *p;
+	struct export_stats st;
+	struct http_target t;
+	struct exporter *e;
+	struct fixture f;
+	struct srv s;
+	char url[64], *json;
+	uint8_t *raw;
+	size_t len;
+
+	(void)state;
+	fixture_init(&f);
+	srv_init(&s, 200);
+	srv_start(&s, 0);
+	target_init(&t, url, sizeof(url), s.port);
+	assert_int_equal(exporter_parca_new(&t, &e), 0);
+	assert_string_equal(e->ops->kind, "parca");
+	run_exporter(e, &f.batch, &st);
+
+	assert_int_equal(st.sent, 1);
+	assert_int_equal(s.n, 1);
+	assert_string_equal(s.recs[0].uri, "/api/profiles/writeraw");
+	assert_string_equal(hdr(&s.recs[0], "Content-Type"), "application/json");
+	json = strndup((const char *)s.recs[0].body, s.recs[0].len);
+	assert_non_null(json);
+	assert_true(strncmp(json, "{\"series\":[{\"labels\":{\"labels\":[{\"name\":\"__name__\",\"value\":\"parca_agent_cpu\"},"
+				  "{\"name\":\"service_name\",\"value\":\"my app{x}\"},"
+				  "{\"name\":\"host_name\",\"value\":\"h,1\"},{\"name\":\"env\",\"value\":\"a=b c\"},"
+				  "{\"name\":\"9bad-name\",\"value\":\"v}\"}]},\"samples\":[{\"rawProfile\":\"",
+			    strlen("{\"series\":[{\"labels\":{\"labels\":[{\"name\":\"__name__\",\"value\":\"parca_agent_cpu\"},"
+				   "{\"name\":\"service_name\",\"value\":\"my app{x}\"},"
+				   "{\"name\":\"host_name\",\"value\":\"h,1\"},{\"name\":\"env\",\"value\":\"a=b c\"},"
+				   "{\"name\":\"9bad-name\",\"value\":\"v}\"}]},\"samples\":[{\"rawProfile\":\"")) == 0);
+	assert_non_null(strstr(json, "{\"labels\":{\"labels\":[{\"name\":\"__name__\",\"value\":\"parca_agent_cpu\"},"
+				     "{\"name\":\"service_name\",\"value\":\"svc\"},{\"name\":\"host_name\",\"value\":\"h2\"},"
+				     "{\"name\":\"note\",\"value\":\"a\\\"b\\\\c\\nd\\ufffd\"}]}"));
+	assert_null(strstr(json, "idle")); /* the empty series is skipped */
+	assert_true(json[strlen(json) - 1] == '}');
+	assert_string_equal(json + strlen(json) - 6, "\"}]}]}");
+
+	p = strstr(json, key);
+	assert_non_null(p);
+	raw = b64decode(p + strlen(key), &len);
+	assert_int_equal(len, f.pprof_len[0]);
+	assert_memory_equal(raw, f.pprof[0], len);
+	free(raw);
+	p = strstr(p + 1, key);
+	assert_non_null(p);
+	raw = b64decode(p + strlen(key), &len);
+	assert_int_equal(len, f.pprof_len[2]);
+	assert_memory_equal(raw, f.pprof[2], len);
+	free(raw);
+	assert_null(strstr(p + 1, key));
+	free(json);
+	srv_fini(&s);
+	fixture_fini(&f);
+}
+
+static void test_exporter_nothing_to_send(void **state)
+{
+	struct export_stats st;
+	struct http_target t;
+	struct exporter *e;
+	struct srv s;
+	struct profile *empty = profile_new();
+	struct export_series ser = { labels_c, 1, empty };
+	struct export_batch b = { .series = &ser, .nseries = 1, .period_ns = 10000000 };
+	char url[64];
+
+	(void)state;
+	srv_init(&s, 200);
+	srv_start(&s, 0);
+	target_init(&t, url, sizeof(url), s.port);
+	assert_int_equal(exporter_pyroscope_new(&t, PYRO_API_PUSH, &e), 0);
+	run_exporter(e, &b, &st);
+	assert_int_equal(exporter_parca_new(&t, &e), 0);
+	run_exporter(e, &b, &st);
+	assert_int_equal(exporter_pyroscope_new(&t, PYRO_API_INGEST, &e), 0);
+	run_exporter(e, &b, &st);
+	assert_int_equal(st.sent, 0);
+	assert_int_equal(srv_count(&s), 0);
+	profile_free(empty);
+	srv_fini(&s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_delivery_headers),
+		cmocka_unit_test(test_retry_503),
+		cmocka_unit_test(test_retry_after_429),
+		cmocka_unit_test(test_no_retry_400),
+		cmocka_unit_test(test_max_retries),
+		cmocka_unit_test(test_refused_then_recovers),
+		cmocka_unit_test(test_buffer_cap_drops_oldest),
+		cmocka_unit_test(test_flush_bounded_when_hung),
+		cmocka_unit_test(test_tls),
+		cmocka_unit_test(test_bad_args),
+		cmocka_unit_test(test_pyroscope_ingest),
+		cmocka_unit_test(test_pyroscope_push),
+		cmocka_unit_test(test_parca_json),
+		cmocka_unit_test(test_exporter_nothing_to_send),
+	};
+
+	/* Small backoff keeps the retry tests fast (Retry-After is still honoured). */
+	setenv("PROWL_TEST_BACKOFF_MS", "20", 1);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
