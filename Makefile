@@ -98,7 +98,7 @@ test: all unit workloads tools
 
 san-test:
 	$(MAKE) O=build-san SAN=1 all unit workloads tools
-	PROWL_BUILD=build-san tests/run.sh --quick
+	PROWL_TEST_BUILD=build-san tests/run.sh --quick
 
 bench: all workloads
 	tests/bench/run.sh

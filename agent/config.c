@@ -970,6 +970,9 @@ static int load_env(struct load *l, char **envp)
 		n = (size_t)(eq - *e);
 		if (n == 12 && strncmp(*e, "PROWL_CONFIG", 12) == 0)
 			continue;
+		/* PROWL_TEST_* belong to the test suite, not to the configuration. */
+		if (strncmp(*e, "PROWL_TEST_", 11) == 0)
+			continue;
 		for (size_t i = 0; i < NKEYS && !k; i++) {
 			env_name(&keys[i], name, sizeof(name));
 			if (strlen(name) == n && strncmp(name, *e, n) == 0)

@@ -735,6 +735,9 @@ int sender_new(const char *name, const struct http_target *t, struct sender **re
 
 	if (!name || !t || !t->url || !*t->url || !ret)
 		return -EINVAL;
+	/* These end up in header lines: no way to smuggle in another header. */
+	if ((t->bearer_token && strpbrk(t->bearer_token, "\r\n")) || (t->tenant && strpbrk(t->tenant, "\r\n")))
+		return -EINVAL;
 	pthread_once(&curl_once, curl_init_once);
 	if (curl_init_rc != CURLE_OK)
 		return -ENOMEM;
@@ -805,6 +808,12 @@ int sender_new(const char *name, const struct http_target *t, struct sender **re
 	if (r < 0)
 		goto fail;
 	s->thread_started = true;
+	{
+		char tname[16];
+
+		snprintf(tname, sizeof(tname), "send-%s", name);
+		pthread_setname_np(s->thread, tname);
+	}
 	*ret = s;
 	return 0;
 fail:

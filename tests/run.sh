@@ -3,7 +3,7 @@
 # against the real BPF sampler) and ends with one "N passed, N failed" line.
 set -u
 cd "$(dirname "$0")/.."
-BUILD=${PROWL_BUILD:-build}
+BUILD=${PROWL_TEST_BUILD:-build}
 QUICK=0
 [ "${1:-}" = "--quick" ] && QUICK=1
 passed=0
@@ -34,7 +34,7 @@ if [ "$(id -u)" != 0 ]; then
 else
 	args=(-q -p no:cacheprovider tests/e2e)
 	[ $QUICK = 1 ] && args+=(-m "not slow")
-	PROWL_BUILD="$BUILD" /usr/bin/python3 -m pytest "${args[@]}" 2>&1 | tee "$BUILD/e2e.log"
+	PROWL_TEST_BUILD="$BUILD" /usr/bin/python3 -m pytest "${args[@]}" 2>&1 | tee "$BUILD/e2e.log"
 	line=$(grep -E '^(=+ )?[0-9]+ (passed|failed)|^(=+ )?(no tests ran|[0-9]+ failed)' "$BUILD/e2e.log" | tail -1)
 	p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || echo 0)
 	f=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+' || echo 0)

@@ -41,9 +41,12 @@ for t in perf bpftool sysctl awk; do
 	command -v $t >/dev/null || die "'$t' is missing: run packaging/install-deps.sh"
 done
 [ -x /usr/bin/time ] || die "/usr/bin/time (GNU time) is missing: apt-get install time"
-for v in ROUNDS:BENCH_ROUNDS SECONDS_PER_RUN:BENCH_SECONDS CAP_S:BENCH_CAPTURE_SECONDS BPF_S:BENCH_BPF_SECONDS; do
-	[[ ${!v%%:*} =~ ^[1-9][0-9]*$ ]] || die "${v#*:} must be a positive integer (got '${!v%%:*}')"
-done
+posint() { [[ $2 =~ ^[1-9][0-9]*$ ]] || die "$1 must be a positive integer (got '$2')"; }
+posint BENCH_ROUNDS "$ROUNDS"
+posint BENCH_SECONDS "$SECONDS_PER_RUN"
+posint BENCH_CAPTURE_SECONDS "$CAP_S"
+posint BENCH_BPF_SECONDS "$BPF_S"
+[ "$CAP_S" -ge 5 ] || die "BENCH_CAPTURE_SECONDS must be at least 5"
 [ "$BPF_S" -ge 5 ] || die "BENCH_BPF_SECONDS must be at least 5"
 
 TMP=$(mktemp -d /tmp/prowl-bench.XXXXXX) || die "cannot create a temporary directory"
@@ -53,11 +56,16 @@ BPF_STATS_CHANGED=0
 
 log() { echo "bench: $*" >&2; }
 
+# sleep that lets the INT/TERM trap run at once (bash defers traps while a
+# foreground command runs, but not during `wait`).
+NAP_PID=
+nap() { sleep "$1" & NAP_PID=$!; wait $NAP_PID; NAP_PID=; }
+
 # Kills a process and its direct children (GNU time does not forward signals).
 kill_tree() {
 	local pid=$1 c
-	for c in $(pgrep -P "$pid" 2>/dev/null); do kill -INT "$c" 2>/dev/null; done
-	kill -INT "$pid" 2>/dev/null
+	for c in $(pgrep -P "$pid" 2>/dev/null); do kill -TERM "$c" 2>/dev/null; done
+	kill -TERM "$pid" 2>/dev/null
 	for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
 	for c in $(pgrep -P "$pid" 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
 	kill -KILL "$pid" 2>/dev/null
@@ -73,6 +81,7 @@ restore_bpf_stats() {
 cleanup() {
 	local p
 	trap - EXIT INT TERM
+	[ -n "$NAP_PID" ] && kill "$NAP_PID" 2>/dev/null
 	for p in "${BG_PIDS[@]}"; do kill_tree "$p"; done
 	wait 2>/dev/null
 	restore_bpf_stats
@@ -142,7 +151,7 @@ start_profiler() { # $1 = mode; sets PROF_PID, waits until the profiler samples
 stop_profiler() { # $1 = mode
 	local mode=$1 rc
 	[ -n "$PROF_PID" ] || return 0
-	kill -INT "$PROF_PID"
+	kill -INT "$PROF_PID" 2>/dev/null || die "$mode exited during the run: $(tail -3 "$TMP/prof.log" | tr '\n' ' ')"
 	wait "$PROF_PID"
 	rc=$?
 	bg_forget "$PROF_PID"
@@ -156,16 +165,20 @@ stop_profiler() { # $1 = mode
 declare -A OPS PROFCPU OTHER STEAL
 NOISY_RUNS=0
 run_mode() { # $1 = mode, $2 = round
-	local mode=$1 r=$2 h0 h1 p0 p1 out ops cpu busy steal prof other
+	local mode=$1 r=$2 h0 h1 s0 s1 p0 p1 ops cpu wall steal prof other spid
 	start_profiler "$mode"
-	sleep $SETTLE
+	nap $SETTLE
 	read -r h0 s0 < <(host_ticks)
 	p0=0; [ -n "$PROF_PID" ] && p0=$(pid_ticks "$PROF_PID")
-	out=$("$SPIN" -t "$THREADS" -s "$SECONDS_PER_RUN" 2>"$TMP/spin.err") || die "spin failed: $(cat "$TMP/spin.err")"
+	"$SPIN" -t "$THREADS" -s "$SECONDS_PER_RUN" >"$TMP/spin.out" 2>"$TMP/spin.err" &
+	spid=$!; BG_PIDS+=("$spid")
+	wait $spid || die "spin failed: $(cat "$TMP/spin.err")"
+	bg_forget "$spid"
 	read -r h1 s1 < <(host_ticks)
 	p1=0; [ -n "$PROF_PID" ] && p1=$(pid_ticks "$PROF_PID")
+	[ -n "$p0" ] && [ -n "$p1" ] || die "$mode exited during the run: $(tail -3 "$TMP/prof.log" | tr '\n' ' ')"
 	stop_profiler "$mode"
-	ops=${out#ops_per_sec=}
+	ops=$(sed -n 's/^ops_per_sec=//p' "$TMP/spin.out")
 	cpu=$(sed -n 's/.*cpu_s=\([0-9.]*\).*/\1/p' "$TMP/spin.err")
 	wall=$(sed -n 's/.*wall_s=\([0-9.]*\).*/\1/p' "$TMP/spin.err")
 	# % of one CPU used by the profiler while the workload ran, and by everything
@@ -180,7 +193,7 @@ run_mode() { # $1 = mode, $2 = round
 	ROUND_OPS[$r]+="$mode=$ops "
 	if awk "BEGIN{exit !($other > 2)}"; then NOISY_RUNS=$((NOISY_RUNS + 1)); fi
 	log "round $r $(printf '%-5s' "$mode"): $ops ops/s  (profiler $(printf '%.2f' "$prof")% of a CPU, others $(printf '%.1f' "$other")% of host, steal $(printf '%.1f' "$steal")%)"
-	sleep $SETTLE
+	nap $SETTLE
 }
 
 DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
@@ -194,7 +207,7 @@ START_OTHERS=$(other_profilers)
 START_PROGS=$(perf_event_progs)
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 # How busy the host is with nothing of ours running (3 s).
-read -r h0 _ < <(host_ticks); sleep 3; read -r h1 _ < <(host_ticks)
+read -r h0 _ < <(host_ticks); nap 3; read -r h1 _ < <(host_ticks)
 IDLE_BUSY=$(calc "sprintf(\"%.1f\", ($h1 - $h0) / $CLK_TCK / (3 * $NCPU) * 100)")
 T_START=$(date +%s)
 
@@ -219,18 +232,18 @@ BPF_STATS_CHANGED=1
 sysctl -q -w kernel.bpf_stats_enabled=1 >/dev/null || die "cannot set kernel.bpf_stats_enabled"
 "$SPIN" -t "$THREADS" -s $((BPF_S + 3)) >/dev/null 2>&1 &
 SPIN_PID=$!; BG_PIDS+=("$SPIN_PID")
-sleep 0.5
+nap 0.5
 "$PROWL" record -a -F $FREQ -d "${BPF_S}s" -q -o "$TMP/bpf.pb.gz" >"$TMP/bpf.log" 2>&1 &
 BPF_PID=$!; BG_PIDS+=("$BPF_PID")
 T0=$(date +%s.%N)
-sleep 2
+nap 2
 PROG_IDS=$(pid_prog_ids "$BPF_PID")
 SAMPLE_ID=
 for id in $PROG_IDS; do
 	bpftool prog show id "$id" 2>/dev/null | grep -q 'name prowl_sample' && SAMPLE_ID=$id
 done
 [ -n "$SAMPLE_ID" ] || die "prowl_sample not found among prowl's BPF programs (ids: ${PROG_IDS:-none})"
-sleep "$(calc "$BPF_S - 2 - 1.5")"    # read ~1.5 s before prowl stops
+nap "$(calc "$BPF_S - 2 - 1.5")"    # read ~1.5 s before prowl stops
 read -r RUN_NS RUN_CNT < <(bpftool prog show id "$SAMPLE_ID" -j | /usr/bin/python3 -c '
 import json, sys
 p = json.load(sys.stdin)
@@ -253,14 +266,14 @@ capture() {
 	shift
 	"$SPIN" -t "$THREADS" -s $((CAP_S + 4)) >/dev/null 2>&1 &
 	local spid=$!; BG_PIDS+=("$spid")
-	sleep 1
+	nap 1
 	/usr/bin/time -v -o "$TMP/$name.time" "$@" >"$TMP/$name.log" 2>&1 &
 	tpid=$!; BG_PIDS+=("$tpid")
-	sleep 1
+	nap 1
 	ppid=$(pgrep -P "$tpid" | head -1)
 	# CPU used while sampling, read 1 s before the capture ends (before the
 	# end-of-capture symbolization/encode of prowl, or the build-id pass of perf).
-	sleep $((CAP_S - 2))
+	nap $((CAP_S - 2))
 	[ -n "$ppid" ] && steady_ticks=$(pid_ticks "$ppid")
 	wait "$tpid" || die "$name capture failed: $(tail -3 "$TMP/$name.log" | tr '\n' ' ')"
 	bg_forget "$tpid"
@@ -352,7 +365,7 @@ mkdir -p "$BUILD/bench"
 	echo
 	echo "### c/d. Cost of a ${CAP_S} s whole-host capture at $FREQ Hz (workload running)"
 	echo
-	echo "| profiler | wall | user | sys | CPU, whole run (% of one CPU) | CPU while sampling (% of one CPU) | time after the ${CAP_S} s (finalize) | peak RSS | output |"
+	echo "| profiler | wall | user | sys | CPU, whole run (% of one CPU) | CPU until 1 s before the end: startup + sampling (% of one CPU) | time after the ${CAP_S} s (finalize) | peak RSS | output |"
 	echo "|---|---|---|---|---|---|---|---|---|"
 	cap_row "prowl (symbolized pprof)" "$P_W" "$P_U" "$P_S" "$P_RSS" "$P_STEADY" "$P_SIZE"
 	cap_row "perf record -g (raw perf.data)" "$F_W" "$F_U" "$F_S" "$F_RSS" "$F_STEADY" "$F_SIZE"

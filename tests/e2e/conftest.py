@@ -10,7 +10,7 @@ from collections import defaultdict
 import pytest
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILD = os.path.join(ROOT, os.environ.get("PROWL_BUILD", "build"))
+BUILD = os.path.join(ROOT, os.environ.get("PROWL_TEST_BUILD", "build"))
 PROWL = os.path.join(BUILD, "prowl")
 PPROF = os.environ.get("PPROF", os.path.join(BUILD, "tools", "pprof"))
 WORKLOADS = os.path.join(BUILD, "workloads")

@@ -815,6 +815,9 @@ static void test_bad_args(void **state)
 	(void)state;
 	assert_int_equal(sender_new("test", &t, &snd), -EINVAL);
 	t.url = "http://127.0.0.1:1";
+	t.tenant = "a\r\nX-Evil: 1";
+	assert_int_equal(sender_new("test", &t, &snd), -EINVAL);
+	t.tenant = NULL;
 	assert_int_equal(sender_new("test", &t, &snd), 0);
 	assert_int_equal(sender_enqueue(snd, NULL), -EINVAL);
 	assert_int_equal(sender_flush(snd, 0), 0);
