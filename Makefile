@@ -93,12 +93,11 @@ unit: $(UNIT_BINS)
 deps:
 	packaging/install-deps.sh
 
+# The whole suite: normal build, then the same tests under ASan+UBSan.
 test: all unit workloads tools
-	tests/run.sh
-
-san-test:
-	$(MAKE) O=build-san SAN=1 all unit workloads tools
-	PROWL_TEST_BUILD=build-san tests/run.sh --quick
+	$(MAKE) O=build-san SAN=1 all unit workloads
+	@mkdir -p build-san/tools && cp $(O)/tools/pprof build-san/tools/pprof
+	tests/run.sh $(O) build-san
 
 bench: all workloads
 	tests/bench/run.sh

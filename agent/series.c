@@ -183,7 +183,6 @@ void series_table_free(struct series_table *t)
 			series_free_slot(&t->series[i]);
 	while (u64map_next(&t->procs, &pos, &k, &v)) {
 		free((void *)(uintptr_t)v);
-		pos++;
 	}
 	u64map_free(&t->procs);
 	free(t->series);
@@ -326,7 +325,6 @@ static int proc_for(struct series_table *t, const struct prowl_sample *s, struct
 				victim = q;
 				victim_pid = k;
 			}
-			pos++;
 		}
 		if (victim) {
 			forget_proc(t, victim_pid, victim);
@@ -408,9 +406,8 @@ void series_table_end_window(struct series_table *t)
 		if (k != 0 && access(path, F_OK) < 0 && errno == ENOENT) {
 			forget_proc(t, (uint32_t)k, (struct proc *)(uintptr_t)v);
 			t->st.processes_exited++;
-			continue; /* the slot at pos may now hold a moved entry */
+			pos--; /* deletion may have moved another entry into this slot */
 		}
-		pos++;
 	}
 	for (size_t i = 0; i < t->nseries; i++) {
 		struct series *s = &t->series[i];
@@ -427,7 +424,6 @@ void series_table_end_window(struct series_table *t)
 		pos = 0;
 		while (!referenced && u64map_next(&t->procs, &pos, &k, &v)) {
 			referenced = ((struct proc *)(uintptr_t)v)->series == i;
-			pos++;
 		}
 		if (referenced)
 			continue;
