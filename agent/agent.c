@@ -31,6 +31,10 @@ struct agent {
 	struct series_label *static_labels;
 	struct exporter *exp[AGENT_MAX_EXPORTERS];
 	unsigned int nexp;
+	/* Exporters replaced by a reload, still delivering what they hold. */
+	struct exporter *retiring[4 * AGENT_MAX_EXPORTERS];
+	uint64_t retiring_deadline[4 * AGENT_MAX_EXPORTERS];
+	unsigned int nretiring;
 	struct metrics_server *metrics;
 	struct agent_snapshot snap;
 	int64_t window_start_wall;
@@ -75,18 +79,96 @@ static int on_sample(void *ctx, const struct prowl_sample *s, size_t size)
 
 static void free_exporters(struct agent *a, uint32_t flush_ms)
 {
+	/* The sender logs and counts whatever is left when the deadline passes. */
 	for (unsigned int i = 0; i < a->nexp; i++) {
-		int left = a->exp[i]->ops->flush(a->exp[i], flush_ms);
-
-		if (left > 0)
-			log_warn("%s: %d profiles not delivered before the shutdown deadline", a->exp[i]->name, left);
+		a->exp[i]->ops->flush(a->exp[i], flush_ms);
 		a->exp[i]->ops->free(a->exp[i]);
 		a->exp[i] = NULL;
 	}
 	a->nexp = 0;
+	for (unsigned int i = 0; i < a->nretiring; i++) {
+		a->retiring[i]->ops->flush(a->retiring[i], flush_ms);
+		a->retiring[i]->ops->free(a->retiring[i]);
+	}
+	a->nretiring = 0;
 }
 
-static int make_exporters(struct agent *a, const struct agent_config *c)
+/* Frees retired exporters once their queue is empty or their grace time is over;
+ * never waits. */
+static void reap_retiring(struct agent *a, uint64_t now)
+{
+	unsigned int k = 0;
+
+	for (unsigned int i = 0; i < a->nretiring; i++) {
+		struct exporter *e = a->retiring[i];
+		struct export_stats st;
+
+		e->ops->get_stats(e, &st);
+		if (st.queue_items == 0 || now >= a->retiring_deadline[i]) {
+			e->ops->flush(e, 0);
+			e->ops->free(e);
+			continue;
+		}
+		a->retiring[k] = e;
+		a->retiring_deadline[k++] = a->retiring_deadline[i];
+	}
+	a->nretiring = k;
+}
+
+static bool same_str(const char *x, const char *y)
+{
+	return (!x && !y) || (x && y && strcmp(x, y) == 0);
+}
+
+static bool same_target(const struct http_target *x, const struct http_target *y)
+{
+	return same_str(x->url, y->url) && same_str(x->basic_user, y->basic_user) &&
+	       same_str(x->basic_password, y->basic_password) && same_str(x->bearer_token, y->bearer_token) &&
+	       same_str(x->tenant, y->tenant) && same_str(x->ca_file, y->ca_file) &&
+	       same_str(x->cert_file, y->cert_file) && same_str(x->key_file, y->key_file) &&
+	       x->insecure_skip_verify == y->insecure_skip_verify && x->timeout_ms == y->timeout_ms &&
+	       x->buffer_bytes == y->buffer_bytes && x->max_retries == y->max_retries;
+}
+
+/* Whether the exporter of `kind` would be built the same from both configs. */
+static bool same_exporter(const struct agent_config *x, const struct agent_config *y, const char *kind)
+{
+	if (strcmp(kind, "dir") == 0)
+		return x->exporters.dir.enabled == y->exporters.dir.enabled &&
+		       same_str(x->exporters.dir.path, y->exporters.dir.path) &&
+		       x->exporters.dir.max_age_ms == y->exporters.dir.max_age_ms &&
+		       x->exporters.dir.max_size_bytes == y->exporters.dir.max_size_bytes;
+	if (strcmp(kind, "pyroscope") == 0)
+		return x->exporters.pyroscope.enabled == y->exporters.pyroscope.enabled &&
+		       x->exporters.pyroscope_api == y->exporters.pyroscope_api &&
+		       same_target(&x->exporters.pyroscope.target, &y->exporters.pyroscope.target);
+	if (strcmp(kind, "otlp") == 0)
+		return x->exporters.otlp.enabled == y->exporters.otlp.enabled &&
+		       same_target(&x->exporters.otlp.target, &y->exporters.otlp.target);
+	return x->exporters.parca.enabled == y->exporters.parca.enabled &&
+	       same_target(&x->exporters.parca.target, &y->exporters.parca.target);
+}
+
+/* Takes the exporter of `kind` out of keep[] (and returns it) when old_cfg would
+ * build it the same as c; NULL otherwise. */
+static struct exporter *take_kept(struct exporter **keep, unsigned int nkeep, const struct agent_config *old_cfg,
+				  const struct agent_config *c, const char *kind)
+{
+	for (unsigned int i = 0; old_cfg && i < nkeep; i++) {
+		struct exporter *e = keep[i];
+
+		if (e && strcmp(e->ops->kind, kind) == 0 && same_exporter(old_cfg, c, kind)) {
+			keep[i] = NULL;
+			return e;
+		}
+	}
+	return NULL;
+}
+
+/* Builds the exporters of c into a->exp, reusing from keep[] (built from old_cfg)
+ * those whose settings did not change, so their queues and counters survive. */
+static int make_exporters(struct agent *a, const struct agent_config *c, const struct agent_config *old_cfg,
+			  struct exporter **keep, unsigned int nkeep)
 {
 	struct exporter *e;
 	int r;
@@ -98,25 +180,29 @@ static int make_exporters(struct agent *a, const struct agent_config *c)
 			.max_bytes = c->exporters.dir.max_size_bytes,
 		};
 
-		r = exporter_dir_new(&o, &e);
+		e = take_kept(keep, nkeep, old_cfg, c, "dir");
+		r = e ? 0 : exporter_dir_new(&o, &e);
 		if (r < 0)
 			return r;
 		a->exp[a->nexp++] = e;
 	}
 	if (c->exporters.pyroscope.enabled) {
-		r = exporter_pyroscope_new(&c->exporters.pyroscope.target, c->exporters.pyroscope_api, &e);
+		e = take_kept(keep, nkeep, old_cfg, c, "pyroscope");
+		r = e ? 0 : exporter_pyroscope_new(&c->exporters.pyroscope.target, c->exporters.pyroscope_api, &e);
 		if (r < 0)
 			return log_error_errno(r, "cannot set up the pyroscope exporter");
 		a->exp[a->nexp++] = e;
 	}
 	if (c->exporters.otlp.enabled) {
-		r = exporter_otlp_new(&c->exporters.otlp.target, &e);
+		e = take_kept(keep, nkeep, old_cfg, c, "otlp");
+		r = e ? 0 : exporter_otlp_new(&c->exporters.otlp.target, &e);
 		if (r < 0)
 			return log_error_errno(r, "cannot set up the otlp exporter");
 		a->exp[a->nexp++] = e;
 	}
 	if (c->exporters.parca.enabled) {
-		r = exporter_parca_new(&c->exporters.parca.target, &e);
+		e = take_kept(keep, nkeep, old_cfg, c, "parca");
+		r = e ? 0 : exporter_parca_new(&c->exporters.parca.target, &e);
 		if (r < 0)
 			return log_error_errno(r, "cannot set up the parca exporter");
 		a->exp[a->nexp++] = e;
@@ -227,11 +313,6 @@ static int start_metrics(struct agent *a, const struct agent_config *c)
 				    &a->metrics);
 }
 
-static bool same_str(const char *x, const char *y)
-{
-	return (!x && !y) || (x && y && strcmp(x, y) == 0);
-}
-
 /* SIGHUP: loads the configuration again; on success ends the current window with
  * the old settings and continues with the new ones. The sampler keeps running, so
  * no sample is lost; a bad file leaves everything as it was. */
@@ -239,7 +320,7 @@ static void reload(struct agent *a)
 {
 	struct agent_config nc = {};
 	struct series_table *old_series = a->series;
-	struct exporter *old_exp[AGENT_MAX_EXPORTERS];
+	struct exporter *old_exp[AGENT_MAX_EXPORTERS], *backup[AGENT_MAX_EXPORTERS];
 	unsigned int old_nexp = a->nexp;
 	int r;
 
@@ -255,8 +336,9 @@ static void reload(struct agent *a)
 	end_window(a);
 
 	memcpy(old_exp, a->exp, sizeof(old_exp));
+	memcpy(backup, a->exp, sizeof(backup));
 	a->nexp = 0;
-	r = make_exporters(a, &nc);
+	r = make_exporters(a, &nc, &a->cfg, old_exp, old_nexp);
 	if (r == 0) {
 		a->series = NULL;
 		r = make_series(a, &nc);
@@ -264,9 +346,16 @@ static void reload(struct agent *a)
 			a->series = old_series;
 	}
 	if (r < 0) {
-		for (unsigned int i = 0; i < a->nexp; i++)
-			a->exp[i]->ops->free(a->exp[i]);
-		memcpy(a->exp, old_exp, sizeof(old_exp));
+		/* Put everything back as it was; free only what this reload built. */
+		for (unsigned int i = 0; i < a->nexp; i++) {
+			bool reused = false;
+
+			for (unsigned int k = 0; k < old_nexp; k++)
+				reused |= a->exp[i] == backup[k];
+			if (!reused)
+				a->exp[i]->ops->free(a->exp[i]);
+		}
+		memcpy(a->exp, backup, sizeof(a->exp));
 		a->nexp = old_nexp;
 		a->reload_errors++;
 		log_error("configuration reload failed; keeping the running configuration");
@@ -274,10 +363,17 @@ static void reload(struct agent *a)
 		sd_notify(0, "READY=1");
 		return;
 	}
-	/* Old exporters get a short while to deliver what they hold. */
+	/* Exporters whose settings changed keep delivering what they hold, for up
+	 * to limits.shutdown_flush, without holding up sampling. */
 	for (unsigned int i = 0; i < old_nexp; i++) {
-		old_exp[i]->ops->flush(old_exp[i], 2000);
-		old_exp[i]->ops->free(old_exp[i]);
+		if (!old_exp[i])
+			continue;
+		if (a->nretiring == sizeof(a->retiring) / sizeof(a->retiring[0])) {
+			old_exp[i]->ops->free(old_exp[i]);
+			continue;
+		}
+		a->retiring[a->nretiring] = old_exp[i];
+		a->retiring_deadline[a->nretiring++] = mono_ns() + (uint64_t)nc.limits.shutdown_flush_ms * 1000000ull;
 	}
 	series_table_free(old_series);
 	if (nc.frequency != a->cfg.frequency && sampler_set_freq(a->sampler, nc.frequency) < 0)
@@ -329,6 +425,8 @@ static int run(struct agent *a)
 				end_window(a);
 			}
 		}
+		if (a->nretiring)
+			reap_retiring(a, now);
 		if (a->watchdog_usec && now >= a->next_watchdog) {
 			sd_notify(0, "WATCHDOG=1");
 			a->next_watchdog = now + a->watchdog_usec * 1000 / 2;
@@ -365,12 +463,14 @@ int agent_main(int argc, char **argv)
 
 	if (sampler_preflight() < 0)
 		goto out;
+	syo.max_cached_frames = a.cfg.limits.symbol_cache_entries;
+	syo.max_processes = a.cfg.limits.max_processes;
 	r = symbolizer_new(&syo, &a.sym);
 	if (r < 0) {
 		log_error_errno(r, "cannot set up the symbolizer");
 		goto out;
 	}
-	if (make_series(&a, &a.cfg) < 0 || make_exporters(&a, &a.cfg) < 0)
+	if (make_series(&a, &a.cfg) < 0 || make_exporters(&a, &a.cfg, NULL, NULL, 0) < 0)
 		goto out;
 	so = (struct sampler_opts){
 		.freq = a.cfg.frequency,
@@ -378,6 +478,7 @@ int agent_main(int argc, char **argv)
 		.cb = on_sample,
 		.cb_ctx = &a,
 		.verbose = a.cfg.log.level >= LOG_LVL_DEBUG,
+		.unwind_dwarf = a.cfg.unwind == UNWIND_DWARF,
 	};
 	if (sampler_open(&so, &a.sampler) < 0)
 		goto out;

@@ -110,6 +110,20 @@ void agent_metrics_render(void *ctx, FILE *f)
 		     s.sym.frame_misses);
 	metrics_emit(f, "prowl_symbol_modules", "gauge", "Object files (by build id) known to the symbolizer.", NULL,
 		     s.sym.modules);
+	metrics_emit(f, "prowl_symbol_cache_evictions_total", "counter",
+		     "Symbolizer entries evicted by their cap (limits.symbol_cache_entries, open modules, "
+		     "limits.max_processes).", "cache=\"frames\"", s.sym.frame_evictions);
+	metrics_emit(f, "prowl_symbol_cache_evictions_total", "counter", NULL, "cache=\"modules\"",
+		     s.sym.module_evictions);
+	metrics_emit(f, "prowl_symbol_cache_evictions_total", "counter", NULL, "cache=\"processes\"",
+		     s.sym.process_evictions);
+	metrics_emit(f, "prowl_symbol_cache_entries", "gauge", "Addresses in the symbolizer's frame cache.", NULL,
+		     s.sym.cached_frames);
+	metrics_emit(f, "prowl_symbol_open_modules", "gauge", "Object files with ELF/DWARF state open.", NULL,
+		     s.sym.open_modules);
+	metrics_emit(f, "prowl_symbolizer_bytes", "gauge",
+		     "Estimated heap held by the symbolizer (excluding libdw internals and mapped files).", NULL,
+		     s.sym.mem_bytes);
 	metrics_emit(f, "prowl_config_reloads_total", "counter", "Configuration reloads.", "result=\"ok\"", s.reloads);
 	metrics_emit(f, "prowl_config_reloads_total", "counter", NULL, "result=\"error\"", s.reload_errors);
 	exporter_metrics(f, &s);

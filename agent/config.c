@@ -608,6 +608,9 @@ static int set_value(struct load *l, const struct key_def *k, const char *s, con
 		if (k->type == K_URL && len) {
 			const char *why = url_problem(s);
 
+			/* A URL with credentials in it is not echoed back. */
+			if (why && strchr(s, '@'))
+				return cfg_error(l, o, k->path, true, "invalid URL: %s", why);
 			if (why)
 				return cfg_error(l, o, k->path, false, "invalid URL '%s': %s", s, why);
 			while (len > 0 && s[len - 1] == '/')

@@ -6,10 +6,10 @@
 #include "profile.pb-c.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
+
+#include "gzip.h"
 
 typedef Perftools__Profiles__Profile pb_profile;
 typedef Perftools__Profiles__ValueType pb_value_type;
@@ -365,41 +365,6 @@ out:
 	return err;
 }
 
-/* gzip (RFC 1952) of in; one deflate call since the whole input is in memory. */
-static int gzip_buf(const uint8_t *in, size_t len, uint8_t **ret_buf, size_t *ret_len)
-{
-	z_stream zs = {};
-	uint8_t *out = NULL;
-	uLong bound;
-	int err = 0;
-
-	if (len > UINT_MAX / 2)
-		return -EFBIG;
-	if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		return -ENOMEM;
-	bound = deflateBound(&zs, len);
-	out = malloc(bound);
-	if (!out) {
-		err = -ENOMEM;
-		goto out;
-	}
-	zs.next_in = (Bytef *)in;
-	zs.avail_in = (uInt)len;
-	zs.next_out = out;
-	zs.avail_out = (uInt)bound;
-	if (deflate(&zs, Z_FINISH) != Z_STREAM_END) {
-		err = -ENOBUFS;
-		goto out;
-	}
-	*ret_buf = out;
-	*ret_len = zs.total_out;
-	out = NULL;
-out:
-	deflateEnd(&zs);
-	free(out);
-	return err;
-}
-
 int encode_pprof(const struct profile *p, uint8_t **ret_buf, size_t *ret_len)
 {
 	uint8_t *raw = NULL;
@@ -408,7 +373,7 @@ int encode_pprof(const struct profile *p, uint8_t **ret_buf, size_t *ret_len)
 
 	err = encode_pprof_raw(p, &raw, &len);
 	if (!err)
-		err = gzip_buf(raw, len, ret_buf, ret_len);
+		err = gzip_compress(raw, len, ret_buf, ret_len);
 	free(raw);
 	return err;
 }

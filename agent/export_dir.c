@@ -165,13 +165,17 @@ static int dir_submit(struct exporter *e, const struct export_batch *b)
 {
 	struct exporter_dir *d = (struct exporter_dir *)e;
 	time_t t = b->start_unix_ns / 1000000000;
-	char stamp[32], svc[128], dir[4096], path[4400];
+	char stamp[48], svc[128], dir[4096], path[4400];
 	struct timespec now;
 	struct tm tm;
 	int ret = 0;
 
 	gmtime_r(&t, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	/* Milliseconds too: a window ended by SIGHUP may start in the same second as the
+	 * one before it, and must not overwrite its file. */
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
+	snprintf(stamp + strlen(stamp), sizeof(stamp) - strlen(stamp), ".%03dZ",
+		 (int)(b->start_unix_ns % 1000000000 / 1000000));
 	for (size_t i = 0; i < b->nseries; i++) {
 		const struct export_series *s = &b->series[i];
 		uint64_t h = 0;

@@ -3,13 +3,12 @@
 #include "export_otlp.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "aggregate.h"
 #include "encode_otlp.h"
+#include "gzip.h"
 #include "log.h"
 #include "sender.h"
 
@@ -32,41 +31,6 @@ static bool batch_has_samples(const struct export_batch *b)
 	return false;
 }
 
-/* gzip (RFC 1952) of in, in one deflate call. */
-static int gzip_body(const uint8_t *in, size_t len, uint8_t **ret_buf, size_t *ret_len)
-{
-	z_stream zs = {};
-	uint8_t *out = NULL;
-	uLong bound;
-	int r = 0;
-
-	if (len > UINT_MAX / 2)
-		return -EFBIG;
-	if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
-		return -ENOMEM;
-	bound = deflateBound(&zs, (uLong)len);
-	out = malloc(bound);
-	if (!out) {
-		r = -ENOMEM;
-		goto out;
-	}
-	zs.next_in = (Bytef *)in;
-	zs.avail_in = (uInt)len;
-	zs.next_out = out;
-	zs.avail_out = (uInt)bound;
-	if (deflate(&zs, Z_FINISH) != Z_STREAM_END) {
-		r = -ENOBUFS;
-		goto out;
-	}
-	*ret_buf = out;
-	*ret_len = zs.total_out;
-	out = NULL;
-out:
-	deflateEnd(&zs);
-	free(out);
-	return r;
-}
-
 static int otlp_submit(struct exporter *e, const struct export_batch *b)
 {
 	struct exporter_otlp *o = (struct exporter_otlp *)e;
@@ -82,7 +46,7 @@ static int otlp_submit(struct exporter *e, const struct export_batch *b)
 	r = encode_otlp(b, &raw, &rawlen);
 	if (r < 0)
 		goto out;
-	r = gzip_body(raw, rawlen, &gz, &gzlen);
+	r = gzip_compress(raw, rawlen, &gz, &gzlen);
 	if (r < 0)
 		goto out;
 	req = calloc(1, sizeof(*req));

@@ -150,6 +150,55 @@ static int truncated_location(struct ingest *g, bool kernel, uint32_t *ret)
 	return r;
 }
 
+/* The marker frame at the root of a user stack that the DWARF unwinder cut
+ * short (prowl_sample.ureason). mod: the module of the last frame, when known;
+ * reasons about an object name it. Locations are keyed in the [prowl] mapping
+ * by reason and module, so each distinct marker is one location. */
+static int ureason_location(struct ingest *g, unsigned int reason, const struct sym_module *mod, uint32_t *ret)
+{
+	char text[300];
+	const char *name = mod && mod->name && mod->name[0] ? mod->name : NULL;
+	uint64_t key;
+	struct prof_frame f = { .function = text };
+	int r;
+
+	switch (reason) {
+	case PROWL_UR_NO_TABLE:
+		snprintf(text, sizeof(text), "[truncated: no unwind table for %s]", name ? name : "an object");
+		break;
+	case PROWL_UR_NO_MAPPING:
+		snprintf(text, sizeof(text), "[truncated: return address in no known mapping]");
+		name = NULL;
+		break;
+	case PROWL_UR_READ:
+		snprintf(text, sizeof(text), "[truncated: unreadable stack]");
+		name = NULL;
+		break;
+	case PROWL_UR_BAD_CFI:
+		snprintf(text, sizeof(text), "[truncated: unwind rule prowl cannot follow in %s]", name ? name : "an object");
+		break;
+	case PROWL_UR_NO_FDE:
+		snprintf(text, sizeof(text), "[truncated: no unwind info for code in %s]", name ? name : "an object");
+		break;
+	case PROWL_UR_NEW_PROC:
+		snprintf(text, sizeof(text), "[truncated: frame pointers only, process not loaded by the unwinder yet]");
+		name = NULL;
+		break;
+	default:
+		snprintf(text, sizeof(text), "[truncated: unknown reason %u]", reason);
+		name = NULL;
+		break;
+	}
+	key = 16 + reason + (name ? (uint64_t)mod->id << 8 : 0);
+	r = pseudo_mapping(g, KEY_PROWL, "[prowl]", &g->prowl_mapping);
+	if (r < 0)
+		return r;
+	*ret = profile_find_location(g->prof, g->prowl_mapping, key);
+	if (*ret)
+		return 0;
+	return profile_add_location(g->prof, g->prowl_mapping, key, &f, 1, true, ret);
+}
+
 static int location_for(struct ingest *g, const struct sym_addr *a, uint32_t *ret)
 {
 	struct sym_frame sf[SYM_MAX_INLINE];
@@ -220,6 +269,7 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 	size_t n = 0;
 	uint32_t labels;
 	struct sym_addr a;
+	const struct sym_module *last_mod = NULL;
 	int r;
 
 	/* Leaf first: kernel frames, then user frames. Every frame but the leaf
@@ -249,12 +299,18 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 			break;
 
 		r = symbolizer_resolve_user(g->sym, s->pid, pc, &a);
+		last_mod = r < 0 ? NULL : a.mod;
 		r = r < 0 ? unknown_location(g, pc, &g->locs[n]) : location_for(g, &a, &g->locs[n]);
 		if (r < 0)
 			return r;
 		n++;
 	}
-	if (s->flags & PROWL_SAMPLE_USTACK_TRUNC) {
+	if (s->ureason && s->ureason != PROWL_UR_DEPTH) {
+		r = ureason_location(g, s->ureason, last_mod, &g->locs[n]);
+		if (r < 0)
+			return r;
+		n++;
+	} else if (s->flags & PROWL_SAMPLE_USTACK_TRUNC) {
 		r = truncated_location(g, false, &g->locs[n]);
 		if (r < 0)
 			return r;

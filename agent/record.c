@@ -44,6 +44,8 @@ struct record_opts {
 	bool per_thread;
 	bool verbose;
 	bool quiet;
+	bool unwind_fp;   /* --unwind=fp */
+	uint32_t unwind_max_rows, unwind_max_maps, unwind_max_procs; /* 0: defaults */
 	char **cmd; /* argv after "--" */
 };
 
@@ -71,6 +73,13 @@ static const char record_usage[] =
 	"                            output's name (.folded/.txt -> folded), else pprof\n"
 	"      --idle                keep samples of idle CPUs (dropped by default)\n"
 	"      --per-thread          label samples with tid and thread name too\n"
+	"      --unwind MODE         user stacks: dwarf (default: DWARF call frame information,\n"
+	"                            complete without frame pointers; x86_64) or fp (frame\n"
+	"                            pointers only)\n"
+	"      --unwind-max-rows N   capacity of the unwind tables in rows of 8 bytes\n"
+	"                            (default 2097152 = 16 MiB)\n"
+	"      --unwind-max-mappings N  executable mappings the unwinder tracks (default 65536)\n"
+	"      --unwind-max-procs N  processes the unwinder tracks (default 16384)\n"
 	"  -q, --quiet               no status line and no summary\n"
 	"  -v, --verbose             debug messages, libbpf and verifier output\n"
 	"  -h, --help                this help\n"
@@ -102,6 +111,10 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		{ "format", required_argument, NULL, 'f' },
 		{ "idle", no_argument, NULL, 'I' },
 		{ "per-thread", no_argument, NULL, 'T' },
+		{ "unwind", required_argument, NULL, 'U' },
+		{ "unwind-max-rows", required_argument, NULL, 'R' },
+		{ "unwind-max-mappings", required_argument, NULL, 'M' },
+		{ "unwind-max-procs", required_argument, NULL, 'P' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -152,6 +165,21 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		case 'T':
 			o->per_thread = true;
 			break;
+		case 'U':
+			if (strcmp(optarg, "fp") == 0)
+				o->unwind_fp = true;
+			else if (strcmp(optarg, "dwarf") == 0)
+				o->unwind_fp = false;
+			else
+				return usage_error("unknown unwind mode '%s': use dwarf or fp", optarg);
+			break;
+		case 'R':
+		case 'M':
+		case 'P':
+			if (parse_u64_range(optarg, 1, c == 'R' ? 1u << 28 : 1u << 24, &v) < 0)
+				return usage_error("invalid unwinder limit '%s': give a positive whole number", optarg);
+			*(c == 'R' ? &o->unwind_max_rows : c == 'M' ? &o->unwind_max_maps : &o->unwind_max_procs) = (uint32_t)v;
+			break;
 		case 'q':
 			o->quiet = true;
 			break;
@@ -163,6 +191,10 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			return -1;
 		case '?':
 		default:
+			if (optopt == 'U')
+				return usage_error("option '%s' needs a value: dwarf or fp", "--unwind");
+			if (optopt == 'R' || optopt == 'M' || optopt == 'P')
+				return usage_error("option '%s' needs a number", argv[optind - 1]);
 			if (optopt && strchr("pFdof", optopt))
 				return usage_error("option '-%s' needs a value", (char[]){ (char)optopt, 0 });
 			return usage_error("unknown option '%s'", argv[optind - 1]);
@@ -498,6 +530,10 @@ int record_main(int argc, char **argv)
 		.filter_pids = !o.all,
 		.follow_children = o.cmd != NULL,
 		.verbose = o.verbose,
+		.unwind_dwarf = !o.unwind_fp,
+		.unwind_max_rows = o.unwind_max_rows,
+		.unwind_max_maps = o.unwind_max_maps,
+		.unwind_max_procs = o.unwind_max_procs,
 		.cb = on_sample,
 		.cb_ctx = &c,
 	};

@@ -4,10 +4,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,18 +24,34 @@
 #include "prowl.skel.h"
 
 #define HOTPLUG_CHECK_NS (1000ull * 1000 * 1000)
+#define DEF_UNWIND_ROWS  (2u << 20)
+#define DEF_UNWIND_MAPS  65536u
+#define DEF_UNWIND_PROCS 16384u
 #define LIBBPF_LOG_KEEP 24
 
 struct sampler {
 	struct sampler_opts opts;
 	struct prowl_bpf *skel;
-	struct ring_buffer *rb;
+	struct ring_buffer *rb;    /* samples */
+	/* The unwinder runs in its own thread, so a new process's mappings are
+	 * loaded within a millisecond or so even while the main thread is busy
+	 * symbolizing (a new binary's first samples can take long). */
+	struct ring_buffer *urb;   /* unwinder events (dwarf mode) */
+	pthread_t uthread;
+	bool uthread_running;
+	int ustop_fd;              /* eventfd: stop the unwinder thread */
+	pthread_mutex_t ulock;     /* the unwinder */
 	int ncpus;                 /* possible CPUs */
 	int *pfd;                  /* per CPU perf event fd or -1 */
 	struct bpf_link **links;   /* per CPU */
 	bool started;
 	uint64_t next_hotplug_ns;
 	int cb_err;
+	/* DWARF unwinding */
+	struct unwinder *unw;
+	void *rows_mem, *maps_mem;
+	size_t rows_len, maps_len;
+	bool timing_log;
 };
 
 /* libbpf's messages: kept in a small ring so a load failure can show the
@@ -41,11 +62,13 @@ static bool libbpf_verbose;
 
 static int libbpf_print(enum libbpf_print_level lvl, const char *fmt, va_list ap)
 {
-	char msg[8192], *line, *save = NULL;
+	char *msg = NULL, *line, *save = NULL;
 
 	if (lvl == LIBBPF_DEBUG && !libbpf_verbose)
 		return 0;
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* One message may hold a whole verifier log: no fixed-size buffer. */
+	if (vasprintf(&msg, fmt, ap) < 0)
+		return 0;
 	/* One message may hold a whole verifier log: keep it line by line. */
 	for (line = strtok_r(msg, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		if (strncmp(line, "libbpf: ", 8) == 0)
@@ -54,6 +77,7 @@ static int libbpf_print(enum libbpf_print_level lvl, const char *fmt, va_list ap
 			fprintf(stderr, "libbpf: %s\n", line);
 		snprintf(libbpf_log[libbpf_log_n++ % LIBBPF_LOG_KEEP], sizeof(libbpf_log[0]), "%s", line);
 	}
+	free(msg);
 	return 0;
 }
 
@@ -116,6 +140,35 @@ int sampler_preflight(void)
 	return 0;
 }
 
+static void *unwind_thread(void *arg)
+{
+	struct sampler *s = arg;
+	int epfd = epoll_create1(EPOLL_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, ring_buffer__epoll_fd(s->urb), &ev) < 0 ||
+	    epoll_ctl(epfd, EPOLL_CTL_ADD, s->ustop_fd, &ev) < 0) {
+		log_error_errno(-errno, "the unwinder thread cannot wait for events; DWARF unwinding stops loading processes");
+		if (epfd >= 0)
+			close(epfd);
+		return NULL;
+	}
+	for (;;) {
+		uint64_t stop = 0;
+
+		if (epoll_wait(epfd, &ev, 1, 100) < 0 && errno != EINTR)
+			break;
+		if (read(s->ustop_fd, &stop, sizeof(stop)) == sizeof(stop) && stop)
+			break;
+		pthread_mutex_lock(&s->ulock);
+		ring_buffer__consume(s->urb);
+		unwinder_work(s->unw);
+		pthread_mutex_unlock(&s->ulock);
+	}
+	close(epfd);
+	return NULL;
+}
+
 static int handle_event(void *ctx, void *data, size_t size)
 {
 	struct sampler *s = ctx;
@@ -131,6 +184,96 @@ static int handle_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
+static int handle_unwind_event(void *ctx, void *data, size_t size)
+{
+	struct sampler *s = ctx;
+
+	if (s->unw && size >= sizeof(struct prowl_unwind_event))
+		unwinder_event(s->unw, data);
+	return 0;
+}
+
+static size_t page_round(size_t n)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+
+	return (n + pg - 1) / pg * pg;
+}
+
+/* Before load: sizes of the unwinder's maps (tiny when unused). */
+static int setup_unwind(struct sampler *s)
+{
+	struct prowl_bpf *k = s->skel;
+	uint32_t rows = s->opts.unwind_max_rows ? s->opts.unwind_max_rows : DEF_UNWIND_ROWS;
+	uint32_t maps = s->opts.unwind_max_maps ? s->opts.unwind_max_maps : DEF_UNWIND_MAPS;
+	uint32_t procs = s->opts.unwind_max_procs ? s->opts.unwind_max_procs : DEF_UNWIND_PROCS;
+
+	if (!s->opts.unwind_dwarf) {
+		bpf_program__set_autoload(k->progs.prowl_exec, false);
+		bpf_program__set_autoload(k->progs.prowl_exit, false);
+		return 0;
+	}
+#if !defined(__x86_64__)
+	log_error("DWARF unwinding (--unwind=dwarf) is implemented for x86_64 only: use --unwind=fp on this machine");
+	return -EOPNOTSUPP;
+#endif
+	s->opts.unwind_max_rows = rows;
+	s->opts.unwind_max_maps = maps;
+	s->opts.unwind_max_procs = procs;
+	k->rodata->unwind_dwarf = 1;
+	if (bpf_map__set_max_entries(k->maps.unwind_rows, rows) || bpf_map__set_max_entries(k->maps.unwind_maps, maps) ||
+	    bpf_map__set_max_entries(k->maps.unwind_procs, procs))
+		return log_error_errno(-EINVAL, "cannot size the unwinder's maps");
+	return 0;
+}
+
+/* After load: map the arrays and start the user-space half. */
+static int start_unwind(struct sampler *s)
+{
+	struct unwinder_maps um = {
+		.max_rows = s->opts.unwind_max_rows,
+		.max_maps = s->opts.unwind_max_maps,
+		.max_procs = s->opts.unwind_max_procs,
+		.procs_fd = bpf_map__fd(s->skel->maps.unwind_procs),
+		.req_time_fd = bpf_map__fd(s->skel->maps.unwind_req_time),
+	};
+	struct unwinder_opts uo = {};
+	int r;
+
+	s->rows_len = page_round((size_t)um.max_rows * sizeof(struct prowl_unwind_row));
+	s->maps_len = page_round((size_t)um.max_maps * sizeof(struct prowl_unwind_map));
+	s->rows_mem = mmap(NULL, s->rows_len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(s->skel->maps.unwind_rows), 0);
+	if (s->rows_mem == MAP_FAILED) {
+		s->rows_mem = NULL;
+		return log_error_errno(-errno, "cannot map the unwind table array");
+	}
+	s->maps_mem = mmap(NULL, s->maps_len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(s->skel->maps.unwind_maps), 0);
+	if (s->maps_mem == MAP_FAILED) {
+		s->maps_mem = NULL;
+		return log_error_errno(-errno, "cannot map the unwind mapping array");
+	}
+	um.rows = s->rows_mem;
+	um.maps = s->maps_mem;
+	r = unwinder_new(&uo, &um, &s->unw);
+	if (r < 0)
+		return log_error_errno(r, "cannot set up the unwinder");
+	s->skel->links.prowl_exec = bpf_program__attach(s->skel->progs.prowl_exec);
+	s->skel->links.prowl_exit = bpf_program__attach(s->skel->progs.prowl_exit);
+	if (!s->skel->links.prowl_exec || !s->skel->links.prowl_exit)
+		return log_error_errno(-errno, "cannot attach the exec/exit tracepoints the unwinder needs");
+	s->urb = ring_buffer__new(bpf_map__fd(s->skel->maps.unwind_events), handle_unwind_event, s, NULL);
+	if (!s->urb)
+		return log_error_errno(-errno, "cannot set up the unwinder's ring buffer");
+	s->ustop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (s->ustop_fd < 0)
+		return log_error_errno(-errno, "cannot create an eventfd");
+	r = -pthread_create(&s->uthread, NULL, unwind_thread, s);
+	if (r < 0)
+		return log_error_errno(r, "cannot start the unwinder thread");
+	s->uthread_running = true;
+	return 0;
+}
+
 int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 {
 	struct sampler *s;
@@ -142,6 +285,8 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->ustop_fd = -1;
+	pthread_mutex_init(&s->ulock, NULL);
 	s->opts = *opts;
 	s->ncpus = libbpf_num_possible_cpus();
 	if (s->ncpus <= 0) {
@@ -167,6 +312,11 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 	s->skel->rodata->follow_children = opts->follow_children;
 	if (!opts->follow_children)
 		bpf_program__set_autoload(s->skel->progs.prowl_fork, false);
+	r = setup_unwind(s);
+	if (r < 0)
+		goto fail;
+	s->timing_log = getenv("PROWL_BPF_TIMING") && strcmp(getenv("PROWL_BPF_TIMING"), "1") == 0;
+	s->skel->bss->time_samples = s->timing_log;
 
 	r = prowl_bpf__load(s->skel);
 	if (r) {
@@ -182,9 +332,9 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 		goto fail;
 	}
 	if (opts->follow_children) {
-		r = prowl_bpf__attach(s->skel);
-		if (r) {
-			r = log_error_errno(r, "cannot attach the fork tracepoint");
+		s->skel->links.prowl_fork = bpf_program__attach(s->skel->progs.prowl_fork);
+		if (!s->skel->links.prowl_fork) {
+			r = log_error_errno(-errno, "cannot attach the fork tracepoint");
 			goto fail;
 		}
 	}
@@ -192,6 +342,11 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 	if (!s->rb) {
 		r = log_error_errno(-errno, "cannot set up the BPF ring buffer");
 		goto fail;
+	}
+	if (s->opts.unwind_dwarf) {
+		r = start_unwind(s);
+		if (r < 0)
+			goto fail;
 	}
 	*ret = s;
 	return 0;
@@ -206,6 +361,12 @@ int sampler_add_pid(struct sampler *s, uint32_t pid)
 
 	if (bpf_map__update_elem(s->skel->maps.pid_filter, &pid, sizeof(pid), &one, sizeof(one), BPF_ANY))
 		return -errno;
+	/* Its tables are loaded now, so the first samples are complete already. */
+	if (s->unw) {
+		pthread_mutex_lock(&s->ulock);
+		unwinder_add_pid(s->unw, pid);
+		pthread_mutex_unlock(&s->ulock);
+	}
 	return 0;
 }
 
@@ -342,6 +503,16 @@ int sampler_poll(struct sampler *s, int timeout_ms)
 		return s->cb_err;
 	if (n < 0 && n != -EINTR)
 		return n;
+	/* BPF wakes this reader only when the ring fills up (a wakeup per sample
+	 * costs microseconds in the sampled task): take what arrived meanwhile. */
+	if (n >= 0) {
+		int m = ring_buffer__consume(s->rb);
+
+		if (s->cb_err)
+			return s->cb_err;
+		if (m > 0)
+			n += m;
+	}
 	if (s->started && now_ns() >= s->next_hotplug_ns) {
 		sync_cpus(s, false);
 		s->next_hotplug_ns = now_ns() + HOTPLUG_CHECK_NS;
@@ -412,6 +583,94 @@ unsigned int sampler_ncpus_active(const struct sampler *s)
 	return n;
 }
 
+int sampler_unwind_stats(const struct sampler *s, struct unwind_stats *ret)
+{
+	if (!s->unw)
+		return -ENOENT;
+	pthread_mutex_lock((pthread_mutex_t *)&s->ulock);
+	unwinder_get_stats(s->unw, ret);
+	pthread_mutex_unlock((pthread_mutex_t *)&s->ulock);
+	return 0;
+}
+
+void sampler_set_timing(struct sampler *s, bool on)
+{
+	s->skel->bss->time_samples = on;
+}
+
+int sampler_cost_hist(const struct sampler *s, uint64_t ret[PROWL_COST_BUCKETS])
+{
+	__u64 *vals = calloc(s->ncpus, sizeof(__u64));
+
+	if (!vals)
+		return -ENOMEM;
+	for (__u32 k = 0; k < PROWL_COST_BUCKETS; k++) {
+		ret[k] = 0;
+		if (bpf_map__lookup_elem(s->skel->maps.cost_hist, &k, sizeof(k), vals, sizeof(__u64) * s->ncpus, 0))
+			continue;
+		for (int c = 0; c < s->ncpus; c++)
+			ret[k] += vals[c];
+	}
+	free(vals);
+	return 0;
+}
+
+/* Percentile of the cost histogram, in ns (upper bound of its bucket). */
+static double hist_pct(const uint64_t *h, uint64_t total, double pct)
+{
+	uint64_t want = (uint64_t)(total * pct + 0.5), acc = 0;
+
+	for (int i = 0; i < PROWL_COST_BUCKETS; i++) {
+		acc += h[i];
+		if (acc >= want && acc)
+			return (i + 1) * (double)PROWL_COST_BUCKET_NS;
+	}
+	return PROWL_COST_BUCKETS * (double)PROWL_COST_BUCKET_NS;
+}
+
+static void log_timing(const struct sampler *s)
+{
+	uint64_t h[PROWL_COST_BUCKETS], total = 0;
+
+	if (sampler_cost_hist(s, h) < 0)
+		return;
+	for (int i = 0; i < PROWL_COST_BUCKETS; i++)
+		total += h[i];
+	if (!total)
+		return;
+	log_info("BPF cost per sample (%s unwinding, %" PRIu64 " runs): p50 <= %.2f us, p90 <= %.2f us, p99 <= %.2f us",
+		 s->opts.unwind_dwarf ? "dwarf" : "fp", total, hist_pct(h, total, 0.5) / 1000,
+		 hist_pct(h, total, 0.9) / 1000, hist_pct(h, total, 0.99) / 1000);
+}
+
+static void log_unwind_stats(const struct sampler *s)
+{
+	struct unwind_stats st;
+	struct sampler_counters c;
+	static const char *const reasons[] = { "too deep", "no table", "no mapping", "unreadable stack", "bad CFI",
+					       "no FDE", "new process" };
+	char buf[512];
+	size_t off = 0;
+
+	if (!s->unw || log_get_level() < LOG_LVL_DEBUG)
+		return;
+	sampler_unwind_stats(s, &st);
+	sampler_get_counters(s, &c);
+	log_debug("unwinder: %" PRIu32 " tables (%" PRIu64 " of %" PRIu64 " rows, %" PRIu64 " KiB), %" PRIu32
+		  " processes, %" PRIu64 " of %" PRIu64 " mappings, %" PRIu64 " tables built in %.1f ms, %" PRIu64
+		  " evicted, %" PRIu64 " maps reads, %" PRIu64 " events, capacity hits rows/maps/procs %" PRIu64 "/%" PRIu64
+		  "/%" PRIu64,
+		  st.tables, st.rows_used, st.rows_capacity, st.rows_used * 8 / 1024, st.procs, st.maps_used,
+		  st.maps_capacity, st.tables_built, st.table_build_ns / 1e6, st.tables_evicted, st.maps_reads, st.events,
+		  st.rows_full, st.maps_full, st.procs_full);
+	for (int i = 0; i < PROWL_UR__MAX - 1; i++)
+		off += snprintf(buf + off, sizeof(buf) - off, "%s%s %" PRIu64, i ? ", " : "", reasons[i],
+				(uint64_t)c.v[PROWL_CNT_UNWIND_TRUNC + i]);
+	log_debug("unwinder: truncated stacks: %s; frame-pointer frames %" PRIu64 ", requests %" PRIu64 " (%" PRIu64
+		  " lost)", buf, (uint64_t)c.v[PROWL_CNT_UNWIND_FP_FRAMES], (uint64_t)c.v[PROWL_CNT_UNWIND_REQ],
+		  (uint64_t)c.v[PROWL_CNT_UNWIND_REQ_LOST]);
+}
+
 int sampler_prog_stats(const struct sampler *s, uint64_t *ret_run_cnt, uint64_t *ret_run_time_ns)
 {
 	struct bpf_prog_info info = {};
@@ -430,9 +689,31 @@ void sampler_free(struct sampler *s)
 {
 	if (!s)
 		return;
+	if (s->uthread_running) {
+		uint64_t one = 1;
+
+		if (write(s->ustop_fd, &one, sizeof(one)) == sizeof(one))
+			pthread_join(s->uthread, NULL);
+		else
+			pthread_cancel(s->uthread);
+		s->uthread_running = false;
+	}
 	if (s->pfd)
 		sampler_stop(s);
+	if (s->skel && s->timing_log)
+		log_timing(s);
+	if (s->skel)
+		log_unwind_stats(s);
 	ring_buffer__free(s->rb);
+	ring_buffer__free(s->urb);
+	if (s->ustop_fd >= 0)
+		close(s->ustop_fd);
+	pthread_mutex_destroy(&s->ulock);
+	unwinder_free(s->unw);
+	if (s->rows_mem)
+		munmap(s->rows_mem, s->rows_len);
+	if (s->maps_mem)
+		munmap(s->maps_mem, s->maps_len);
 	prowl_bpf__destroy(s->skel);
 	free(s->pfd);
 	free(s->links);

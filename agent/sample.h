@@ -9,6 +9,7 @@
 
 #include <linux/types.h>
 #include "prowl.h"
+#include "unwind.h"
 
 struct sampler;
 
@@ -20,6 +21,13 @@ struct sampler_opts {
 	bool follow_children;  /* processes forked by filtered ones are followed */
 	bool filter_pids;      /* sample only pids added with sampler_add_pid() */
 	bool verbose;          /* pass libbpf's messages (and verifier log) through */
+	/* User stacks: DWARF CFI unwinding in BPF (x86_64) when set, else frame
+	 * pointers (bpf_get_stack). Capacity limits of the unwinder's maps; 0 picks
+	 * the default in parentheses. */
+	bool unwind_dwarf;
+	uint32_t unwind_max_rows;  /* unwind table rows, 8 bytes each (2097152 = 16 MiB) */
+	uint32_t unwind_max_maps;  /* executable mappings of all processes (65536) */
+	uint32_t unwind_max_procs; /* processes (16384) */
 	sampler_cb cb;
 	void *cb_ctx;
 };
@@ -48,6 +56,15 @@ unsigned int sampler_ncpus_active(const struct sampler *s);
 /* Changes the frequency (reopens the perf events) or the idle filter at run time. */
 int sampler_set_freq(struct sampler *s, unsigned int freq);
 void sampler_set_idle(struct sampler *s, bool idle);
+/* The DWARF unwinder's statistics (tables, rows, capacity hits). Returns
+ * -ENOENT when the sampler unwinds with frame pointers. */
+int sampler_unwind_stats(const struct sampler *s, struct unwind_stats *ret);
+/* Per-run cost of the BPF program, timed inside it with bpf_ktime_get_ns:
+ * on/off at run time, and the histogram (PROWL_COST_BUCKETS buckets of
+ * PROWL_COST_BUCKET_NS, summed over CPUs). PROWL_BPF_TIMING=1 in the
+ * environment turns it on at open and logs p50/p90/p99 at sampler_free. */
+void sampler_set_timing(struct sampler *s, bool on);
+int sampler_cost_hist(const struct sampler *s, uint64_t ret[PROWL_COST_BUCKETS]);
 /* BPF program run statistics (needs kernel.bpf_stats_enabled=1). */
 int sampler_prog_stats(const struct sampler *s, uint64_t *ret_run_cnt, uint64_t *ret_run_time_ns);
 void sampler_free(struct sampler *s); /* accepts NULL */

@@ -22,6 +22,13 @@ enum prowl_counter {
 	PROWL_CNT_FILTERED,    /* samples of processes outside the filter */
 	PROWL_CNT_KSTACK_ERR,  /* bpf_get_stack failed for the kernel stack */
 	PROWL_CNT_USTACK_ERR,  /* bpf_get_stack failed for the user stack */
+	/* DWARF unwinding (--unwind=dwarf): user stacks cut short, by reason
+	 * (PROWL_CNT_UNWIND_TRUNC + enum prowl_ureason - 1), and refresh requests. */
+	PROWL_CNT_UNWIND_TRUNC,                        /* PROWL_UR_DEPTH */
+	PROWL_CNT_UNWIND_TRUNC_LAST = PROWL_CNT_UNWIND_TRUNC + 6, /* PROWL_UR_NEW_PROC */
+	PROWL_CNT_UNWIND_REQ,      /* refresh requests sent to user space */
+	PROWL_CNT_UNWIND_REQ_LOST, /* refresh requests the event ring could not take */
+	PROWL_CNT_UNWIND_FP_FRAMES, /* frames unwound with frame pointers (no table) */
 	PROWL_CNT__MAX,
 };
 
@@ -29,6 +36,21 @@ enum prowl_counter {
 #define PROWL_SAMPLE_KERNEL_MODE (1u << 0) /* the CPU was in kernel mode */
 #define PROWL_SAMPLE_USTACK_TRUNC (1u << 1) /* user stack hit PROWL_MAX_STACK */
 #define PROWL_SAMPLE_KSTACK_TRUNC (1u << 2) /* kernel stack hit PROWL_MAX_STACK */
+
+/* Values of prowl_sample.ureason: why a DWARF-unwound user stack stops short of
+ * the thread's entry. 0 = complete (or --unwind=fp, where nothing is known). */
+enum prowl_ureason {
+	PROWL_UR_NONE = 0,
+	PROWL_UR_DEPTH,      /* deeper than PROWL_MAX_STACK frames */
+	PROWL_UR_NO_TABLE,   /* a frame in an object whose table is not loaded (capacity,
+			      * build error): frame pointers were tried from there */
+	PROWL_UR_NO_MAPPING, /* a pc in no executable mapping the unwinder knows */
+	PROWL_UR_READ,       /* stack memory could not be read */
+	PROWL_UR_BAD_CFI,    /* CFI the BPF unwinder cannot evaluate, or a corrupt frame */
+	PROWL_UR_NO_FDE,     /* a pc inside an object but not covered by its CFI */
+	PROWL_UR_NEW_PROC,   /* the process's mappings were not loaded yet (frame pointers used) */
+	PROWL_UR__MAX,
+};
 
 /* One sample, as written to the ring buffer. Stacks are leaf first. */
 struct prowl_sample {
@@ -40,11 +62,102 @@ struct prowl_sample {
 	__u32 flags;
 	__u16 kstack_len; /* number of valid entries in kstack */
 	__u16 ustack_len; /* number of valid entries in ustack */
-	__u32 _pad;
+	__u8 ureason;     /* enum prowl_ureason */
+	__u8 _pad[3];
 	char comm[PROWL_COMM_LEN];  /* thread name */
 	char pcomm[PROWL_COMM_LEN]; /* process (group leader) name */
 	__u64 kstack[PROWL_MAX_STACK];
 	__u64 ustack[PROWL_MAX_STACK];
 };
+
+/* ---- DWARF CFI unwinding (x86_64) ----
+ * Unwind rows of every loaded object live in one array map (unwind_rows), each
+ * object's rows sorted by pc and contiguous. Each process has a sorted run of
+ * executable mappings in unwind_maps; unwind_procs maps a tgid to that run. */
+
+/* Low 4 bits of prowl_unwind_row.rule */
+enum prowl_cfa_type {
+	PROWL_CFA_NONE = 0, /* no CFI covers this pc (a gap between FDEs, or past the end) */
+	PROWL_CFA_RSP,      /* CFA = rsp + cfa_off * 8 */
+	PROWL_CFA_RBP,      /* CFA = rbp + cfa_off * 8 */
+	PROWL_CFA_PLT,      /* PLT entry: CFA = rsp + cfa_off * 8 + ((rip & 15) >= rbp_off ? 8 : 0) */
+	PROWL_CFA_SIGNAL,   /* signal trampoline (__restore_rt): registers are in the
+			     * ucontext at rsp */
+	PROWL_CFA_END,      /* return address undefined: the outermost frame */
+	PROWL_CFA_BAD,      /* a rule the BPF unwinder cannot evaluate */
+};
+
+/* High 4 bits of prowl_unwind_row.rule. The return address is always at CFA - 8. */
+enum prowl_rbp_rule {
+	PROWL_RBP_SAME = 0, /* unchanged from the callee */
+	PROWL_RBP_CFA,      /* saved at CFA + rbp_off * 8 */
+	PROWL_RBP_UNKNOWN,  /* not recoverable */
+};
+
+/* One row: the rule from pc to the next row's pc. pc is relative to the
+ * object's table base (an ELF virtual address), so one table serves every
+ * process that maps the object. Offsets are in units of 8 bytes (x86_64 stack
+ * slots); 8 bytes per row, the element size of a BPF array. */
+struct prowl_unwind_row {
+	__u32 pc;
+	__u16 cfa_off;  /* CFA offset / 8 (the CFA is above rsp/rbp) */
+	__u8 rule;      /* cfa_type | rbp_type << 4 */
+	__s8 rbp_off;   /* rbp save slot relative to the CFA / 8; PLT rows: the threshold K */
+};
+
+#define PROWL_ROW_CFA(r) ((r)->rule & 0xf)
+#define PROWL_ROW_RBP(r) ((r)->rule >> 4)
+
+/* prowl_unwind_map.kind */
+enum prowl_map_kind {
+	PROWL_MAP_TABLE = 0, /* rows [row_first, row_first + row_count) */
+	PROWL_MAP_FP,        /* the object has no CFI (JIT code, no .eh_frame): frame pointers */
+	PROWL_MAP_NO_TABLE,  /* it should have a table but has none: frame pointers and
+			      * PROWL_UR_NO_TABLE */
+};
+
+/* One executable mapping of a process: runtime pc - bias = row pc. */
+struct prowl_unwind_map {
+	__u64 start, end; /* [start, end) */
+	__u64 bias;
+	__u32 row_first;
+	__u32 row_count;
+	__u32 kind;       /* enum prowl_map_kind */
+	__u32 _pad;
+};
+
+/* unwind_procs value: the process's mappings are unwind_maps[map_first .. +map_count).
+ * map_first == PROWL_PROC_FP: unwind it with frame pointers (bpf_get_stack), e.g.
+ * a 32-bit process. */
+#define PROWL_PROC_FP 0xffffffffu
+
+struct prowl_unwind_proc {
+	__u32 map_first;
+	__u32 map_count;
+};
+
+/* Events on the unwind_events ring buffer. */
+enum prowl_unwind_event_type {
+	PROWL_UEV_UNKNOWN_PID = 1, /* a sample of a process with no unwind_procs entry */
+	PROWL_UEV_UNKNOWN_PC,      /* a pc in no mapping of a known process (dlopen) */
+	PROWL_UEV_EXEC,            /* the process exec'ed (its entry was removed) */
+	PROWL_UEV_EXIT,            /* the process exited (its entry was removed) */
+};
+
+/* unwind_req_time (LRU hash tgid -> __u64): CLOCK_MONOTONIC ns of the last
+ * request; BPF sends at most one per PROWL_UNWIND_REQ_NS unless user space set
+ * a later time to back off. */
+#define PROWL_UNWIND_REQ_NS (20ull * 1000 * 1000)
+
+struct prowl_unwind_event {
+	__u32 type;
+	__u32 pid;
+	__u64 pc;
+};
+
+/* Per-sample BPF cost histogram (when timing is on): bucket i counts program
+ * runs that took [i * 250 ns, (i + 1) * 250 ns); the last bucket is open. */
+#define PROWL_COST_BUCKETS 64
+#define PROWL_COST_BUCKET_NS 250
 
 #endif /* PROWL_H */

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ARENA_CHUNK (256u * 1024u)
+/* Arena chunks start small and double up to ARENA_CHUNK_MAX, so that the many
+ * small tables of a quiet series cost a few KiB, not a quarter MiB each. */
+#define ARENA_CHUNK_MIN (1u * 1024u)
+#define ARENA_CHUNK_MAX (256u * 1024u)
 
 struct entry {
 	const unsigned char *key; /* points into an arena chunk; NUL stored after it */
@@ -59,9 +62,9 @@ struct intern *intern_new(void)
 
 	if (!t)
 		return NULL;
-	t->nslots = 64;
+	t->nslots = 16;
 	t->slots = calloc(t->nslots, sizeof(*t->slots));
-	t->entries_cap = 32;
+	t->entries_cap = 8;
 	t->entries = calloc(t->entries_cap, sizeof(*t->entries));
 	if (!t->slots || !t->entries) {
 		intern_free(t);
@@ -98,6 +101,29 @@ void intern_clear(struct intern *t)
 		t->chunks->used = 0;
 		t->arena_bytes = t->chunks->cap;
 	}
+	/* Shrink an index that the last round used less than an eighth of, so one
+	 * busy window does not pin its memory for the table's whole life. */
+	if (t->nslots > 64 && (uint64_t)t->count * 8 < t->nslots) {
+		uint32_t n = 16;
+		uint32_t *s;
+
+		while ((uint64_t)n * 3 < (uint64_t)t->count * 4 * 2)
+			n *= 2;
+		s = calloc(n, sizeof(*s));
+		if (s) {
+			free(t->slots);
+			t->slots = s;
+			t->nslots = n;
+		}
+		if (t->entries_cap > 2 * n) {
+			struct entry *e = realloc(t->entries, n * sizeof(*e));
+
+			if (e) {
+				t->entries = e;
+				t->entries_cap = n;
+			}
+		}
+	}
 	memset(t->slots, 0, t->nslots * sizeof(*t->slots));
 	t->count = 0;
 }
@@ -107,7 +133,12 @@ static unsigned char *arena_alloc(struct intern *t, size_t n)
 	struct chunk *c = t->chunks;
 
 	if (!c || c->cap - c->used < n) {
-		size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+		size_t cap = c ? c->cap * 2 : ARENA_CHUNK_MIN;
+
+		if (cap > ARENA_CHUNK_MAX)
+			cap = ARENA_CHUNK_MAX;
+		if (cap < n)
+			cap = n;
 
 		c = malloc(sizeof(*c) + cap);
 		if (!c)

@@ -6,8 +6,8 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 PKGS="make gcc clang llvm pkg-config bpftool libbpf-dev libelf-dev libdw-dev libdebuginfod-dev \
  zlib1g-dev protobuf-c-compiler libprotobuf-c-dev libcurl4-openssl-dev"
-TEST_PKGS="elfutils protobuf-compiler libcmocka-dev python3 python3-pytest golang-go \
- golang-github-google-pprof-dev linux-perf binutils procps"
+TEST_PKGS="elfutils protobuf-compiler libcmocka-dev python3 python3-pytest python3-yaml golang-go \
+ golang-github-google-pprof-dev linux-perf binutils procps time"
 case "${1:-all}" in
 build) WANT="$PKGS" ;;
 *) WANT="$PKGS $TEST_PKGS" ;;

@@ -5,6 +5,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <gelf.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@ struct dwarf_ctx {
 	struct fsym *syms;
 	size_t nsyms;
 	bool syms_done;
+	size_t debug_bytes; /* size of the DWARF sections libdw works from */
 };
 
 /* Scopes deeper than this are not followed (real code nests a few dozen). */
@@ -88,12 +90,37 @@ void dwarf_ctx_free(struct module *m)
 	m->dw = NULL;
 }
 
+/* Total size of elf's .debug_* sections. libdw has decompressed compressed
+ * ones into the heap by now (so sh_size is the inflated size), and its parsed
+ * line tables and DIE caches grow with what was looked up: a rough measure of
+ * the memory a session holds. */
+static size_t debug_sections_size(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx, total = 0;
+
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return 0;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (name && (strncmp(name, ".debug_", 7) == 0 || strncmp(name, ".zdebug_", 8) == 0))
+			total += sh.sh_size;
+	}
+	return total;
+}
+
 static struct dwarf_ctx *ctx_get(struct module *m)
 {
 	struct dwarf_ctx *c;
 	uint64_t low = UINT64_MAX, high = 0;
 	Dwarf_Addr dwbias;
 	void **ud = NULL;
+	Dwarf *dw;
 
 	if (m->dw || m->dw_failed)
 		return m->dw;
@@ -127,12 +154,19 @@ static struct dwarf_ctx *ctx_get(struct module *m)
 	/* Triggers find_elf_cb: from here on libdwfl owns the Elf. */
 	if (!dwfl_module_getelf(c->mod, &c->bias))
 		goto fail_ctx;
-	m->pub.has_dwarf = dwfl_module_getdwarf(c->mod, &dwbias) != NULL;
+	dw = dwfl_module_getdwarf(c->mod, &dwbias);
+	m->pub.has_dwarf = dw != NULL;
+	if (dw)
+		c->debug_bytes = debug_sections_size(dwarf_getelf(dw));
 	return c;
 
 fail_ctx:
 	dwarf_ctx_free(m);
 fail:
+	/* Only fallbacks from now on: the Elf (if libdwfl did not take it) is of no use. */
+	if (m->elf)
+		elf_end(m->elf);
+	m->elf = NULL;
 	m->dw_failed = true;
 	return NULL;
 }
@@ -174,9 +208,24 @@ static int syms_build(struct dwarf_ctx *c)
 		};
 	}
 	c->nsyms = n;
+	/* Most symbols are not functions: give the rest back. */
+	if (n == 0) {
+		free(c->syms);
+		c->syms = NULL;
+	} else if (n < (size_t)total) {
+		struct fsym *v = realloc(c->syms, n * sizeof(*c->syms));
+
+		if (v)
+			c->syms = v;
+	}
 	if (n > 1)
 		qsort(c->syms, n, sizeof(*c->syms), cmp_fsym);
 	return 0;
+}
+
+size_t dwarf_ctx_mem_bytes(const struct module *m)
+{
+	return m->dw ? sizeof(*m->dw) + m->dw->nsyms * sizeof(*m->dw->syms) + m->dw->debug_bytes : 0;
 }
 
 /* The function symbol covering q: a sized symbol containing it, or a

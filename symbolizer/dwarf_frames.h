@@ -14,13 +14,18 @@
  * sets *ret_n (0 when nothing covers addr; the caller then makes a fallback).
  * A single frame may have function == NULL when only a source line is known;
  * the caller then gives it the fallback name.
- * Strings are interned in strs, so they live as long as strs. The first call
- * sets up libdwfl for m (and sets m->pub.has_dwarf); if that fails the module
- * is marked and every later call returns *ret_n = 0 cheaply.
- * Returns 0 or -ENOMEM. */
+ * Strings are interned in strs, so they live as long as strs does (the
+ * symbolizer uses a scratch table and copies them out at once). The first call
+ * sets up libdwfl for m from m->elf (and sets m->pub.has_dwarf); if that fails
+ * the module is marked (dw_failed, its Elf dropped) and every later call
+ * returns *ret_n = 0 cheaply. Returns 0 or -ENOMEM. */
 int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct sym_frame *frames,
 		    size_t max, size_t *ret_n);
 /* Releases libdwfl state of m (and the Elf it took over). */
 void dwarf_ctx_free(struct module *m);
+/* Estimated bytes of m's libdwfl session: the symbol index plus the size of
+ * the DWARF sections in use (libdw's own caches are not visible; they grow
+ * towards a fraction of that as more of the module is looked up). */
+size_t dwarf_ctx_mem_bytes(const struct module *m);
 
 #endif

@@ -51,23 +51,35 @@ int module_new_plain(enum sym_module_kind kind, const char *path, const char *na
 	return module_alloc(kind, path, name, ret);
 }
 
-static int set_build_id(struct module *m)
+#define BUILD_ID_MAX 64
+
+/* The GNU build id of elf as lowercase hex into buf (2 * BUILD_ID_MAX + 1
+ * bytes); "" when it has none. */
+static void build_id_hex(Elf *elf, char *buf)
 {
 	static const char hex[] = "0123456789abcdef";
 	const void *p = NULL;
-	ssize_t len = dwelf_elf_gnu_build_id(m->elf, &p);
-	char *s;
+	ssize_t len = dwelf_elf_gnu_build_id(elf, &p);
 
-	if (len <= 0 || len > 64)
+	if (len <= 0 || len > BUILD_ID_MAX)
+		len = 0;
+	for (ssize_t i = 0; i < len; i++) {
+		buf[2 * i] = hex[((const unsigned char *)p)[i] >> 4];
+		buf[2 * i + 1] = hex[((const unsigned char *)p)[i] & 15];
+	}
+	buf[len * 2] = 0;
+}
+
+static int set_build_id(struct module *m)
+{
+	char id[2 * BUILD_ID_MAX + 1], *s;
+
+	build_id_hex(m->elf, id);
+	if (!id[0])
 		return 0;
-	s = malloc((size_t)len * 2 + 1);
+	s = strdup(id);
 	if (!s)
 		return -ENOMEM;
-	for (ssize_t i = 0; i < len; i++) {
-		s[2 * i] = hex[((const unsigned char *)p)[i] >> 4];
-		s[2 * i + 1] = hex[((const unsigned char *)p)[i] & 15];
-	}
-	s[len * 2] = 0;
 	free(m->build_id);
 	m->build_id = s;
 	m->pub.build_id = s;
@@ -157,6 +169,9 @@ int module_open_file(const char *const *paths, size_t npaths, const char *path, 
 	if (r < 0)
 		goto out;
 	m->pub.limit = (uint64_t)st.st_size;
+	m->file_dev = st.st_dev;
+	m->file_ino = st.st_ino;
+	m->file_size = (uint64_t)st.st_size;
 	m->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	/* Map (or read) everything now so the descriptor can be closed: a host has
 	 * more distinct binaries than a process may keep descriptors open. */
@@ -194,6 +209,7 @@ int module_open_image(const void *image, size_t size, enum sym_module_kind kind,
 		return -ENOMEM;
 	}
 	memcpy(m->image, image, size);
+	m->image_size = size;
 	m->elf = elf_memory(m->image, size);
 	if (m->elf) {
 		r = read_elf(m);
@@ -246,18 +262,91 @@ uint64_t module_file_offset(const struct module *m, uint64_t addr)
 	return addr - m->pub.start + m->pub.offset;
 }
 
+void module_close(struct module *m)
+{
+	dwarf_ctx_free(m);
+	if (m->elf)
+		elf_end(m->elf);
+	m->elf = NULL;
+}
+
+/* Opens path as an Elf when it is the file m was read from. */
+static int reopen_file(struct module *m, const char *path, Elf **ret)
+{
+	char id[2 * BUILD_ID_MAX + 1];
+	struct stat st;
+	bool same;
+	Elf *elf;
+	int fd;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return -ENOEXEC;
+	}
+	same = (uint64_t)st.st_dev == m->file_dev && (uint64_t)st.st_ino == m->file_ino &&
+	       (uint64_t)st.st_size == m->file_size;
+	if (!same && !m->build_id[0]) {
+		close(fd);
+		return -ESTALE;
+	}
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && elf_cntl(elf, ELF_C_FDREAD) < 0) {
+		elf_end(elf);
+		elf = NULL;
+	}
+	close(fd);
+	if (!elf)
+		return -ENOEXEC;
+	if (!same) {
+		/* Another file (a container's copy, a reinstall): fine when it is
+		 * the same build. */
+		build_id_hex(elf, id);
+		if (strcmp(id, m->build_id) != 0) {
+			elf_end(elf);
+			return -ESTALE;
+		}
+	}
+	*ret = elf;
+	return 0;
+}
+
+int module_reopen(struct module *m, const char *const *paths, size_t npaths)
+{
+	Elf *elf = NULL;
+
+	if (module_is_open(m))
+		return 0;
+	if (m->image) {
+		elf = elf_memory(m->image, m->image_size);
+	} else {
+		for (size_t i = 0; i < npaths && !elf; i++)
+			if (reopen_file(m, paths[i], &elf) < 0)
+				elf = NULL;
+	}
+	if (!elf)
+		return -ENOENT;
+	m->elf = elf;
+	return 0;
+}
+
+size_t module_light_bytes(const struct module *m)
+{
+	return sizeof(*m) + strlen(m->path) + strlen(m->name) + strlen(m->build_id) + 3 +
+	       m->nloads * sizeof(*m->loads) + m->image_size;
+}
+
 void module_free(struct module *m)
 {
 	if (!m)
 		return;
-	dwarf_ctx_free(m);
-	if (m->elf)
-		elf_end(m->elf);
+	module_close(m);
 	free(m->image);
 	free(m->loads);
 	free(m->path);
 	free(m->name);
 	free(m->build_id);
-	u64map_free(&m->cache);
 	free(m);
 }

@@ -8,8 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lru.h"
 #include "symbolizer.h"
-#include "u64map.h"
 
 struct elf_load {
 	uint64_t vaddr, memsz, offset, filesz;
@@ -18,17 +18,28 @@ struct elf_load {
 
 struct dwarf_ctx;
 
+/* A module has a light identity that lives as long as the symbolizer (pub,
+ * strings, loads, the vdso image) and heavy state (elf, dw) that the
+ * symbolizer may drop with module_close() and get back with module_reopen(). */
 struct module {
 	struct sym_module pub;   /* what callers see; container_of() gets back here */
 	char *path, *name, *build_id; /* owned strings behind pub */
 	Elf *elf;                /* owned until dwarf.c hands it to libdwfl; NULL if not ELF */
 	void *image;             /* owned memory behind elf for in-memory images (vdso) */
+	size_t image_size;
 	struct elf_load *loads;  /* PT_LOAD segments, empty when not an ELF */
 	size_t nloads;
 	uint16_t e_type;
 	struct dwarf_ctx *dw;    /* dwarf.c state, created on first use */
 	bool dw_failed;          /* libdwfl could not be set up; only fallbacks */
-	struct u64map cache;     /* normalized addr -> packed frame cache entry */
+	/* Identity of the file the module was read from, checked on reopen. */
+	uint64_t file_dev, file_ino, file_size;
+	bool reopen_failed;      /* no candidate matched; cleared when a process maps it again */
+	/* The last process mapping seen for the file: its map_files entry reopens
+	 * deleted files and files in other mount namespaces. */
+	uint32_t seen_pid;
+	uint64_t seen_start, seen_end;
+	struct lru_link open_link; /* in the symbolizer's LRU of open modules */
 };
 
 static inline struct module *module_of(const struct sym_module *m)
@@ -51,6 +62,29 @@ int module_open_image(const void *image, size_t size, enum sym_module_kind kind,
 uint64_t module_bias(const struct module *m, uint64_t map_start, uint64_t map_offset);
 /* File offset of normalized address addr (for fallback names). */
 uint64_t module_file_offset(const struct module *m, uint64_t addr);
+/* Whether heavy state (an Elf or a libdwfl session) is held. */
+static inline bool module_is_open(const struct module *m)
+{
+	return m->elf || m->dw;
+}
+
+/* Whether a closed module can be opened again: it was a usable ELF and
+ * libdwfl did not fail on it. */
+static inline bool module_can_reopen(const struct module *m)
+{
+	return !module_is_open(m) && m->nloads && !m->dw_failed;
+}
+
+/* Drops the heavy state: libdwfl session, symbol table, Elf. The identity,
+ * loads and the vdso image stay. */
+void module_close(struct module *m);
+/* Gets the Elf back after module_close(): from the kept image, or from the
+ * first of paths[] that is the same file (device, inode and size as first
+ * opened) or has the same build id. Returns 0 or -ENOENT when none matched
+ * (libelf does not tell allocation failures apart). */
+int module_reopen(struct module *m, const char *const *paths, size_t npaths);
+/* Bytes of the light identity (struct, strings, loads, image). */
+size_t module_light_bytes(const struct module *m);
 void module_free(struct module *m); /* accepts NULL */
 
 #endif

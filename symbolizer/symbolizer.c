@@ -1,5 +1,6 @@
 /* symbolizer.c: the resolve stage's front: per-process mapping tables, the
- * module registry (deduplicated by build id / file identity) and the frame cache. */
+ * module registry (deduplicated by build id / file identity) and the frame cache,
+ * each bounded by a cap with LRU eviction so memory stays flat over months. */
 #include "symbolizer.h"
 
 #include <errno.h>
@@ -16,52 +17,70 @@
 
 #include "dwarf_frames.h"
 #include "elf_module.h"
+#include "frame_cache.h"
 #include "intern.h"
 #include "kallsyms.h"
+#include "lru.h"
 #include "procmaps.h"
 #include "u64map.h"
 
 #define REREAD_INTERVAL_NS (200ull * 1000 * 1000)
+/* A gone pid is only worth remembering while it rate-limits retries. */
+#define GONE_TTL_NS (10 * REREAD_INTERVAL_NS)
 #define VDSO_MAX_SIZE (1u << 20)
+
+#define DEFAULT_MAX_CACHED_FRAMES 100000
+#define DEFAULT_MAX_MODULES 512
+#define DEFAULT_MAX_PROCESSES 32768
+#define DEFAULT_MAX_GONE_PIDS 4096
+
+/* malloc's own per-allocation overhead, for the memory estimate. */
+#define MALLOC_OVERHEAD 16
 
 struct pmap {
 	uint64_t start, end, bias; /* normalized = runtime - bias */
 	struct module *mod;
 	uint64_t inode;
 	uint32_t dev_major, dev_minor;
-	const char *path; /* interned; NULL for anonymous memory */
+	const char *path; /* NULL for anonymous memory; mod's path or owned (own_path) */
+	bool own_path;
 };
 
+/* Every entry is on exactly one LRU list: live (maps read) or gone (a negative
+ * cache entry for a pid that was never read successfully). */
 struct proc {
+	struct lru_link link;
 	uint32_t pid;
 	struct pmap *maps; /* executable mappings, sorted by start */
 	size_t n;
+	size_t bytes;      /* memory held, for the estimate */
 	uint64_t read_ns;  /* last /proc/PID/maps read attempt */
 	struct module *main_mod;
 	bool main_done;
-	bool gone;         /* never read successfully: a negative cache entry */
+	bool gone;
 };
 
 struct symbolizer {
 	char *proc_root, *kallsyms_path;
-	struct intern *strs;      /* frame strings and mapping paths */
+	struct intern *scratch;   /* strings of the symbolizer_frames() call under way */
 	struct intern *keys;      /* module identity keys */
 	struct module **by_key;   /* key id -> module (not owned) */
 	uint32_t by_key_cap;
 	struct module **mods;     /* id - 1 -> module (owned) */
 	uint32_t nmods, mods_cap;
 	struct u64map procs;      /* pid -> struct proc * */
-	uint32_t ngone;           /* procs entries with gone set */
+	struct lru_link live, gone;
+	uint32_t nlive, ngone;
+	struct lru_link open;     /* modules holding ELF/DWARF state */
+	uint32_t nopen;
 	struct module *kernel, *anon;
 	struct kallsyms *ksyms;
 	bool ksyms_tried;
-	struct sym_frame *pool;   /* cached frames, indexed by module caches */
-	size_t npool, pool_cap;
+	struct frame_cache frames;
+	uint32_t max_modules, max_processes, max_gone;
+	size_t proc_bytes, mod_bytes;
 	struct symbolizer_stats st;
 };
-
-/* A frame cache entry packs [first pool index | n << 32 | symbolized << 48]. */
-#define CACHE_PACK(first, n, ok) ((uint64_t)(first) | (uint64_t)(n) << 32 | (uint64_t)!!(ok) << 48)
 
 static uint64_t now_ns(void)
 {
@@ -84,6 +103,64 @@ static int intern_cstr(struct intern *t, const char *str, const char **ret)
 
 /* ---- module registry ---- */
 
+/* Marks m as just used: first in the LRU of open modules. Then closes the
+ * least recently used others while more than max_modules are open. */
+static void module_touch(struct symbolizer *s, struct module *m)
+{
+	struct lru_link *t;
+
+	if (!module_is_open(m))
+		return;
+	if (!lru_linked(&m->open_link))
+		s->nopen++;
+	lru_touch(&s->open, &m->open_link);
+	while (s->nopen > s->max_modules && (t = lru_tail(&s->open)) != &m->open_link) {
+		struct module *v = lru_entry(t, struct module, open_link);
+
+		module_close(v);
+		lru_unlink(t);
+		s->nopen--;
+		s->st.module_evictions++;
+	}
+}
+
+/* Takes m off the open LRU when it no longer holds heavy state. */
+static void module_sync(struct symbolizer *s, struct module *m)
+{
+	if (!module_is_open(m) && lru_linked(&m->open_link)) {
+		lru_unlink(&m->open_link);
+		s->nopen--;
+	}
+}
+
+/* Makes a closed module usable again. Returns 1 when it is, 0 when its file is
+ * gone (fallback names then), -ENOMEM. */
+static int module_ready(struct symbolizer *s, struct module *m)
+{
+	char mf[PATH_MAX], root[PATH_MAX * 2];
+	const char *paths[3];
+	size_t n = 0;
+
+	if (!module_can_reopen(m))
+		return 1; /* open, or nothing to open (dwarf_symbolize copes) */
+	if (m->reopen_failed)
+		return 0;
+	if (m->seen_pid) {
+		snprintf(mf, sizeof(mf), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, s->proc_root, m->seen_pid,
+			 m->seen_start, m->seen_end);
+		snprintf(root, sizeof(root), "%s/%" PRIu32 "/root%s", s->proc_root, m->seen_pid, m->path);
+		paths[n++] = mf;
+		paths[n++] = root;
+	}
+	paths[n++] = m->path;
+	if (module_reopen(m, paths, n) < 0) {
+		m->reopen_failed = true;
+		return 0;
+	}
+	s->st.module_reopens++;
+	return 1;
+}
+
 static int add_module(struct symbolizer *s, struct module *m)
 {
 	if (s->nmods == s->mods_cap) {
@@ -97,6 +174,8 @@ static int add_module(struct symbolizer *s, struct module *m)
 	}
 	s->mods[s->nmods++] = m;
 	m->pub.id = s->nmods;
+	s->mod_bytes += module_light_bytes(m) + MALLOC_OVERHEAD * 5;
+	module_touch(s, m);
 	return 0;
 }
 
@@ -289,6 +368,14 @@ static int mapping_module(struct symbolizer *s, uint32_t pid, const struct pm_en
 	return file_module(s, key, paths, 3, e->path, ret);
 }
 
+static void maps_free(struct pmap *maps, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (maps[i].own_path)
+			free((char *)maps[i].path);
+	free(maps);
+}
+
 static int read_maps(struct symbolizer *s, uint32_t pid, struct pmap **ret_maps, size_t *ret_n)
 {
 	struct procmaps pm = { 0 };
@@ -316,20 +403,34 @@ static int read_maps(struct symbolizer *s, uint32_t pid, struct pmap **ret_maps,
 	for (size_t i = 0; i < pm.n; i++) {
 		const struct pm_entry *e = &pm.v[i];
 		struct pmap *p = &maps[i];
+		struct module *m;
 
 		r = mapping_module(s, pid, e, &p->mod);
 		if (r < 0)
 			goto out;
+		m = p->mod;
 		p->start = e->start;
 		p->end = e->end;
-		p->bias = p->mod->pub.kind == SYM_MOD_ANON ? 0 : module_bias(p->mod, e->start, e->offset);
+		p->bias = m->pub.kind == SYM_MOD_ANON ? 0 : module_bias(m, e->start, e->offset);
 		p->inode = e->inode;
 		p->dev_major = e->dev_major;
 		p->dev_minor = e->dev_minor;
-		if (e->path) {
-			r = intern_cstr(s->strs, e->path, &p->path);
-			if (r < 0)
+		if (e->path && strcmp(e->path, m->pub.path) == 0) {
+			p->path = m->pub.path; /* lives as long as the symbolizer */
+		} else if (e->path) {
+			p->path = strdup(e->path);
+			if (!p->path) {
+				r = -ENOMEM;
 				goto out;
+			}
+			p->own_path = true;
+		}
+		if (e->kind == PM_FILE && m->nloads) {
+			/* How to reopen the file after the module was closed. */
+			m->seen_pid = pid;
+			m->seen_start = e->start;
+			m->seen_end = e->end;
+			m->reopen_failed = false;
 		}
 	}
 	*ret_maps = maps;
@@ -337,7 +438,8 @@ static int read_maps(struct symbolizer *s, uint32_t pid, struct pmap **ret_maps,
 	maps = NULL;
 	r = 0;
 out:
-	free(maps);
+	if (maps)
+		maps_free(maps, pm.n);
 	procmaps_free(&pm);
 	return r;
 }
@@ -349,15 +451,73 @@ static struct proc *proc_find(struct symbolizer *s, uint32_t pid)
 	return u64map_get(&s->procs, pid, &v) ? (struct proc *)(uintptr_t)v : NULL;
 }
 
-static void proc_free(struct proc *p)
+static void proc_account(struct symbolizer *s, struct proc *p)
 {
-	if (!p)
-		return;
-	free(p->maps);
+	size_t b = sizeof(*p) + MALLOC_OVERHEAD;
+
+	if (p->maps)
+		b += p->n * sizeof(*p->maps) + MALLOC_OVERHEAD;
+	for (size_t i = 0; i < p->n; i++)
+		if (p->maps[i].own_path)
+			b += strlen(p->maps[i].path) + 1 + MALLOC_OVERHEAD;
+	s->proc_bytes = s->proc_bytes - p->bytes + b;
+	p->bytes = b;
+}
+
+/* Removes p from the table and its list and frees everything it holds. */
+static void proc_drop(struct symbolizer *s, struct proc *p)
+{
+	u64map_del(&s->procs, p->pid);
+	if (lru_linked(&p->link)) {
+		if (p->gone)
+			s->ngone--;
+		else
+			s->nlive--;
+		lru_unlink(&p->link);
+	}
+	s->proc_bytes -= p->bytes;
+	maps_free(p->maps, p->n);
 	free(p);
 }
 
-/* (Re)reads pid's maps into p; on failure p keeps its old maps. */
+/* Drops remembered gone pids that are past their use, and the oldest while
+ * there is no room for one more. The list is ordered by read_ns. */
+static void gone_prune(struct symbolizer *s)
+{
+	uint64_t now = now_ns();
+	struct lru_link *t;
+
+	while ((t = lru_tail(&s->gone))) {
+		struct proc *p = lru_entry(t, struct proc, link);
+
+		if (s->ngone < s->max_gone && now - p->read_ns < GONE_TTL_NS)
+			break;
+		proc_drop(s, p);
+	}
+}
+
+/* Marks p live and most recently used; evicts the least recently used live
+ * processes beyond max_processes (never p). */
+static void proc_set_live(struct symbolizer *s, struct proc *p)
+{
+	struct lru_link *t;
+
+	if (lru_linked(&p->link) && p->gone) {
+		lru_unlink(&p->link);
+		s->ngone--;
+	}
+	if (!lru_linked(&p->link))
+		s->nlive++;
+	p->gone = false;
+	lru_touch(&s->live, &p->link);
+	while (s->nlive > s->max_processes && (t = lru_tail(&s->live)) != &p->link) {
+		proc_drop(s, lru_entry(t, struct proc, link));
+		s->st.process_evictions++;
+	}
+}
+
+/* (Re)reads pid's maps into p; on failure p keeps its old maps. A new entry
+ * (on no list yet) that finds no process becomes a gone entry. */
 static int proc_reread(struct symbolizer *s, struct proc *p)
 {
 	struct pmap *maps = NULL;
@@ -366,47 +526,48 @@ static int proc_reread(struct symbolizer *s, struct proc *p)
 
 	p->read_ns = now_ns();
 	r = read_maps(s, p->pid, &maps, &n);
-	if (r < 0)
+	if (r < 0) {
+		if (r == -ESRCH && !lru_linked(&p->link)) {
+			p->gone = true;
+			s->ngone++;
+		}
+		if (p->gone) /* keep the gone list ordered by read_ns */
+			lru_touch(&s->gone, &p->link);
 		return r;
-	if (p->gone) {
-		p->gone = false;
-		s->ngone--;
 	}
-	free(p->maps);
+	maps_free(p->maps, p->n);
 	p->maps = maps;
 	p->n = n;
 	p->main_done = false;
 	p->main_mod = NULL;
+	proc_account(s, p);
+	proc_set_live(s, p);
 	return 0;
 }
 
 static int proc_load(struct symbolizer *s, uint32_t pid, struct proc **ret)
 {
-	struct proc *p = calloc(1, sizeof(*p));
+	struct proc *p;
 	int r;
 
+	gone_prune(s);
+	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
 	p->pid = pid;
-	r = proc_reread(s, p);
-	if (r == -ESRCH) {
-		/* Remember the miss so that a burst of samples from a process that
-		 * already exited costs one /proc lookup per interval, not one each. */
-		r = u64map_put(&s->procs, pid, (uint64_t)(uintptr_t)p);
-		if (r < 0) {
-			proc_free(p);
-			return r;
-		}
-		p->gone = true;
-		s->ngone++;
-		return -ESRCH;
-	}
-	if (r == 0)
-		r = u64map_put(&s->procs, pid, (uint64_t)(uintptr_t)p);
+	r = u64map_put(&s->procs, pid, (uint64_t)(uintptr_t)p);
 	if (r < 0) {
-		proc_free(p);
+		free(p);
 		return r;
 	}
+	proc_account(s, p);
+	r = proc_reread(s, p);
+	/* -ESRCH: remembered, so that a burst of samples from a process that
+	 * already exited costs one /proc lookup per interval, not one each. */
+	if (r < 0 && r != -ESRCH)
+		proc_drop(s, p);
+	if (r < 0)
+		return r;
 	*ret = p;
 	return 0;
 }
@@ -455,6 +616,8 @@ static int proc_get(struct symbolizer *s, uint32_t pid, struct proc **ret)
 		r = proc_reread(s, p);
 		if (r < 0)
 			return r;
+	} else if (s->live.next != &p->link) {
+		lru_touch(&s->live, &p->link);
 	}
 	*ret = p;
 	return 0;
@@ -467,12 +630,8 @@ void symbolizer_forget_process(struct symbolizer *s, uint32_t pid)
 	if (!s)
 		return;
 	p = proc_find(s, pid);
-	if (!p)
-		return;
-	u64map_del(&s->procs, pid);
-	if (p->gone)
-		s->ngone--;
-	proc_free(p);
+	if (p)
+		proc_drop(s, p);
 }
 
 int symbolizer_resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_addr *ret)
@@ -616,10 +775,11 @@ static int kernel_frame(struct symbolizer *s, uint64_t addr, struct sym_frame *f
 	if (!s->ksyms || !(k = kallsyms_find(s->ksyms, addr)))
 		return 0;
 	*f = (struct sym_frame){ 0 };
-	r = intern_cstr(s->strs, k->name, &f->function);
-	if (r == 0 && k->module) {
+	f->function = k->name; /* lives as long as ksyms */
+	r = 0;
+	if (k->module) {
 		snprintf(mod, sizeof(mod), "[%s]", k->module);
-		r = intern_cstr(s->strs, mod, &f->file);
+		r = intern_cstr(s->scratch, mod, &f->file);
 	}
 	if (r < 0)
 		return r;
@@ -673,72 +833,64 @@ static int kernel_build_id(struct module *m)
 
 /* ---- frames ---- */
 
-static int pool_append(struct symbolizer *s, const struct sym_frame *f, size_t n, size_t *ret_first)
+static void copy_out(const struct fc_entry *e, struct sym_frame *frames, size_t max, size_t *ret_n,
+		     bool *ret_symbolized)
 {
-	if (s->npool + n > UINT32_MAX)
-		return -ENOMEM;
-	if (s->pool_cap - s->npool < n) {
-		size_t cap = s->pool_cap ? s->pool_cap : 1024;
-		struct sym_frame *v;
+	size_t n = e->n < max ? e->n : max;
 
-		while (cap - s->npool < n)
-			cap *= 2;
-		v = realloc(s->pool, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		s->pool = v;
-		s->pool_cap = cap;
-	}
-	memcpy(s->pool + s->npool, f, n * sizeof(*f));
-	*ret_first = s->npool;
-	s->npool += n;
-	return 0;
-}
-
-static void copy_out(const struct symbolizer *s, uint64_t packed, struct sym_frame *frames, size_t max,
-		     size_t *ret_n, bool *ret_symbolized)
-{
-	size_t first = (uint32_t)packed, n = (packed >> 32) & 0xffff;
-
-	if (n > max)
-		n = max;
-	memcpy(frames, s->pool + first, n * sizeof(*frames));
+	memcpy(frames, e->frames, n * sizeof(*frames));
 	*ret_n = n;
 	if (ret_symbolized)
-		*ret_symbolized = (packed >> 48) & 1;
+		*ret_symbolized = e->symbolized;
+}
+
+/* Symbolizes a cache miss into tmp; strings may live in s->scratch. */
+static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, struct sym_frame *tmp, size_t *ret_n)
+{
+	int r = 0;
+
+	*ret_n = 0;
+	switch (m->pub.kind) {
+	case SYM_MOD_KERNEL:
+		return kernel_frame(s, addr, tmp, ret_n);
+	case SYM_MOD_ELF:
+	case SYM_MOD_VDSO:
+		r = module_ready(s, m);
+		if (r <= 0)
+			return r;
+		module_touch(s, m);
+		r = dwarf_symbolize(m, addr, s->scratch, tmp, SYM_MAX_INLINE, ret_n);
+		module_sync(s, m);
+		return r;
+	case SYM_MOD_ANON:
+		break;
+	}
+	return 0;
 }
 
 int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64_t addr, struct sym_frame *frames,
 		      size_t max, size_t *ret_n, bool *ret_symbolized)
 {
 	struct sym_frame tmp[SYM_MAX_INLINE];
+	const struct fc_entry *e;
 	struct module *m;
-	uint64_t packed;
-	size_t n = 0, first;
+	size_t n = 0;
 	bool ok;
-	int r = 0;
+	int r;
 
 	if (!s || !mod || !frames || !max || !ret_n)
 		return -EINVAL;
 	m = module_of(mod);
-	if (u64map_get(&m->cache, addr, &packed)) {
+	e = frame_cache_get(&s->frames, mod->id, addr);
+	if (e) {
 		s->st.frame_hits++;
-		copy_out(s, packed, frames, max, ret_n, ret_symbolized);
+		copy_out(e, frames, max, ret_n, ret_symbolized);
 		return 0;
 	}
 	s->st.frame_misses++;
 
-	switch (mod->kind) {
-	case SYM_MOD_KERNEL:
-		r = kernel_frame(s, addr, tmp, &n);
-		break;
-	case SYM_MOD_ELF:
-	case SYM_MOD_VDSO:
-		r = dwarf_symbolize(m, addr, s->strs, tmp, SYM_MAX_INLINE, &n);
-		break;
-	case SYM_MOD_ANON:
-		break;
-	}
+	intern_clear(s->scratch);
+	r = frames_miss(s, m, addr, tmp, &n);
 	if (r < 0)
 		return r;
 	ok = n > 0;
@@ -751,55 +903,66 @@ int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64
 		char name[PATH_MAX + 32];
 
 		snprintf(name, sizeof(name), "%s+0x%" PRIx64, mod->name, module_file_offset(m, addr));
-		r = intern_cstr(s->strs, name, &tmp[0].function);
+		r = intern_cstr(s->scratch, name, &tmp[0].function);
 		if (r < 0)
 			return r;
 	}
-	r = pool_append(s, tmp, n, &first);
+	/* The entry owns copies of the strings; the scratch table is reused. */
+	r = frame_cache_put(&s->frames, mod->id, addr, tmp, n, ok, &e);
 	if (r < 0)
 		return r;
-	packed = CACHE_PACK(first, n, ok);
-	r = u64map_put(&m->cache, addr, packed);
-	if (r < 0)
-		return r;
-	copy_out(s, packed, frames, max, ret_n, ret_symbolized);
+	copy_out(e, frames, max, ret_n, ret_symbolized);
 	return 0;
 }
 
 /* ---- lifetime ---- */
 
+static uint32_t opt_or(uint32_t v, uint32_t def)
+{
+	return v ? v : def;
+}
+
 int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 {
-	const char *proc_root = opts && opts->proc_root ? opts->proc_root : "/proc";
-	const char *kallsyms = opts && opts->kallsyms ? opts->kallsyms : "/proc/kallsyms";
+	const struct symbolizer_opts none = { 0 };
+	const char *proc_root, *kallsyms;
 	struct symbolizer *s;
 	int r = -ENOMEM;
 
 	if (!ret)
 		return -EINVAL;
+	if (!opts)
+		opts = &none;
+	proc_root = opts->proc_root ? opts->proc_root : "/proc";
+	kallsyms = opts->kallsyms ? opts->kallsyms : "/proc/kallsyms";
 	if (elf_version(EV_CURRENT) == EV_NONE)
 		return -EIO;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	lru_init(&s->live);
+	lru_init(&s->gone);
+	lru_init(&s->open);
+	frame_cache_init(&s->frames, opt_or(opts->max_cached_frames, DEFAULT_MAX_CACHED_FRAMES));
+	s->max_modules = opt_or(opts->max_modules, DEFAULT_MAX_MODULES);
+	s->max_processes = opt_or(opts->max_processes, DEFAULT_MAX_PROCESSES);
+	s->max_gone = opt_or(opts->max_gone_pids, DEFAULT_MAX_GONE_PIDS);
 	s->proc_root = strdup(proc_root);
 	s->kallsyms_path = strdup(kallsyms);
-	s->strs = intern_new();
+	s->scratch = intern_new();
 	s->keys = intern_new();
-	if (!s->proc_root || !s->kallsyms_path || !s->strs || !s->keys)
+	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys)
 		goto fail;
 	r = module_new_plain(SYM_MOD_KERNEL, "[kernel.kallsyms]", "kernel", &s->kernel);
 	if (r < 0)
 		goto fail;
-	r = add_module(s, s->kernel);
+	if (strcmp(kallsyms, "/proc/kallsyms") == 0)
+		r = kernel_build_id(s->kernel);
+	if (r == 0)
+		r = add_module(s, s->kernel);
 	if (r < 0) {
 		module_free(s->kernel);
 		goto fail;
-	}
-	if (strcmp(kallsyms, "/proc/kallsyms") == 0) {
-		r = kernel_build_id(s->kernel);
-		if (r < 0)
-			goto fail;
 	}
 	r = plain_module(s, SYM_MOD_ANON, "[anon]", &s->anon);
 	if (r < 0)
@@ -813,30 +976,49 @@ fail:
 
 void symbolizer_free(struct symbolizer *s)
 {
-	uint32_t pos = 0;
-	uint64_t v;
+	struct lru_link *t;
 
 	if (!s)
 		return;
-	while (u64map_next(&s->procs, &pos, NULL, &v))
-		proc_free((struct proc *)(uintptr_t)v);
+	while ((t = lru_tail(&s->live)))
+		proc_drop(s, lru_entry(t, struct proc, link));
+	while ((t = lru_tail(&s->gone)))
+		proc_drop(s, lru_entry(t, struct proc, link));
 	u64map_free(&s->procs);
 	for (uint32_t i = 0; i < s->nmods; i++)
 		module_free(s->mods[i]);
 	free(s->mods);
 	free(s->by_key);
 	intern_free(s->keys);
-	intern_free(s->strs);
+	intern_free(s->scratch);
 	kallsyms_free(s->ksyms);
-	free(s->pool);
+	frame_cache_free(&s->frames);
 	free(s->proc_root);
 	free(s->kallsyms_path);
 	free(s);
 }
 
+static size_t kallsyms_bytes(const struct kallsyms *k)
+{
+	return k ? sizeof(*k) + k->n * sizeof(*k->v) + k->strings_cap : 0;
+}
+
 void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *ret)
 {
+	size_t bytes = sizeof(*s);
+
 	*ret = s->st;
 	ret->modules = s->nmods;
-	ret->processes = s->procs.count - s->ngone;
+	ret->processes = s->nlive;
+	ret->gone_pids = s->ngone;
+	ret->cached_frames = s->frames.count;
+	ret->frame_evictions = s->frames.evictions;
+	ret->open_modules = s->nopen;
+	for (const struct lru_link *l = s->open.next; l != &s->open; l = l->next)
+		bytes += dwarf_ctx_mem_bytes(lru_entry(l, struct module, open_link));
+	bytes += frame_cache_mem_bytes(&s->frames);
+	bytes += s->proc_bytes + u64map_mem_bytes(&s->procs);
+	bytes += s->mod_bytes + (size_t)s->mods_cap * sizeof(*s->mods) + (size_t)s->by_key_cap * sizeof(*s->by_key);
+	bytes += intern_mem_bytes(s->keys) + intern_mem_bytes(s->scratch) + kallsyms_bytes(s->ksyms);
+	ret->mem_bytes = bytes;
 }

@@ -15,7 +15,9 @@ enum sym_module_kind {
 };
 
 /* A module is one object file (identified by build id, or by path+inode when it
- * has none). It lives as long as the symbolizer. */
+ * has none). This struct, its strings and its id live as long as the
+ * symbolizer; the ELF/DWARF state behind it is closed when more than
+ * max_modules are open and reopened on demand. */
 struct sym_module {
 	uint32_t id;                /* dense, >= 1, stable */
 	enum sym_module_kind kind;
@@ -47,23 +49,42 @@ struct sym_frame {
 
 #define SYM_MAX_INLINE 16
 
+/* Caps bound the memory of a long-running symbolizer; 0 means the default.
+ * Each is enforced with least-recently-used eviction. */
 struct symbolizer_opts {
-	const char *proc_root;    /* "/proc" unless tests point it elsewhere */
-	const char *kallsyms;     /* "/proc/kallsyms" unless tests point it elsewhere */
+	const char *proc_root;      /* "/proc" unless tests point it elsewhere */
+	const char *kallsyms;       /* "/proc/kallsyms" unless tests point it elsewhere */
+	uint32_t max_cached_frames; /* frame cache entries (addresses); default 100000 */
+	uint32_t max_modules;       /* modules with open ELF/DWARF state; default 512 */
+	uint32_t max_processes;     /* processes whose maps are kept; default 32768 */
+	uint32_t max_gone_pids;     /* remembered exited pids (each also expires after
+				     * 2 s); default 4096 */
 };
 
 struct symbolizer_stats {
 	uint64_t frame_hits, frame_misses; /* symbolizer_frames cache */
 	uint64_t maps_reads;               /* /proc/PID/maps read attempts */
-	uint32_t modules, processes;       /* modules includes the kernel and [anon] pseudo modules */
+	uint64_t frame_evictions;          /* cache entries dropped by max_cached_frames */
+	uint64_t module_evictions;         /* modules closed by max_modules */
+	uint64_t module_reopens;           /* closed modules opened again */
+	uint64_t process_evictions;        /* live processes dropped by max_processes */
+	uint32_t modules, processes;       /* modules includes the kernel and [anon] pseudo
+					    * modules; processes counts live ones */
+	uint32_t cached_frames;            /* frame cache entries */
+	uint32_t open_modules;             /* modules holding ELF/DWARF state */
+	uint32_t gone_pids;                /* remembered exited pids */
+	uint64_t mem_bytes;                /* estimate of the heap held: caches, process maps,
+					    * module identities and symbol indexes; libelf/libdw
+					    * internals and mapped files are not counted */
 	bool kernel_addrs_hidden;          /* kptr_restrict hid kallsyms addresses (known after
 					    * the first kernel resolve) */
 };
 
 struct symbolizer;
 
-/* Not thread-safe: one symbolizer is used by one thread at a time. Modules and
- * frame strings live until symbolizer_free(). */
+/* Not thread-safe: one symbolizer is used by one thread at a time. Module
+ * structs and their strings live until symbolizer_free(); frame strings only
+ * until the next symbolizer_frames() call (which may evict them). */
 int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret);
 void symbolizer_free(struct symbolizer *s); /* accepts NULL */
 
@@ -72,7 +93,8 @@ void symbolizer_free(struct symbolizer *s); /* accepts NULL */
  * addr falls outside every known mapping. Returns -ESRCH when the process is gone
  * and was never seen (remembered, retried at most every 200 ms), -ENOENT when
  * addr is in no executable mapping. A process that exits keeps its last maps
- * until symbolizer_forget_process(). */
+ * until symbolizer_forget_process() or until max_processes evicts it (then a
+ * later lookup reads /proc again). */
 int symbolizer_resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_addr *ret);
 /* Same for a kernel address (always succeeds once kallsyms was loaded or not). */
 int symbolizer_resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_addr *ret);
@@ -81,11 +103,14 @@ int symbolizer_resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_ad
  * single frame's function is "<name>+0x<hex>" (hex: file offset for ELF modules,
  * the address for the kernel/anon) and *ret_symbolized is false. Kernel frames:
  * function = kallsyms symbol, file = NULL for the core kernel and "[module]"
- * for module symbols, line 0. Results are cached per (module, addr). Strings
- * stay valid for the symbolizer's life. */
+ * for module symbols, line 0. Results are cached per (module, addr) in an LRU
+ * cache of max_cached_frames entries. The strings of frames[] stay valid until
+ * the next symbolizer_frames() call or symbolizer_free(): copy what you keep.
+ * A module whose file is gone when it must be reopened gets fallback names. */
 int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64_t addr,
 		      struct sym_frame *frames, size_t max, size_t *ret_n, bool *ret_symbolized);
-/* Tells the symbolizer pid is gone (frees its maps) or changed (exec). */
+/* Tells the symbolizer pid is gone or changed (exec): frees all its state.
+ * Modules it mapped stay known. */
 void symbolizer_forget_process(struct symbolizer *s, uint32_t pid);
 /* Reads pid's maps now, e.g. at the start of a capture so early exits still resolve. */
 int symbolizer_add_process(struct symbolizer *s, uint32_t pid);

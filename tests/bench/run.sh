@@ -50,6 +50,10 @@ posint BENCH_BPF_SECONDS "$BPF_S"
 [ "$BPF_S" -ge 5 ] || die "BENCH_BPF_SECONDS must be at least 5"
 
 TMP=$(mktemp -d /tmp/prowl-bench.XXXXXX) || die "cannot create a temporary directory"
+# Run copies, so that a rebuild of the tree during the bench cannot change them.
+cp "$PROWL" "$TMP/prowl" && cp "$SPIN" "$TMP/spin" || die "cannot copy the binaries to $TMP"
+PROWL_SHOWN=$PROWL SPIN_SHOWN=$SPIN
+PROWL=$TMP/prowl SPIN=$TMP/spin
 BG_PIDS=()
 OLD_BPF_STATS=$(sysctl -n kernel.bpf_stats_enabled 2>/dev/null || echo "")
 BPF_STATS_CHANGED=0
@@ -162,7 +166,7 @@ stop_profiler() { # $1 = mode
 	esac
 }
 
-declare -A OPS PROFCPU OTHER STEAL
+declare -A OPS EFF PROFCPU OTHER STEAL
 NOISY_RUNS=0
 run_mode() { # $1 = mode, $2 = round
 	local mode=$1 r=$2 h0 h1 s0 s1 p0 p1 ops cpu wall steal prof other spid
@@ -187,12 +191,16 @@ run_mode() { # $1 = mode, $2 = round
 	other=$(calc "(($h1 - $h0) / $CLK_TCK - $cpu - ($p1 - $p0) / $CLK_TCK) / ($wall * $NCPU) * 100")
 	steal=$(calc "($s1 - $s0) / $CLK_TCK / ($wall * $NCPU) * 100")
 	OPS[$mode]+="$ops "
+	# work units per CPU-second of the workload: what other processes take away
+	# does not count, what the profiler costs inside the workload's time slices
+	# (sampling interrupt, BPF program or perf's unwinding, cache) does.
+	EFF[$mode]+="$(calc "$ops * $wall / $cpu") "
 	PROFCPU[$mode]+="$prof "
 	OTHER[$mode]+="$other "
 	STEAL[$mode]+="$steal "
-	ROUND_OPS[$r]+="$mode=$ops "
+	ROUND_OPS[$r]+="$mode=$ops,$(calc "sprintf(\"%.0f\", $ops * $wall / $cpu)") "
 	if awk "BEGIN{exit !($other > 2)}"; then NOISY_RUNS=$((NOISY_RUNS + 1)); fi
-	log "round $r $(printf '%-5s' "$mode"): $ops ops/s  (profiler $(printf '%.2f' "$prof")% of a CPU, others $(printf '%.1f' "$other")% of host, steal $(printf '%.1f' "$steal")%)"
+	log "round $r $(printf '%-5s' "$mode"): $ops ops/s, $(calc "sprintf(\"%.0f\", $ops * $wall / $cpu)") ops/cpu-s  (profiler $(printf '%.2f' "$prof")% of a CPU, others $(printf '%.1f' "$other")% of host, steal $(printf '%.1f' "$steal")%)"
 	nap $SETTLE
 }
 
@@ -200,9 +208,17 @@ DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 KERNEL=$(uname -r)
 CPU_MODEL=$(awk -F': *' '/^model name/{print $2; exit}' /proc/cpuinfo)
 PROWL_VER=$("$PROWL" --version 2>/dev/null | head -1)
-[ -n "$PROWL_VER" ] || PROWL_VER="$(cat VERSION 2>/dev/null) ($(git rev-parse --short HEAD 2>/dev/null || echo '?'))"
+[ -n "$PROWL_VER" ] || PROWL_VER="prowl $(cat VERSION 2>/dev/null)"
+if git rev-parse --git-dir >/dev/null 2>&1; then
+	PROWL_VER+=", tree $(git rev-parse --short HEAD 2>/dev/null)"
+	git diff --quiet HEAD -- bpf agent lib symbolizer proto 2>/dev/null || PROWL_VER+=" with uncommitted changes"
+fi
 PERF_VER=$(perf --version 2>/dev/null)
-PMU=$(perf stat -e cycles true 2>&1 | grep -q 'not supported' && echo "no hardware PMU (perf uses cpu-clock)" || echo "hardware PMU present")
+PMU=$(perf stat -e cycles true 2>&1)
+case $PMU in
+*"not supported"*) PMU="no hardware PMU (perf record samples on cpu-clock, like prowl)" ;;
+*) PMU="hardware PMU present (perf record samples on cycles, prowl on cpu-clock)" ;;
+esac
 START_OTHERS=$(other_profilers)
 START_PROGS=$(perf_event_progs)
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -299,8 +315,24 @@ T_END=$(date +%s)
 # report
 # ---------------------------------------------------------------------------------
 read -r B_M B_SD < <(mean_sd ${OPS[base]})
+read -r BE_M BE_SD < <(mean_sd ${EFF[base]})
+slowdown() { # base_mean base_sd mean sd -> "+x.xx % ± y.yy %" (± standard error)
+	calc "sprintf(\"%+.2f %% ± %.2f %%\", ($1 - $3) / $1 * 100, sqrt($2^2 / $ROUNDS + $4^2 / $ROUNDS) / $1 * 100)"
+}
+fmt_eff() { # $1 = mode -> table row of the per-CPU-second figures
+	local m sd pm est
+	read -r m sd < <(mean_sd ${EFF[$1]})
+	read -r pm _ < <(mean_sd ${PROFCPU[$1]})
+	if [ "$1" = base ]; then
+		printf '| %s | %.0f ± %.0f (%.2f %%) | — | — |\n' "$2" "$m" "$sd" "$(calc "$sd / $m * 100")"
+	else
+		est=$(calc "sprintf(\"%+.2f %%\", ($BE_M - $m) / $BE_M * 100 + $pm / $NCPU)")
+		printf '| %s | %.0f ± %.0f (%.2f %%) | %s | %s |\n' "$2" "$m" "$sd" "$(calc "$sd / $m * 100")" \
+			"$(slowdown "$BE_M" "$BE_SD" "$m" "$sd")" "$est"
+	fi
+}
 fmt_mode() { # $1 = mode -> table row
-	local m sd pm psd om slow se
+	local m sd pm om stm slow
 	read -r m sd < <(mean_sd ${OPS[$1]})
 	read -r pm _ < <(mean_sd ${PROFCPU[$1]})
 	read -r om _ < <(mean_sd ${OTHER[$1]})
@@ -308,8 +340,7 @@ fmt_mode() { # $1 = mode -> table row
 	if [ "$1" = base ]; then
 		slow="—"
 	else
-		# slowdown of the means, ± its standard error (both modes' spreads)
-		slow=$(calc "sprintf(\"%+.2f %% ± %.2f %%\", ($B_M - $m) / $B_M * 100, sqrt($B_SD^2 / $ROUNDS + $sd^2 / $ROUNDS) / $B_M * 100)")
+		slow=$(slowdown "$B_M" "$B_SD" "$m" "$sd")
 	fi
 	printf '| %s | %.0f ± %.0f (%.2f %%) | %s | %s | %.1f %% | %.1f %% |\n' \
 		"$2" "$m" "$sd" "$(calc "$sd / $m * 100")" "$slow" \
@@ -348,6 +379,16 @@ mkdir -p "$BUILD/bench"
 	fmt_mode prowl "prowl record -a -F $FREQ"
 	fmt_mode perf "perf record -a -g -F $FREQ"
 	echo
+	echo "Work units per CPU-second of the workload (less sensitive to other processes, which take CPU time away from" \
+		"the workload but do not make its CPU time less productive); the estimate adds the profiler process's share" \
+		"of the host (its CPU % / $NCPU CPUs) to the loss of productivity:"
+	echo
+	echo "| mode | ops per workload CPU-second, mean ± stdev (CV) | loss vs baseline ± s.e. | estimated slowdown of an all-busy host |"
+	echo "|---|---|---|---|"
+	fmt_eff base "baseline (no profiler)"
+	fmt_eff prowl "prowl record -a -F $FREQ"
+	fmt_eff perf "perf record -a -g -F $FREQ"
+	echo
 	read -r pm _ < <(mean_sd ${PROFCPU[prowl]})
 	echo "CPU-accounting estimate of prowl's cost on this all-busy host: $(calc "sprintf(\"%.2f\", $pm / $NCPU + $NS_PER_SAMPLE * $RUNS_PER_S / 1e9 / $NCPU * 100)") % of the host" \
 		"= prowl's process $(calc "sprintf(\"%.2f\", $pm / $NCPU)") % (from the table) + BPF program" \
@@ -355,7 +396,7 @@ mkdir -p "$BUILD/bench"
 	echo
 	echo "Per round (order rotates each round):"
 	echo
-	for ((r = 1; r <= ROUNDS; r++)); do echo "- round $r: ${ROUND_OPS[$r]}"; done
+	for ((r = 1; r <= ROUNDS; r++)); do echo "- round $r (ops/s, ops per workload CPU-second): ${ROUND_OPS[$r]}"; done
 	echo
 	echo "### b. BPF cost per sample (kernel.bpf_stats_enabled=1, ${BPF_S} s, workload running)"
 	echo
@@ -374,15 +415,15 @@ mkdir -p "$BUILD/bench"
 	echo
 	echo '```'
 	echo "# a. $ROUNDS rounds, each runs these three in a rotated order:"
-	echo "$SPIN -t $THREADS -s $SECONDS_PER_RUN"
-	echo "$PROWL record -a -F $FREQ -q -o /tmp/…/tp.pb.gz &  ($SPIN -t $THREADS -s $SECONDS_PER_RUN; then kill -INT)"
-	echo "perf record -a -g -F $FREQ -q -o /tmp/…/perf.data &  ($SPIN -t $THREADS -s $SECONDS_PER_RUN; then kill -INT)"
+	echo "$SPIN_SHOWN -t $THREADS -s $SECONDS_PER_RUN"
+	echo "$PROWL_SHOWN record -a -F $FREQ -q -o /tmp/…/tp.pb.gz &  ($SPIN_SHOWN -t $THREADS -s $SECONDS_PER_RUN; then kill -INT)"
+	echo "perf record -a -g -F $FREQ -q -o /tmp/…/perf.data &  ($SPIN_SHOWN -t $THREADS -s $SECONDS_PER_RUN; then kill -INT)"
 	echo "# b."
-	echo "sysctl -w kernel.bpf_stats_enabled=1; $SPIN -t $THREADS -s $((BPF_S + 3)) &"
-	echo "$PROWL record -a -F $FREQ -d ${BPF_S}s -q -o /tmp/…/bpf.pb.gz &"
+	echo "sysctl -w kernel.bpf_stats_enabled=1; $SPIN_SHOWN -t $THREADS -s $((BPF_S + 3)) &"
+	echo "$PROWL_SHOWN record -a -F $FREQ -d ${BPF_S}s -q -o /tmp/…/bpf.pb.gz &"
 	echo "bpftool prog show id <prowl_sample's id, from /proc/PID/fdinfo> -j   # ~1.5 s before the end"
-	echo "# c, d. each with $SPIN -t $THREADS -s $((CAP_S + 4)) running:"
-	echo "/usr/bin/time -v $PROWL record -a -F $FREQ -d ${CAP_S}s -q -o /tmp/…/cap.pb.gz"
+	echo "# c, d. each with $SPIN_SHOWN -t $THREADS -s $((CAP_S + 4)) running:"
+	echo "/usr/bin/time -v $PROWL_SHOWN record -a -F $FREQ -d ${CAP_S}s -q -o /tmp/…/cap.pb.gz"
 	echo "/usr/bin/time -v perf record -a -g -F $FREQ -q -o /tmp/…/cap.perf.data -- sleep $CAP_S"
 	echo '```'
 } | tee "$BUILD/bench/results.md"

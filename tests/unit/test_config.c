@@ -588,7 +588,7 @@ static const struct bad_case bad_cases[] = {
 	{ "url without host", "exporters:\n  otlp:\n    url: 'http://'\n",
 	  ":3: exporters.otlp.url: invalid URL 'http://': the URL has no host" },
 	{ "url with credentials", "exporters:\n  parca:\n    url: 'https://u:pw@h'\n",
-	  ":3: exporters.parca.url: invalid URL 'https://u:pw@h': do not put credentials in the URL" },
+	  ":3: exporters.parca.url: invalid URL: do not put credentials in the URL" },
 	{ "url bad port", "exporters:\n  parca:\n    url: 'https://h:99999'\n",
 	  ":3: exporters.parca.url: invalid URL 'https://h:99999': the port must be a number" },
 	{ "url with query", "exporters:\n  parca:\n    url: 'https://h/?a=b'\n",

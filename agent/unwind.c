@@ -1,0 +1,960 @@
+/* unwind.c: loads unwind tables and process mappings into the BPF unwinder's maps.
+ *
+ * Tables: one per object file, keyed by build id (and by device:inode, so a
+ * file already seen is not even opened again). Rows live in one mmap'ed BPF
+ * array; each table is a contiguous extent of it. A table nobody maps stays
+ * loaded as a cache until its space is needed (least recently used first).
+ * Processes: each known process has a contiguous, sorted extent of mapping
+ * entries in a second mmap'ed array and an entry in the procs hash pointing at
+ * it. A process is (re)loaded when BPF reports it unknown or reports a pc in no
+ * known mapping (dlopen); exec and exit events drop it. Freed extents wait a
+ * short grace period before reuse, since a BPF program may still be reading. */
+#include "unwind.h"
+
+#include <elfutils/libdwelf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "intern.h"
+#include "log.h"
+#include "procmaps.h"
+#include "u64map.h"
+#include "unwind_table.h"
+
+#define GRACE_NS          (20ull * 1000 * 1000)     /* freed extents: reuse after this */
+#define RETRY_NS          (5ull * 1000 * 1000 * 1000) /* capacity failures: retry after */
+#define RELOAD_MIN_NS     (10ull * 1000 * 1000)     /* one pid's maps: at most this often */
+#define BACKOFF_MIN_NS    (250ull * 1000 * 1000)    /* quiet time after a useless refresh... */
+#define BACKOFF_MAX_NS    (8ull * 1000 * 1000 * 1000) /* ...doubling up to this */
+#define SWEEP_NS          (5ull * 1000 * 1000 * 1000) /* liveness sweep of known pids */
+
+/* ---- extents of the two arrays ---- */
+
+struct extent {
+	uint32_t start, len;
+	uint64_t freed_ns; /* limbo only */
+};
+
+struct space {
+	struct extent *free; /* sorted by start, coalesced */
+	size_t nfree, capfree;
+	struct extent *limbo;
+	size_t nlimbo, caplimbo;
+	uint64_t total, used;
+};
+
+static int space_init(struct space *s, uint32_t total)
+{
+	memset(s, 0, sizeof(*s));
+	s->free = malloc(sizeof(*s->free) * 16);
+	if (!s->free)
+		return -ENOMEM;
+	s->capfree = 16;
+	s->total = total;
+	if (total)
+		s->free[s->nfree++] = (struct extent){ 0, total, 0 };
+	return 0;
+}
+
+static void space_fini(struct space *s)
+{
+	free(s->free);
+	free(s->limbo);
+	memset(s, 0, sizeof(*s));
+}
+
+static int space_alloc(struct space *s, uint32_t len, uint32_t *ret)
+{
+	for (size_t i = 0; i < s->nfree; i++) {
+		if (s->free[i].len < len)
+			continue;
+		*ret = s->free[i].start;
+		s->free[i].start += len;
+		s->free[i].len -= len;
+		if (!s->free[i].len) {
+			memmove(&s->free[i], &s->free[i + 1], (s->nfree - i - 1) * sizeof(*s->free));
+			s->nfree--;
+		}
+		s->used += len;
+		return 0;
+	}
+	return -ENOSPC;
+}
+
+static int space_release(struct space *s, uint32_t start, uint32_t len)
+{
+	size_t i = 0;
+
+	while (i < s->nfree && s->free[i].start < start)
+		i++;
+	/* Merge with the previous and/or next free extent. */
+	if (i > 0 && s->free[i - 1].start + s->free[i - 1].len == start) {
+		s->free[i - 1].len += len;
+		if (i < s->nfree && start + len == s->free[i].start) {
+			s->free[i - 1].len += s->free[i].len;
+			memmove(&s->free[i], &s->free[i + 1], (s->nfree - i - 1) * sizeof(*s->free));
+			s->nfree--;
+		}
+	} else if (i < s->nfree && start + len == s->free[i].start) {
+		s->free[i].start = start;
+		s->free[i].len += len;
+	} else {
+		if (s->nfree == s->capfree) {
+			struct extent *v = realloc(s->free, 2 * s->capfree * sizeof(*v));
+
+			if (!v)
+				return -ENOMEM; /* the space is lost, not corrupted */
+			s->free = v;
+			s->capfree *= 2;
+		}
+		memmove(&s->free[i + 1], &s->free[i], (s->nfree - i) * sizeof(*s->free));
+		s->free[i] = (struct extent){ start, len, 0 };
+		s->nfree++;
+	}
+	s->used -= len;
+	return 0;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+/* Frees an extent after the grace period. */
+static void space_defer(struct space *s, uint32_t start, uint32_t len)
+{
+	if (!len)
+		return;
+	if (s->nlimbo == s->caplimbo) {
+		size_t cap = s->caplimbo ? s->caplimbo * 2 : 16;
+		struct extent *v = realloc(s->limbo, cap * sizeof(*v));
+
+		if (!v) { /* no memory for the list: release now, the race is tiny */
+			space_release(s, start, len);
+			return;
+		}
+		s->limbo = v;
+		s->caplimbo = cap;
+	}
+	s->limbo[s->nlimbo++] = (struct extent){ start, len, mono_ns() };
+}
+
+/* Releases limbo extents older than the grace period; with wait, sleeps until
+ * all are. Returns how many were released. */
+static size_t space_reclaim(struct space *s, bool wait)
+{
+	uint64_t now = mono_ns();
+	size_t j = 0, n = 0;
+
+	if (wait && s->nlimbo) {
+		uint64_t newest = 0;
+
+		for (size_t i = 0; i < s->nlimbo; i++)
+			if (s->limbo[i].freed_ns > newest)
+				newest = s->limbo[i].freed_ns;
+		if (newest + GRACE_NS > now) {
+			struct timespec ts = { 0, (long)(newest + GRACE_NS - now) };
+
+			nanosleep(&ts, NULL);
+		}
+		now = mono_ns();
+	}
+	for (size_t i = 0; i < s->nlimbo; i++) {
+		if (s->limbo[i].freed_ns + GRACE_NS <= now) {
+			space_release(s, s->limbo[i].start, s->limbo[i].len);
+			n++;
+		} else {
+			s->limbo[j++] = s->limbo[i];
+		}
+	}
+	s->nlimbo = j;
+	return n;
+}
+
+/* ---- tables ---- */
+
+enum tstate { T_LOADED = 1, T_NO_CFI, T_FAILED };
+
+struct uw_load {
+	uint64_t vaddr, offset, filesz;
+	bool exec;
+};
+
+struct table {
+	char *path;             /* first path seen, for messages */
+	enum tstate state;
+	bool capacity_fail;     /* T_FAILED for lack of rows: retried later */
+	uint32_t row_first, nrows;
+	uint64_t base;          /* ELF vaddr of row pc 0 */
+	uint32_t refs;          /* mapping entries of known processes */
+	uint64_t last_used_ns, failed_ns;
+	struct uw_load *loads;
+	size_t nloads;
+};
+
+struct uproc {
+	uint32_t pid;
+	uint32_t map_first, map_count; /* map_count 0: no extent */
+	struct table **tables;         /* referenced tables, one per mapping (NULL if none) */
+	size_t ntables;
+	uint64_t sig;                  /* signature of the executable mappings */
+	uint64_t loaded_ns;
+	uint64_t backoff_ns;           /* after refreshes that found nothing new */
+};
+
+struct unwinder {
+	struct unwinder_opts opts;
+	struct unwinder_maps m;
+	char *proc_root;
+	struct space rows, maps;
+	struct intern *keys;         /* "i:dev:ino", "b:buildid", "vdso" -> key id */
+	struct table **by_key;       /* key id -> table */
+	size_t by_key_cap;
+	struct table **tables;       /* every table, for eviction */
+	size_t ntables, captables;
+	struct u64map procs;         /* pid -> struct uproc * */
+	struct u64map pending;       /* pid -> event type bitmask */
+	struct u64map failed;        /* pid -> time of a capacity failure */
+	uint64_t next_sweep_ns;
+	bool logged_rows_full, logged_maps_full, logged_procs_full;
+	struct unwind_stats st;
+};
+
+int unwinder_new(const struct unwinder_opts *opts, const struct unwinder_maps *maps, struct unwinder **ret)
+{
+	struct unwinder *u = calloc(1, sizeof(*u));
+	int r = -ENOMEM;
+
+	if (!u)
+		return -ENOMEM;
+	u->opts = *opts;
+	u->m = *maps;
+	u->proc_root = strdup(opts->proc_root ? opts->proc_root : "/proc");
+	u->keys = intern_new();
+	if (!u->proc_root || !u->keys)
+		goto fail;
+	if ((r = space_init(&u->rows, maps->max_rows)) < 0 || (r = space_init(&u->maps, maps->max_maps)) < 0)
+		goto fail;
+	u->st.rows_capacity = maps->max_rows;
+	u->st.maps_capacity = maps->max_maps;
+	u->st.procs_capacity = maps->max_procs;
+	u->next_sweep_ns = mono_ns() + SWEEP_NS;
+	elf_version(EV_CURRENT);
+	*ret = u;
+	return 0;
+fail:
+	unwinder_free(u);
+	return r;
+}
+
+static void table_free(struct table *t)
+{
+	if (!t)
+		return;
+	free(t->path);
+	free(t->loads);
+	free(t);
+}
+
+static void proc_free(struct uproc *p)
+{
+	if (!p)
+		return;
+	free(p->tables);
+	free(p);
+}
+
+void unwinder_free(struct unwinder *u)
+{
+	uint32_t pos = 0;
+	uint64_t k, v;
+
+	if (!u)
+		return;
+	while (u64map_next(&u->procs, &pos, &k, &v)) {
+		proc_free((struct uproc *)(uintptr_t)v);
+	}
+	u64map_free(&u->procs);
+	u64map_free(&u->pending);
+	u64map_free(&u->failed);
+	for (size_t i = 0; i < u->ntables; i++)
+		table_free(u->tables[i]);
+	free(u->tables);
+	free(u->by_key);
+	intern_free(u->keys);
+	space_fini(&u->rows);
+	space_fini(&u->maps);
+	free(u->proc_root);
+	free(u);
+}
+
+static int read_loads(Elf *elf, struct table *t)
+{
+	size_t phnum = 0;
+
+	if (elf_getphdrnum(elf, &phnum) < 0 || phnum == 0 || phnum > 4096)
+		return -EINVAL;
+	t->loads = calloc(phnum, sizeof(*t->loads));
+	if (!t->loads)
+		return -ENOMEM;
+	for (size_t i = 0; i < phnum; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		t->loads[t->nloads++] = (struct uw_load){ ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_flags & PF_X };
+	}
+	return t->nloads ? 0 : -EINVAL;
+}
+
+/* runtime pc - bias = ELF vaddr, for a mapping of this object at map_start
+ * with file offset map_offset. */
+static bool table_bias(const struct table *t, uint64_t map_start, uint64_t map_offset, uint64_t *ret)
+{
+	const struct uw_load *best = NULL;
+
+	for (size_t i = 0; i < t->nloads; i++) {
+		const struct uw_load *l = &t->loads[i];
+
+		if (map_offset < (l->offset & ~0xfffull) || map_offset >= l->offset + l->filesz)
+			continue;
+		if (!best || (l->exec && !best->exec))
+			best = l;
+	}
+	if (!best)
+		return false;
+	*ret = map_start - map_offset + best->offset - best->vaddr;
+	return true;
+}
+
+static int set_key(struct unwinder *u, const char *key, struct table *t)
+{
+	uint32_t id;
+	int r = intern_put_str(u->keys, key, &id);
+
+	if (r < 0)
+		return r;
+	if (id >= u->by_key_cap) {
+		size_t cap = u->by_key_cap ? u->by_key_cap : 64;
+		struct table **v;
+
+		while (cap <= id)
+			cap *= 2;
+		v = realloc(u->by_key, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		memset(v + u->by_key_cap, 0, (cap - u->by_key_cap) * sizeof(*v));
+		u->by_key = v;
+		u->by_key_cap = cap;
+	}
+	u->by_key[id] = t;
+	return 0;
+}
+
+static struct table *get_key(struct unwinder *u, const char *key)
+{
+	uint32_t id = intern_find(u->keys, key, strlen(key));
+
+	return id && id < u->by_key_cap ? u->by_key[id] : NULL;
+}
+
+/* Drops the least recently used table that no process maps. */
+static bool evict_one(struct unwinder *u)
+{
+	struct table *victim = NULL;
+
+	for (size_t i = 0; i < u->ntables; i++) {
+		struct table *t = u->tables[i];
+
+		if (t->state == T_LOADED && !t->refs && (!victim || t->last_used_ns < victim->last_used_ns))
+			victim = t;
+	}
+	if (!victim)
+		return false;
+	space_defer(&u->rows, victim->row_first, victim->nrows);
+	victim->state = T_FAILED; /* rebuilt on next use */
+	victim->capacity_fail = true;
+	victim->failed_ns = 0;
+	victim->nrows = 0;
+	u->st.tables_evicted++;
+	u->st.tables--;
+	log_debug("unwind: evicted the table of %s (unused) to make room", victim->path);
+	return true;
+}
+
+/* Puts built rows into the BPF array. */
+static void table_store(struct unwinder *u, struct table *t, const struct unwind_table *ut)
+{
+	uint32_t first;
+
+	if (ut->n == 0) {
+		t->state = T_NO_CFI;
+		return;
+	}
+	if (ut->n > u->m.max_rows)
+		goto full;
+	space_reclaim(&u->rows, false);
+	while (space_alloc(&u->rows, (uint32_t)ut->n, &first) < 0) {
+		if (space_reclaim(&u->rows, true))
+			continue;
+		if (!evict_one(u))
+			goto full;
+	}
+	memcpy(&u->m.rows[first], ut->rows, ut->n * sizeof(*ut->rows));
+	t->row_first = first;
+	t->nrows = (uint32_t)ut->n;
+	t->base = ut->base;
+	t->state = T_LOADED;
+	t->capacity_fail = false;
+	u->st.tables++;
+	return;
+full:
+	t->state = T_FAILED;
+	t->capacity_fail = true;
+	t->failed_ns = mono_ns();
+	u->st.rows_full++;
+	if (!u->logged_rows_full) {
+		u->logged_rows_full = true;
+		log_warn("unwind table space is full (%" PRIu32 " rows): %s needs %zu rows; its frames are unwound with "
+			 "frame pointers and marked truncated. Raise the unwind row limit to avoid this",
+			 u->m.max_rows, t->path, ut->n);
+	}
+}
+
+/* Opens a mapped file: map_files works across mount namespaces and for
+ * deleted files; the path under the process's root is the fallback. */
+static Elf *open_mapped(struct unwinder *u, uint32_t pid, const struct pm_entry *e, int *ret_fd)
+{
+	char path[4200];
+	Elf *elf;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, u->proc_root, pid, e->start, e->end);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0 && e->path) {
+		snprintf(path, sizeof(path), "%s/%" PRIu32 "/root%s", u->proc_root, pid, e->path);
+		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	}
+	if (fd < 0)
+		return NULL;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!elf || elf_kind(elf) != ELF_K_ELF) {
+		if (elf)
+			elf_end(elf);
+		close(fd);
+		return NULL;
+	}
+	*ret_fd = fd;
+	return elf;
+}
+
+static struct table *table_new(struct unwinder *u, const char *path)
+{
+	struct table *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->path = strdup(path ? path : "?");
+	if (!t->path) {
+		free(t);
+		return NULL;
+	}
+	if (u->ntables == u->captables) {
+		size_t cap = u->captables ? u->captables * 2 : 64;
+		struct table **v = realloc(u->tables, cap * sizeof(*v));
+
+		if (!v) {
+			table_free(t);
+			return NULL;
+		}
+		u->tables = v;
+		u->captables = cap;
+	}
+	u->tables[u->ntables++] = t;
+	return t;
+}
+
+/* Builds t's rows from elf (and reads its loads if not known yet). */
+static void table_build(struct unwinder *u, struct table *t, Elf *elf)
+{
+	struct unwind_table ut;
+	uint64_t t0 = mono_ns(), dt;
+	int r;
+
+	if (!t->loads && read_loads(elf, t) < 0) {
+		t->state = T_NO_CFI;
+		return;
+	}
+	r = unwind_table_build(elf, &ut);
+	dt = mono_ns() - t0;
+	u->st.table_build_ns += dt;
+	if (r < 0) {
+		u->st.table_build_errors++;
+		t->state = r == -ENOMEM ? T_FAILED : T_NO_CFI;
+		t->failed_ns = mono_ns();
+		log_debug("unwind: no table for %s: %s", t->path, strerror(-r));
+		return;
+	}
+	u->st.tables_built++;
+	table_store(u, t, &ut);
+	log_debug("unwind: table for %s: %zu rows (%zu KiB), %u FDEs, %u rows BPF cannot use, built in %.2f ms%s",
+		  t->path, ut.n, unwind_table_bytes(&ut) / 1024, ut.st.fdes, ut.st.rows_bad, dt / 1e6,
+		  t->state == T_LOADED ? "" : " (not loaded)");
+	unwind_table_free(&ut);
+}
+
+/* The vdso is the same image in every 64-bit process: use this process's. */
+static struct table *vdso_table(struct unwinder *u)
+{
+	struct table *t = get_key(u, "vdso");
+	unsigned long base;
+	size_t size = 0;
+	FILE *f;
+	char line[512];
+	Elf *elf;
+
+	if (t)
+		return t;
+	t = table_new(u, "[vdso]");
+	if (!t || set_key(u, "vdso", t) < 0)
+		return NULL;
+	t->state = T_NO_CFI;
+	base = getauxval(AT_SYSINFO_EHDR);
+	f = fopen("/proc/self/maps", "re");
+	if (!base || !f) {
+		if (f)
+			fclose(f);
+		return t;
+	}
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long s, e;
+
+		if (strstr(line, "[vdso]") && sscanf(line, "%lx-%lx", &s, &e) == 2 && s == base) {
+			size = e - s;
+			break;
+		}
+	}
+	fclose(f);
+	if (!size)
+		return t;
+	elf = elf_memory((char *)base, size);
+	if (elf) {
+		table_build(u, t, elf);
+		elf_end(elf);
+	}
+	return t;
+}
+
+static struct table *file_table(struct unwinder *u, uint32_t pid, const struct pm_entry *e)
+{
+	char ikey[96], bkey[2 * 64 + 3];
+	struct table *t;
+	const void *id = NULL;
+	ssize_t idlen;
+	Elf *elf;
+	int fd = -1;
+
+	snprintf(ikey, sizeof(ikey), "i:%" PRIx32 ":%" PRIx32 ":%" PRIu64, e->dev_major, e->dev_minor, e->inode);
+	t = e->inode ? get_key(u, ikey) : NULL;
+	if (t && !(t->state == T_FAILED && t->capacity_fail && mono_ns() - t->failed_ns >= RETRY_NS))
+		return t;
+	elf = open_mapped(u, pid, e, &fd);
+	if (!elf)
+		return t; /* NULL: mapped with frame pointers */
+	if (!t) {
+		idlen = dwelf_elf_gnu_build_id(elf, &id);
+		bkey[0] = 0;
+		if (idlen > 0 && idlen <= 64) {
+			strcpy(bkey, "b:");
+			for (ssize_t i = 0; i < idlen; i++)
+				snprintf(bkey + 2 + 2 * i, 3, "%02x", ((const uint8_t *)id)[i]);
+			t = get_key(u, bkey);
+		}
+		if (!t) {
+			t = table_new(u, e->path);
+			if (!t)
+				goto out;
+			if (bkey[0] && set_key(u, bkey, t) < 0)
+				goto out;
+		}
+		if (e->inode && set_key(u, ikey, t) < 0)
+			goto out;
+	}
+	if (!t->state || (t->state == T_FAILED && t->capacity_fail && mono_ns() - t->failed_ns >= RETRY_NS))
+		table_build(u, t, elf);
+out:
+	elf_end(elf);
+	close(fd);
+	return t;
+}
+
+static bool is_64bit_process(struct unwinder *u, uint32_t pid)
+{
+	char path[64];
+	unsigned char ident[EI_NIDENT];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/exe", u->proc_root, pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true; /* cannot tell: assume the common case */
+	n = read(fd, ident, sizeof(ident));
+	close(fd);
+	return !(n == (ssize_t)sizeof(ident) && memcmp(ident, ELFMAG, SELFMAG) == 0 && ident[EI_CLASS] == ELFCLASS32);
+}
+
+static struct uproc *proc_get(struct unwinder *u, uint32_t pid)
+{
+	uint64_t v;
+
+	return u64map_get(&u->procs, pid, &v) ? (struct uproc *)(uintptr_t)v : NULL;
+}
+
+/* Forgets what p references (deferred frees); keeps p itself. */
+static void proc_release(struct unwinder *u, struct uproc *p)
+{
+	uint64_t now = mono_ns();
+
+	for (size_t i = 0; i < p->ntables; i++) {
+		struct table *t = p->tables[i];
+
+		if (t && t->refs) {
+			t->refs--;
+			t->last_used_ns = now;
+			if (!t->refs && t->state == T_LOADED)
+				u->st.tables_in_use--;
+		}
+	}
+	free(p->tables);
+	p->tables = NULL;
+	p->ntables = 0;
+	if (p->map_count) {
+		space_defer(&u->maps, p->map_first, p->map_count);
+		p->map_count = 0;
+	}
+}
+
+static void proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf)
+{
+	struct uproc *p = proc_get(u, pid);
+
+	if (delete_bpf)
+		bpf_map_delete_elem(u->m.procs_fd, &pid);
+	if (!p)
+		return;
+	proc_release(u, p);
+	u64map_del(&u->procs, pid);
+	proc_free(p);
+	u->st.procs--;
+}
+
+static uint64_t maps_signature(const struct procmaps *pm)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < pm->n; i++) {
+		const struct pm_entry *e = &pm->v[i];
+		uint64_t v[4] = { e->start, e->end, e->offset, e->inode };
+
+		h = (h ^ hash_bytes(v, sizeof(v))) * 1099511628211ull;
+	}
+	return h;
+}
+
+static void note_capacity(struct unwinder *u, uint32_t pid, bool procs)
+{
+	uint64_t now = mono_ns();
+
+	u64map_put(&u->failed, pid, now);
+	if (procs) {
+		u->st.procs_full++;
+		if (!u->logged_procs_full) {
+			u->logged_procs_full = true;
+			log_warn("the unwinder's process table is full (%" PRIu32 " processes): new processes are unwound "
+				 "with frame pointers and marked truncated. Raise the unwind process limit",
+				 u->m.max_procs);
+		}
+	} else {
+		u->st.maps_full++;
+		if (!u->logged_maps_full) {
+			u->logged_maps_full = true;
+			log_warn("the unwinder's mapping table is full (%" PRIu32 " mappings): new processes are unwound "
+				 "with frame pointers and marked truncated. Raise the unwind mapping limit",
+				 u->m.max_maps);
+		}
+	}
+}
+
+/* Reads pid's executable mappings and publishes them. force: publish even when
+ * they did not change (BPF lost the entry). */
+static int proc_load(struct unwinder *u, uint32_t pid, bool force)
+{
+	struct procmaps pm = {};
+	struct prowl_unwind_map *ents = NULL;
+	struct table **tabs = NULL;
+	struct prowl_unwind_proc val;
+	struct uproc *p = proc_get(u, pid);
+	char path[64];
+	uint32_t first = 0;
+	uint64_t sig, failed_at, now = mono_ns();
+	bool is64;
+	FILE *f;
+	int r;
+
+	if (u64map_get(&u->failed, pid, &failed_at)) {
+		if (now - failed_at < RETRY_NS)
+			return -ENOSPC;
+		u64map_del(&u->failed, pid);
+	}
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/maps", u->proc_root, pid);
+	f = fopen(path, "re");
+	if (!f) {
+		proc_drop(u, pid, true);
+		return -ESRCH;
+	}
+	u->st.maps_reads++;
+	r = procmaps_parse(f, PROCMAPS_EXEC_ONLY, &pm, NULL);
+	fclose(f);
+	if (r < 0 || pm.n == 0) {
+		/* Gone meanwhile (an empty file), or a kernel thread. */
+		procmaps_free(&pm);
+		proc_drop(u, pid, true);
+		return r < 0 ? r : -ESRCH;
+	}
+	sig = maps_signature(&pm);
+	if (p && p->sig == sig && p->map_count) {
+		p->loaded_ns = now;
+		if (force) {
+			val = (struct prowl_unwind_proc){ p->map_first, p->map_count };
+			bpf_map_update_elem(u->m.procs_fd, &pid, &val, BPF_ANY);
+		} else if (u->m.req_time_fd >= 0) {
+			/* Nothing new (a pc in no mapping is garbage, or code outside any
+			 * file): let BPF ask less often, backing off exponentially. */
+			uint64_t until;
+
+			p->backoff_ns = p->backoff_ns ? p->backoff_ns * 2 : BACKOFF_MIN_NS;
+			if (p->backoff_ns > BACKOFF_MAX_NS)
+				p->backoff_ns = BACKOFF_MAX_NS;
+			until = now + p->backoff_ns;
+			bpf_map_update_elem(u->m.req_time_fd, &pid, &until, BPF_ANY);
+		}
+		procmaps_free(&pm);
+		return 0;
+	}
+	is64 = is_64bit_process(u, pid);
+	if (!is64) {
+		/* 32-bit code: the kernel's frame-pointer walk knows its frame layout. */
+		procmaps_free(&pm);
+		if (p)
+			proc_drop(u, pid, false);
+		val = (struct prowl_unwind_proc){ PROWL_PROC_FP, 0 };
+		return bpf_map_update_elem(u->m.procs_fd, &pid, &val, BPF_ANY) < 0 ? -errno : 0;
+	}
+	ents = calloc(pm.n, sizeof(*ents));
+	tabs = calloc(pm.n, sizeof(*tabs));
+	if (!ents || !tabs) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < pm.n; i++) {
+		const struct pm_entry *e = &pm.v[i];
+		struct prowl_unwind_map *m = &ents[i];
+		struct table *t = NULL;
+		uint64_t bias;
+
+		m->start = e->start;
+		m->end = e->end;
+		m->kind = PROWL_MAP_FP;
+		if (e->kind == PM_VDSO)
+			t = vdso_table(u);
+		else if (e->kind == PM_FILE)
+			t = file_table(u, pid, e);
+		if (!t)
+			continue;
+		if (t->state == T_FAILED) {
+			m->kind = PROWL_MAP_NO_TABLE;
+		} else if (t->state == T_LOADED && table_bias(t, e->start, e->kind == PM_VDSO ? 0 : e->offset, &bias)) {
+			m->kind = PROWL_MAP_TABLE;
+			m->bias = bias + t->base;
+			m->row_first = t->row_first;
+			m->row_count = t->nrows;
+			tabs[i] = t;
+			if (!t->refs++)
+				u->st.tables_in_use++;
+			t->last_used_ns = now;
+		}
+	}
+	space_reclaim(&u->maps, false);
+	r = space_alloc(&u->maps, (uint32_t)pm.n, &first);
+	if (r < 0 && space_reclaim(&u->maps, true))
+		r = space_alloc(&u->maps, (uint32_t)pm.n, &first);
+	if (r < 0) {
+		note_capacity(u, pid, false);
+		goto undo;
+	}
+	memcpy(&u->m.maps[first], ents, pm.n * sizeof(*ents));
+	val = (struct prowl_unwind_proc){ first, (uint32_t)pm.n };
+	if (bpf_map_update_elem(u->m.procs_fd, &pid, &val, BPF_ANY) < 0) {
+		r = -errno;
+		space_release(&u->maps, first, (uint32_t)pm.n);
+		if (r == -E2BIG || r == -ENOMEM || r == -ENOSPC)
+			note_capacity(u, pid, true);
+		goto undo;
+	}
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p || u64map_put(&u->procs, pid, (uint64_t)(uintptr_t)p) < 0) {
+			/* Published but not tracked: take it back. */
+			free(p);
+			bpf_map_delete_elem(u->m.procs_fd, &pid);
+			space_defer(&u->maps, first, (uint32_t)pm.n);
+			r = -ENOMEM;
+			goto undo;
+		}
+		p->pid = pid;
+		u->st.procs++;
+	} else {
+		proc_release(u, p);
+	}
+	p->map_first = first;
+	p->map_count = (uint32_t)pm.n;
+	p->tables = tabs;
+	p->ntables = pm.n;
+	log_debug("unwind: pid %" PRIu32 ": %zu executable mappings loaded in %.2f ms", pid, pm.n, (mono_ns() - now) / 1e6);
+	p->sig = sig;
+	p->loaded_ns = now;
+	p->backoff_ns = 0;
+	tabs = NULL;
+	r = 0;
+	goto out;
+undo:
+	for (size_t i = 0; i < pm.n; i++) {
+		if (tabs[i] && !--tabs[i]->refs && tabs[i]->state == T_LOADED)
+			u->st.tables_in_use--;
+	}
+out:
+	free(ents);
+	free(tabs);
+	procmaps_free(&pm);
+	return r;
+}
+
+int unwinder_add_pid(struct unwinder *u, uint32_t pid)
+{
+	char path[64];
+	struct stat a, b;
+
+	/* A child forked by prowl that has not exec'ed yet (`record -- COMMAND`)
+	 * maps prowl itself: nothing to preload, its exec brings the real code. */
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/exe", u->proc_root, pid);
+	if (stat(path, &a) == 0 && stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		return 0;
+	return proc_load(u, pid, true);
+}
+
+void unwinder_event(struct unwinder *u, const struct prowl_unwind_event *ev)
+{
+	uint64_t mask = 0;
+
+	u->st.events++;
+	if (ev->type == 0 || ev->type > 31)
+		return;
+	log_debug("unwind: event %s for pid %" PRIu32,
+		  ev->type == PROWL_UEV_UNKNOWN_PID ? "unknown-pid" : ev->type == PROWL_UEV_UNKNOWN_PC ? "unknown-pc"
+		  : ev->type == PROWL_UEV_EXEC ? "exec" : "exit", ev->pid);
+	u64map_get(&u->pending, ev->pid, &mask);
+	u64map_put(&u->pending, ev->pid, mask | (1ull << ev->type));
+}
+
+static void sweep(struct unwinder *u)
+{
+	uint32_t pos = 0, *dead = NULL;
+	size_t n = 0, cap = 0;
+	uint64_t k, v, now = mono_ns();
+
+	while (u64map_next(&u->procs, &pos, &k, &v)) {
+		if (kill((pid_t)k, 0) == 0 || errno != ESRCH)
+			continue;
+		if (n == cap) {
+			uint32_t *d = realloc(dead, (cap ? cap * 2 : 64) * sizeof(*d));
+
+			if (!d)
+				break;
+			dead = d;
+			cap = cap ? cap * 2 : 64;
+		}
+		dead[n++] = (uint32_t)k;
+	}
+	for (size_t i = 0; i < n; i++)
+		proc_drop(u, dead[i], true);
+	free(dead);
+	pos = 0;
+	n = 0;
+	while (u64map_next(&u->failed, &pos, &k, &v)) {
+		if (now - v >= RETRY_NS)
+			n++;
+	}
+	if (n && n == u->failed.count)
+		u64map_free(&u->failed); /* all expired */
+}
+
+void unwinder_work(struct unwinder *u)
+{
+	uint64_t now = mono_ns();
+
+	while (u->pending.count) {
+		struct u64map batch = u->pending;
+		uint32_t pos = 0;
+		uint64_t pid, mask;
+
+		memset(&u->pending, 0, sizeof(u->pending));
+		while (u64map_next(&batch, &pos, &pid, &mask)) {
+			struct uproc *p;
+			int r = 0;
+
+			if (mask & (1ull << PROWL_UEV_EXIT)) {
+				proc_drop(u, (uint32_t)pid, false);
+				continue;
+			}
+			if (mask & (1ull << PROWL_UEV_EXEC))
+				proc_drop(u, (uint32_t)pid, false);
+			p = proc_get(u, (uint32_t)pid);
+			if (mask & (1ull << PROWL_UEV_UNKNOWN_PID))
+				r = proc_load(u, (uint32_t)pid, true);
+			else if ((mask & (1ull << PROWL_UEV_UNKNOWN_PC)) && (!p || now - p->loaded_ns >= RELOAD_MIN_NS))
+				r = proc_load(u, (uint32_t)pid, false);
+			if (r < 0 && r != -ESRCH)
+				log_debug("unwind: cannot load pid %" PRIu64 ": %s", pid, strerror(-r));
+		}
+		u64map_free(&batch);
+	}
+	if (now >= u->next_sweep_ns) {
+		sweep(u);
+		space_reclaim(&u->rows, false);
+		space_reclaim(&u->maps, false);
+		u->next_sweep_ns = now + SWEEP_NS;
+	}
+}
+
+void unwinder_get_stats(const struct unwinder *u, struct unwind_stats *ret)
+{
+	*ret = u->st;
+	ret->rows_used = u->rows.used;
+	ret->maps_used = u->maps.used;
+}

@@ -1,0 +1,56 @@
+/* unwind.h: the user-space half of DWARF unwinding. Keeps the BPF unwinder's maps
+ * right: builds each object's unwind table once (keyed by build id, shared by all
+ * processes that map it), loads it into the rows array, and publishes each
+ * process's executable mappings. Driven by events from BPF (unknown pid, unknown
+ * pc, exec, exit); never rescans /proc on its own except a slow liveness sweep. */
+#ifndef PROWL_UNWIND_H
+#define PROWL_UNWIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+#include "prowl.h"
+
+struct unwinder;
+
+/* Where the BPF maps are: the two arrays are mmap'ed (BPF_F_MMAPABLE). */
+struct unwinder_maps {
+	struct prowl_unwind_row *rows;
+	uint32_t max_rows;
+	struct prowl_unwind_map *maps;
+	uint32_t max_maps;
+	int procs_fd;            /* hash tgid -> struct prowl_unwind_proc */
+	int req_time_fd;         /* LRU hash tgid -> time of its last request (-1: none) */
+	uint32_t max_procs;
+};
+
+struct unwinder_opts {
+	const char *proc_root;   /* "/proc" unless tests point elsewhere */
+};
+
+struct unwind_stats {
+	uint32_t tables;             /* objects with rows loaded (in use or cached) */
+	uint32_t tables_in_use;      /* ... mapped by at least one known process */
+	uint32_t procs, procs_capacity;
+	uint64_t rows_used, rows_capacity;     /* rows in the BPF array; 8 bytes each */
+	uint64_t maps_used, maps_capacity;     /* mapping entries in the BPF array */
+	uint64_t tables_built, table_build_errors, tables_evicted;
+	uint64_t table_build_ns;               /* total time spent building tables */
+	uint64_t rows_full, maps_full, procs_full; /* capacity limits hit (each logged once) */
+	uint64_t maps_reads;                   /* /proc/PID/maps reads */
+	uint64_t events;                       /* events received from BPF */
+};
+
+int unwinder_new(const struct unwinder_opts *opts, const struct unwinder_maps *maps, struct unwinder **ret);
+void unwinder_free(struct unwinder *u); /* accepts NULL */
+/* Loads pid's mappings now (e.g. a -p target before sampling starts). */
+int unwinder_add_pid(struct unwinder *u, uint32_t pid);
+/* Queues one event from the unwind_events ring buffer. */
+void unwinder_event(struct unwinder *u, const struct prowl_unwind_event *ev);
+/* Handles queued events (loads processes and tables); cheap when idle. */
+void unwinder_work(struct unwinder *u);
+void unwinder_get_stats(const struct unwinder *u, struct unwind_stats *ret);
+
+#endif
