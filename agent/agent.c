@@ -13,6 +13,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include "clock.h"
 #include "config.h"
 #include "export_dir.h"
 #include "export_otlp.h"
@@ -51,22 +52,6 @@ static volatile sig_atomic_t got_stop, got_hup;
 
 static void on_stop(int sig) { got_stop = sig; }
 static void on_hup(int sig) { (void)sig; got_hup = 1; }
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static int64_t wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int on_sample(void *ctx, const struct prowl_sample *s, size_t size)
 {
@@ -256,7 +241,7 @@ static void publish(struct agent *a)
 		a->exp[i]->ops->get_stats(a->exp[i], &s->exp[i]);
 		snprintf(s->exp_name[i], sizeof(s->exp_name[i]), "%s", a->exp[i]->name);
 	}
-	s->last_poll_mono_ns = mono_ns();
+	s->last_poll_mono_ns = clock_mono_ns();
 	s->frequency = a->cfg.frequency;
 	s->ready = true;
 	pthread_mutex_unlock(&s->lock);
@@ -275,7 +260,7 @@ static int end_window(struct agent *a)
 	r = sampler_drain(a->sampler);
 	if (r < 0)
 		return log_error_errno(r, "reading samples failed");
-	end_wall = wall_ns();
+	end_wall = clock_wall_ns();
 	r = series_table_batch(a->series, a->window_start_wall, end_wall, &series, &n);
 	if (r < 0)
 		return log_error_errno(r, "cannot collect the window's series");
@@ -293,7 +278,7 @@ static int end_window(struct agent *a)
 	series_table_end_window(a->series);
 	a->windows++;
 	a->window_start_wall = end_wall;
-	a->window_start_mono = mono_ns();
+	a->window_start_mono = clock_mono_ns();
 	a->window_end_mono = a->window_start_mono + (uint64_t)a->cfg.interval_ms * 1000000ull;
 	log_debug("window %" PRIu64 ": %zu series exported", a->windows, n);
 	return 0;
@@ -373,7 +358,7 @@ static void reload(struct agent *a)
 			continue;
 		}
 		a->retiring[a->nretiring] = old_exp[i];
-		a->retiring_deadline[a->nretiring++] = mono_ns() + (uint64_t)nc.limits.shutdown_flush_ms * 1000000ull;
+		a->retiring_deadline[a->nretiring++] = clock_mono_ns() + (uint64_t)nc.limits.shutdown_flush_ms * 1000000ull;
 	}
 	series_table_free(old_series);
 	if (nc.frequency != a->cfg.frequency && sampler_set_freq(a->sampler, nc.frequency) < 0)
@@ -405,7 +390,7 @@ static int run(struct agent *a)
 		r = sampler_poll(a->sampler, 100);
 		if (r < 0)
 			return log_error_errno(r, "reading samples failed");
-		now = mono_ns();
+		now = clock_mono_ns();
 		if (got_stop)
 			break;
 		if (got_hup) {
@@ -492,8 +477,8 @@ int agent_main(int argc, char **argv)
 
 	if (sampler_start(a.sampler) < 0)
 		goto out;
-	a.window_start_wall = wall_ns();
-	a.window_start_mono = mono_ns();
+	a.window_start_wall = clock_wall_ns();
+	a.window_start_mono = clock_mono_ns();
 	a.window_end_mono = a.window_start_mono + (uint64_t)a.cfg.interval_ms * 1000000ull;
 	if (sd_watchdog_enabled(0, &a.watchdog_usec) <= 0)
 		a.watchdog_usec = 0;

@@ -9,15 +9,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "clock.h"
 #include "metrics.h"
-
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
 
 static double rss_bytes(void)
 {
@@ -140,7 +133,7 @@ bool agent_metrics_healthy(void *ctx, FILE *f)
 	uint64_t age;
 
 	pthread_mutex_lock(&snap->lock);
-	age = mono_ns() - snap->last_poll_mono_ns;
+	age = clock_mono_ns() - snap->last_poll_mono_ns;
 	ok = snap->ready && age < 10000000000ull;
 	pthread_mutex_unlock(&snap->lock);
 	if (!ok)

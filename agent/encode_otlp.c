@@ -480,14 +480,6 @@ out:
 	return err;
 }
 
-static const char *series_label(const struct export_series *s, const char *name)
-{
-	for (size_t i = 0; i < s->nlabels; i++)
-		if (s->labels[i].name && !strcmp(s->labels[i].name, name))
-			return s->labels[i].value;
-	return NULL;
-}
-
 /* A string KeyValue; the strings are the batch's or the dictionary's, which
  * outlive the message. */
 static pb_kv *kv_str(struct otlp_build *b, const char *key, const char *val)
@@ -522,8 +514,9 @@ static pb_kv *kv_int(struct otlp_build *b, const char *key, int64_t val)
 static int build_resource(struct otlp_build *b, const struct export_series *s, const struct res_key *rk,
 			  const char *hostname, pb_resource **ret)
 {
-	const char *service = series_label(s, "service_name"), *host = series_label(s, "host_name");
-	const char *container = series_label(s, "container_id");
+	const char *service = export_series_label(s, "service_name");
+	const char *host = export_series_label(s, "host_name");
+	const char *container = export_series_label(s, "container_id");
 	pb_resource *r;
 	pb_kv **kvs;
 	size_t n = 0;

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct profile;
 
@@ -23,6 +24,15 @@ struct export_series {
 	size_t nlabels;
 	const struct profile *prof;
 };
+
+/* The value of s's series label called name, or NULL if it has none. */
+static inline const char *export_series_label(const struct export_series *s, const char *name)
+{
+	for (size_t i = 0; i < s->nlabels; i++)
+		if (s->labels[i].name && strcmp(s->labels[i].name, name) == 0)
+			return s->labels[i].value;
+	return NULL;
+}
 
 /* Everything gathered in one export window. */
 struct export_batch {

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "encode.h"
 #include "export_file.h"
 #include "intern.h"
@@ -153,20 +154,11 @@ static void safe_name(char *dst, size_t n, const char *s)
 		snprintf(dst, n, "unknown");
 }
 
-static const char *label_of(const struct export_series *s, const char *name)
-{
-	for (size_t i = 0; i < s->nlabels; i++)
-		if (strcmp(s->labels[i].name, name) == 0)
-			return s->labels[i].value;
-	return NULL;
-}
-
 static int dir_submit(struct exporter *e, const struct export_batch *b)
 {
 	struct exporter_dir *d = (struct exporter_dir *)e;
 	time_t t = b->start_unix_ns / 1000000000;
 	char stamp[48], svc[128], dir[4096], path[4400];
-	struct timespec now;
 	struct tm tm;
 	int ret = 0;
 
@@ -187,7 +179,7 @@ static int dir_submit(struct exporter *e, const struct export_batch *b)
 			h = h * 31 + hash_bytes(s->labels[k].name, strlen(s->labels[k].name));
 			h = h * 31 + hash_bytes(s->labels[k].value, strlen(s->labels[k].value));
 		}
-		safe_name(svc, sizeof(svc), label_of(s, "service_name") ?: "unknown");
+		safe_name(svc, sizeof(svc), export_series_label(s, "service_name") ?: "unknown");
 		snprintf(dir, sizeof(dir), "%s/%s", d->root, svc);
 		snprintf(path, sizeof(path), "%s/%s-%08" PRIx32 ".pb.gz", dir, stamp, (uint32_t)h);
 		r = mkdir_p(dir);
@@ -202,13 +194,11 @@ static int dir_submit(struct exporter *e, const struct export_batch *b)
 			ret = log_error_errno(r, "dir: cannot write %s", path);
 			continue;
 		}
-		clock_gettime(CLOCK_REALTIME, &now);
-		track(d, path, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec, len);
+		track(d, path, clock_wall_ns(), len);
 		d->st.sent++;
 		d->st.bytes_sent += len;
 	}
-	clock_gettime(CLOCK_REALTIME, &now);
-	prune(d, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
+	prune(d, clock_wall_ns());
 	return ret;
 }
 
@@ -254,7 +244,6 @@ static const struct exporter_ops dir_ops = {
 int exporter_dir_new(const struct export_dir_opts *o, struct exporter **ret)
 {
 	struct exporter_dir *d = calloc(1, sizeof(*d));
-	struct timespec now;
 	int r;
 
 	if (!d)
@@ -278,8 +267,7 @@ int exporter_dir_new(const struct export_dir_opts *o, struct exporter **ret)
 		return r;
 	}
 	scan(d, d->root, 0);
-	clock_gettime(CLOCK_REALTIME, &now);
-	prune(d, (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
+	prune(d, clock_wall_ns());
 	*ret = &d->base;
 	return 0;
 }

@@ -6,34 +6,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregate.h"
 #include "encode_otlp.h"
+#include "export_http.h"
 #include "gzip.h"
 #include "log.h"
 #include "sender.h"
 
-struct exporter_otlp {
-	struct exporter base;
-	struct sender *snd;
-};
-
 static bool batch_has_samples(const struct export_batch *b)
 {
-	for (size_t i = 0; i < b->nseries; i++) {
-		struct profile_stats st;
-
-		if (!b->series[i].prof)
-			continue;
-		profile_get_stats(b->series[i].prof, &st);
-		if (st.samples > 0)
+	for (size_t i = 0; i < b->nseries; i++)
+		if (export_series_has_samples(&b->series[i]))
 			return true;
-	}
 	return false;
 }
 
 static int otlp_submit(struct exporter *e, const struct export_batch *b)
 {
-	struct exporter_otlp *o = (struct exporter_otlp *)e;
+	struct exporter_http *o = (struct exporter_http *)e;
 	struct sender_request *req = NULL;
 	uint8_t *raw = NULL, *gz = NULL;
 	size_t rawlen, gzlen;
@@ -77,57 +66,15 @@ out:
 	return r;
 }
 
-static int otlp_flush(struct exporter *e, uint32_t deadline_ms)
-{
-	return sender_flush(((struct exporter_otlp *)e)->snd, deadline_ms);
-}
-
-static void otlp_get_stats(struct exporter *e, struct export_stats *ret)
-{
-	sender_get_stats(((struct exporter_otlp *)e)->snd, ret);
-}
-
-static void otlp_free(struct exporter *e)
-{
-	struct exporter_otlp *o = (struct exporter_otlp *)e;
-
-	if (!o)
-		return;
-	sender_free(o->snd);
-	free(o->base.name);
-	free(o);
-}
-
 static const struct exporter_ops otlp_ops = {
 	.kind = "otlp",
 	.submit = otlp_submit,
-	.flush = otlp_flush,
-	.get_stats = otlp_get_stats,
-	.free = otlp_free,
+	.flush = exporter_http_flush,
+	.get_stats = exporter_http_get_stats,
+	.free = exporter_http_free,
 };
 
 int exporter_otlp_new(const struct http_target *t, struct exporter **ret)
 {
-	struct exporter_otlp *o;
-	int r;
-
-	if (!t || !ret)
-		return -EINVAL;
-	o = calloc(1, sizeof(*o));
-	if (!o)
-		return -ENOMEM;
-	o->base.ops = &otlp_ops;
-	o->base.name = strdup("otlp");
-	if (!o->base.name) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	r = sender_new(o->base.name, t, &o->snd);
-	if (r < 0)
-		goto fail;
-	*ret = &o->base;
-	return 0;
-fail:
-	otlp_free(&o->base);
-	return r;
+	return exporter_http_new(sizeof(struct exporter_http), &otlp_ops, "otlp", t, ret);
 }

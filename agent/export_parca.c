@@ -8,42 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregate.h"
 #include "encode.h"
+#include "export_http.h"
 #include "log.h"
 #include "sender.h"
 
-#define NAME_LABEL      "__name__"
-#define SERVICE_LABEL   "service_name"
-#define DEFAULT_SERVICE "unknown_service"
 /* Parca requires __name__. Its own eBPF agent names on-CPU profiles
  * "parca_agent_cpu", and Parca's UI lists and pre-selects profile types by that
  * name, so prowl's profiles appear next to (and compare with) the agent's. */
 #define PROFILE_NAME    "parca_agent_cpu"
 #define WRITERAW_PATH   "/api/profiles/writeraw"
-
-struct exporter_parca {
-	struct exporter base;
-	struct sender *snd;
-};
-
-static const char *label_of(const struct export_series *s, const char *name)
-{
-	for (size_t i = 0; i < s->nlabels; i++)
-		if (s->labels[i].name && strcmp(s->labels[i].name, name) == 0)
-			return s->labels[i].value;
-	return NULL;
-}
-
-static bool has_samples(const struct export_series *s)
-{
-	struct profile_stats st;
-
-	if (!s->prof)
-		return false;
-	profile_get_stats(s->prof, &st);
-	return st.samples > 0;
-}
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not valid. */
 static size_t utf8_len(const unsigned char *s)
@@ -156,7 +130,6 @@ static void put_label(FILE *f, bool first, const char *name, const char *value)
 
 static int put_series(FILE *f, const struct export_series *s)
 {
-	const char *svc = label_of(s, SERVICE_LABEL);
 	uint8_t *buf;
 	size_t len;
 	int r;
@@ -165,13 +138,12 @@ static int put_series(FILE *f, const struct export_series *s)
 	if (r < 0)
 		return r;
 	fputs("{\"labels\":{\"labels\":[", f);
-	put_label(f, true, NAME_LABEL, PROFILE_NAME);
-	put_label(f, false, SERVICE_LABEL, svc && *svc ? svc : DEFAULT_SERVICE);
+	put_label(f, true, EXPORT_NAME_LABEL, PROFILE_NAME);
+	put_label(f, false, EXPORT_SERVICE_LABEL, export_series_service(s));
 	for (size_t i = 0; i < s->nlabels; i++) {
 		const struct series_label *l = &s->labels[i];
 
-		if (!l->name || !*l->name || !l->value || !*l->value || strcmp(l->name, NAME_LABEL) == 0 ||
-		    strcmp(l->name, SERVICE_LABEL) == 0)
+		if (!export_label_is_extra(l))
 			continue;
 		put_label(f, false, l->name, l->value);
 	}
@@ -184,7 +156,7 @@ static int put_series(FILE *f, const struct export_series *s)
 
 static int parca_submit(struct exporter *e, const struct export_batch *b)
 {
-	struct exporter_parca *p = (struct exporter_parca *)e;
+	struct exporter_http *p = (struct exporter_http *)e;
 	struct sender_request *req = NULL;
 	char *json = NULL;
 	size_t len = 0, n = 0;
@@ -192,7 +164,7 @@ static int parca_submit(struct exporter *e, const struct export_batch *b)
 	int r = 0;
 
 	for (size_t i = 0; i < b->nseries; i++)
-		if (has_samples(&b->series[i]))
+		if (export_series_has_samples(&b->series[i]))
 			n++;
 	if (n == 0)
 		return 0;
@@ -204,7 +176,7 @@ static int parca_submit(struct exporter *e, const struct export_batch *b)
 	fputs("{\"series\":[", f);
 	n = 0;
 	for (size_t i = 0; i < b->nseries; i++) {
-		if (!has_samples(&b->series[i]))
+		if (!export_series_has_samples(&b->series[i]))
 			continue;
 		if (n++)
 			fputc(',', f);
@@ -244,57 +216,15 @@ out:
 	return r;
 }
 
-static int parca_flush(struct exporter *e, uint32_t deadline_ms)
-{
-	return sender_flush(((struct exporter_parca *)e)->snd, deadline_ms);
-}
-
-static void parca_get_stats(struct exporter *e, struct export_stats *ret)
-{
-	sender_get_stats(((struct exporter_parca *)e)->snd, ret);
-}
-
-static void parca_free(struct exporter *e)
-{
-	struct exporter_parca *p = (struct exporter_parca *)e;
-
-	if (!p)
-		return;
-	sender_free(p->snd);
-	free(p->base.name);
-	free(p);
-}
-
 static const struct exporter_ops parca_ops = {
 	.kind = "parca",
 	.submit = parca_submit,
-	.flush = parca_flush,
-	.get_stats = parca_get_stats,
-	.free = parca_free,
+	.flush = exporter_http_flush,
+	.get_stats = exporter_http_get_stats,
+	.free = exporter_http_free,
 };
 
 int exporter_parca_new(const struct http_target *t, struct exporter **ret)
 {
-	struct exporter_parca *p;
-	int r;
-
-	if (!t || !ret)
-		return -EINVAL;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	p->base.ops = &parca_ops;
-	p->base.name = strdup("parca");
-	if (!p->base.name) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	r = sender_new(p->base.name, t, &p->snd);
-	if (r < 0)
-		goto fail;
-	*ret = &p->base;
-	return 0;
-fail:
-	parca_free(&p->base);
-	return r;
+	return exporter_http_new(sizeof(struct exporter_http), &parca_ops, "parca", t, ret);
 }

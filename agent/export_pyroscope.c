@@ -9,15 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregate.h"
 #include "encode.h"
+#include "export_http.h"
 #include "log.h"
 #include "pyroscope_push.pb-c.h"
 #include "sender.h"
 
-#define NAME_LABEL      "__name__"
-#define SERVICE_LABEL   "service_name"
-#define DEFAULT_SERVICE "unknown_service"
 /* Pyroscope's name for CPU profiles (profile type process_cpu:cpu:nanoseconds:cpu:nanoseconds). */
 #define PROFILE_NAME    "process_cpu"
 #define INGEST_PATH     "/ingest"
@@ -28,43 +25,11 @@ typedef Prowl__Pyroscope__Push__V1__RawProfileSeries pb_series;
 typedef Prowl__Pyroscope__Push__V1__LabelPair pb_label;
 typedef Prowl__Pyroscope__Push__V1__RawSample pb_sample;
 
+/* Owns nothing beyond its exporter_http, so exporter_http_free() frees it. */
 struct exporter_pyroscope {
-	struct exporter base;
+	struct exporter_http http;
 	enum pyroscope_api api;
-	struct sender *snd;
 };
-
-static const char *label_of(const struct export_series *s, const char *name)
-{
-	for (size_t i = 0; i < s->nlabels; i++)
-		if (s->labels[i].name && strcmp(s->labels[i].name, name) == 0)
-			return s->labels[i].value;
-	return NULL;
-}
-
-static const char *service_of(const struct export_series *s)
-{
-	const char *v = label_of(s, SERVICE_LABEL);
-
-	return v && *v ? v : DEFAULT_SERVICE;
-}
-
-/* The labels sent besides __name__ and service_name: named, with a value. */
-static bool label_is_extra(const struct series_label *l)
-{
-	return l->name && *l->name && l->value && *l->value && strcmp(l->name, NAME_LABEL) != 0 &&
-	       strcmp(l->name, SERVICE_LABEL) != 0;
-}
-
-static bool has_samples(const struct export_series *s)
-{
-	struct profile_stats st;
-
-	if (!s->prof)
-		return false;
-	profile_get_stats(s->prof, &st);
-	return st.samples > 0;
-}
 
 static int queue_request(struct sender *snd, char *path, const char *content_type, const char *extra_header,
 			 uint8_t *body, size_t len)
@@ -148,12 +113,12 @@ static int ingest_path(const struct export_series *s, const struct export_batch 
 	f = open_memstream(&key, &keylen);
 	if (!f)
 		return -ENOMEM;
-	put_key_value(f, service_of(s));
+	put_key_value(f, export_series_service(s));
 	fputc('{', f);
 	for (size_t i = 0; i < s->nlabels; i++) {
 		const struct series_label *l = &s->labels[i];
 
-		if (!label_is_extra(l))
+		if (!export_label_is_extra(l))
 			continue;
 		if (!first)
 			fputc(',', f);
@@ -200,18 +165,18 @@ static int submit_ingest(struct exporter_pyroscope *p, const struct export_batch
 		size_t len;
 		int r;
 
-		if (!has_samples(s))
+		if (!export_series_has_samples(s))
 			continue;
 		r = encode_pprof(s->prof, &buf, &len);
 		if (r == 0)
 			r = ingest_path(s, b, &path);
 		if (r == 0) {
-			r = queue_request(p->snd, path, "application/octet-stream", NULL, buf, len);
+			r = queue_request(p->http.snd, path, "application/octet-stream", NULL, buf, len);
 			buf = NULL;
 		}
 		free(buf);
 		if (r < 0 && ret == 0)
-			ret = log_error_errno(r, "%s: cannot queue the profile of %s", p->base.name, service_of(s));
+			ret = log_error_errno(r, "%s: cannot queue the profile of %s", p->http.base.name, export_series_service(s));
 	}
 	return ret;
 }
@@ -228,7 +193,7 @@ static int submit_push(struct exporter_pyroscope *p, const struct export_batch *
 	int r = 0;
 
 	for (size_t i = 0; i < b->nseries; i++) {
-		if (!has_samples(&b->series[i]))
+		if (!export_series_has_samples(&b->series[i]))
 			continue;
 		nser++;
 		nlab += 2 + b->series[i].nlabels;
@@ -254,7 +219,7 @@ static int submit_push(struct exporter_pyroscope *p, const struct export_batch *
 		pb_sample *sm = &samples[ns];
 		size_t first = nl;
 
-		if (!has_samples(s))
+		if (!export_series_has_samples(s))
 			continue;
 		r = encode_pprof(s->prof, &bufs[ns], &len);
 		if (r < 0)
@@ -265,17 +230,17 @@ static int submit_push(struct exporter_pyroscope *p, const struct export_batch *
 		samplesp[ns] = sm;
 
 		prowl__pyroscope__push__v1__label_pair__init(&labels[nl]);
-		labels[nl].name = NAME_LABEL;
+		labels[nl].name = EXPORT_NAME_LABEL;
 		labels[nl].value = PROFILE_NAME;
 		labelsp[nl] = &labels[nl];
 		nl++;
 		prowl__pyroscope__push__v1__label_pair__init(&labels[nl]);
-		labels[nl].name = SERVICE_LABEL;
-		labels[nl].value = (char *)service_of(s);
+		labels[nl].name = EXPORT_SERVICE_LABEL;
+		labels[nl].value = (char *)export_series_service(s);
 		labelsp[nl] = &labels[nl];
 		nl++;
 		for (size_t k = 0; k < s->nlabels; k++) {
-			if (!label_is_extra(&s->labels[k]))
+			if (!export_label_is_extra(&s->labels[k]))
 				continue;
 			prowl__pyroscope__push__v1__label_pair__init(&labels[nl]);
 			labels[nl].name = (char *)s->labels[k].name;
@@ -302,12 +267,12 @@ static int submit_push(struct exporter_pyroscope *p, const struct export_batch *
 	}
 	prowl__pyroscope__push__v1__push_request__pack(&req, body);
 	/* Connect unary call over HTTP/1.1: the body is the bare message. */
-	r = queue_request(p->snd, path, "application/proto", "Connect-Protocol-Version: 1", body, len);
+	r = queue_request(p->http.snd, path, "application/proto", "Connect-Protocol-Version: 1", body, len);
 	path = NULL;
 	body = NULL;
 out:
 	if (r < 0)
-		log_error_errno(r, "%s: cannot build or queue a push request", p->base.name);
+		log_error_errno(r, "%s: cannot build or queue a push request", p->http.base.name);
 	if (bufs)
 		for (size_t i = 0; i < nser; i++)
 			free(bufs[i]);
@@ -330,58 +295,25 @@ static int pyro_submit(struct exporter *e, const struct export_batch *b)
 	return p->api == PYRO_API_PUSH ? submit_push(p, b) : submit_ingest(p, b);
 }
 
-static int pyro_flush(struct exporter *e, uint32_t deadline_ms)
-{
-	return sender_flush(((struct exporter_pyroscope *)e)->snd, deadline_ms);
-}
-
-static void pyro_get_stats(struct exporter *e, struct export_stats *ret)
-{
-	sender_get_stats(((struct exporter_pyroscope *)e)->snd, ret);
-}
-
-static void pyro_free(struct exporter *e)
-{
-	struct exporter_pyroscope *p = (struct exporter_pyroscope *)e;
-
-	if (!p)
-		return;
-	sender_free(p->snd);
-	free(p->base.name);
-	free(p);
-}
-
 static const struct exporter_ops pyro_ops = {
 	.kind = "pyroscope",
 	.submit = pyro_submit,
-	.flush = pyro_flush,
-	.get_stats = pyro_get_stats,
-	.free = pyro_free,
+	.flush = exporter_http_flush,
+	.get_stats = exporter_http_get_stats,
+	.free = exporter_http_free,
 };
 
 int exporter_pyroscope_new(const struct http_target *t, enum pyroscope_api api, struct exporter **ret)
 {
-	struct exporter_pyroscope *p;
+	struct exporter *e;
 	int r;
 
 	if (!t || !ret || (api != PYRO_API_INGEST && api != PYRO_API_PUSH))
 		return -EINVAL;
-	p = calloc(1, sizeof(*p));
-	if (!p)
-		return -ENOMEM;
-	p->base.ops = &pyro_ops;
-	p->api = api;
-	p->base.name = strdup("pyroscope");
-	if (!p->base.name) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	r = sender_new(p->base.name, t, &p->snd);
+	r = exporter_http_new(sizeof(struct exporter_pyroscope), &pyro_ops, "pyroscope", t, &e);
 	if (r < 0)
-		goto fail;
-	*ret = &p->base;
+		return r;
+	((struct exporter_pyroscope *)e)->api = api;
+	*ret = e;
 	return 0;
-fail:
-	pyro_free(&p->base);
-	return r;
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 
 #ifndef PROWL_VERSION
@@ -83,17 +84,9 @@ static void curl_init_once(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
-static int64_t now_ns(clockid_t clk)
-{
-	struct timespec ts;
-
-	clock_gettime(clk, &ts);
-	return (int64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
-}
-
 static struct timespec mono_after_ms(uint64_t ms)
 {
-	int64_t t = now_ns(CLOCK_MONOTONIC) + (int64_t)ms * NSEC_PER_MSEC;
+	int64_t t = (int64_t)clock_mono_ns() + (int64_t)ms * NSEC_PER_MSEC;
 
 	return (struct timespec){ .tv_sec = t / NSEC_PER_SEC, .tv_nsec = t % NSEC_PER_SEC };
 }
@@ -561,7 +554,7 @@ int sender_enqueue(struct sender *s, struct sender_request *req)
 	if (ndrop) {
 		s->st.dropped += ndrop;
 		s->burst_drops += ndrop;
-		now = now_ns(CLOCK_MONOTONIC);
+		now = (int64_t)clock_mono_ns();
 		if (!s->in_burst || now - s->last_drop_warn_ns >= DROP_WARN_INTERVAL_NS) {
 			warn = true;
 			s->in_burst = true;
@@ -793,7 +786,7 @@ int sender_new(const char *name, const struct http_target *t, struct sender **re
 	if (!s->t.buffer_bytes)
 		s->t.buffer_bytes = DEFAULT_BUFFER_BYTES;
 	setup_backoff(s);
-	s->rng = (uint64_t)now_ns(CLOCK_REALTIME) ^ ((uint64_t)(uintptr_t)s << 16) ^ 0x9E3779B97F4A7C15ull;
+	s->rng = (uint64_t)clock_wall_ns() ^ ((uint64_t)(uintptr_t)s << 16) ^ 0x9E3779B97F4A7C15ull;
 	if (!s->rng)
 		s->rng = 1;
 	r = setup_curl(s);

@@ -875,9 +875,6 @@ void unwinder_event(struct unwinder *u, const struct prowl_unwind_event *ev)
 	u->st.events++;
 	if (ev->type == 0 || ev->type > 31)
 		return;
-	log_debug("unwind: event %s for pid %" PRIu32,
-		  ev->type == PROWL_UEV_UNKNOWN_PID ? "unknown-pid" : ev->type == PROWL_UEV_UNKNOWN_PC ? "unknown-pc"
-		  : ev->type == PROWL_UEV_EXEC ? "exec" : "exit", ev->pid);
 	u64map_get(&u->pending, ev->pid, &mask);
 	u64map_put(&u->pending, ev->pid, mask | (1ull << ev->type));
 }

@@ -156,8 +156,8 @@ struct prowl_unwind_event {
 };
 
 /* Per-sample BPF cost histogram (when timing is on): bucket i counts program
- * runs that took [i * 250 ns, (i + 1) * 250 ns); the last bucket is open. */
-#define PROWL_COST_BUCKETS 64
-#define PROWL_COST_BUCKET_NS 250
+ * runs that took [i * 100 ns, (i + 1) * 100 ns); the last bucket is open. */
+#define PROWL_COST_BUCKETS 128
+#define PROWL_COST_BUCKET_NS 100
 
 #endif /* PROWL_H */

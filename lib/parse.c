@@ -7,17 +7,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The decimal number s starts with (it must start with a digit: no sign, no
+ * space); *end is set past it. Returns 0, -EINVAL or -ERANGE. */
+static int parse_leading_u64(const char *s, unsigned long long *v, char **end)
+{
+	if (!s || !isdigit((unsigned char)*s))
+		return -EINVAL;
+	errno = 0;
+	*v = strtoull(s, end, 10);
+	return errno ? -ERANGE : 0;
+}
+
 int parse_u64_range(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
 {
 	unsigned long long v;
 	char *end;
+	int r;
 
-	if (!s || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno == ERANGE)
-		return -ERANGE;
+	r = parse_leading_u64(s, &v, &end);
+	if (r < 0)
+		return r;
 	if (*end)
 		return -EINVAL;
 	if (v < min || v > max)
@@ -42,13 +51,11 @@ int parse_duration_ns(const char *s, uint64_t *ret)
 		double frac = 0;
 		char *end;
 		size_t i;
+		int r;
 
-		if (!isdigit((unsigned char)*p))
-			return -EINVAL;
-		errno = 0;
-		v = strtoull(p, &end, 10);
-		if (errno)
-			return -ERANGE;
+		r = parse_leading_u64(p, &v, &end);
+		if (r < 0)
+			return r;
 		if (*end == '.') {
 			char *fend;
 
@@ -126,13 +133,11 @@ int parse_size_bytes(const char *s, uint64_t *ret)
 	};
 	unsigned long long v;
 	char *end;
+	int r;
 
-	if (!s || !isdigit((unsigned char)*s))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -ERANGE;
+	r = parse_leading_u64(s, &v, &end);
+	if (r < 0)
+		return r;
 	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
 		if (strcmp(end, units[i].suffix) == 0) {
 			if (v > UINT64_MAX / units[i].mult)

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "dwarf_frames.h"
 #include "elf_module.h"
 #include "frame_cache.h"
@@ -81,14 +82,6 @@ struct symbolizer {
 	size_t proc_bytes, mod_bytes;
 	struct symbolizer_stats st;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static int intern_cstr(struct intern *t, const char *str, const char **ret)
 {
@@ -484,7 +477,7 @@ static void proc_drop(struct symbolizer *s, struct proc *p)
  * there is no room for one more. The list is ordered by read_ns. */
 static void gone_prune(struct symbolizer *s)
 {
-	uint64_t now = now_ns();
+	uint64_t now = clock_mono_ns();
 	struct lru_link *t;
 
 	while ((t = lru_tail(&s->gone))) {
@@ -524,7 +517,7 @@ static int proc_reread(struct symbolizer *s, struct proc *p)
 	size_t n = 0;
 	int r;
 
-	p->read_ns = now_ns();
+	p->read_ns = clock_mono_ns();
 	r = read_maps(s, p->pid, &maps, &n);
 	if (r < 0) {
 		if (r == -ESRCH && !lru_linked(&p->link)) {
@@ -611,7 +604,7 @@ static int proc_get(struct symbolizer *s, uint32_t pid, struct proc **ret)
 	if (!p)
 		return proc_load(s, pid, ret);
 	if (p->gone) {
-		if (now_ns() - p->read_ns < REREAD_INTERVAL_NS)
+		if (clock_mono_ns() - p->read_ns < REREAD_INTERVAL_NS)
 			return -ESRCH;
 		r = proc_reread(s, p);
 		if (r < 0)
@@ -646,7 +639,7 @@ int symbolizer_resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr, s
 	if (r < 0)
 		return r;
 	m = proc_lookup(p, addr);
-	if (!m && now_ns() - p->read_ns >= REREAD_INTERVAL_NS) {
+	if (!m && clock_mono_ns() - p->read_ns >= REREAD_INTERVAL_NS) {
 		/* A dlopen() or exec since the last read; a gone process keeps its
 		 * last known maps. */
 		if (proc_reread(s, p) == 0)

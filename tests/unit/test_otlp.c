@@ -19,7 +19,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "aggregate.h"
 #include "encode_otlp.h"
@@ -27,6 +26,7 @@
 #include "export_otlp.h"
 #include "gzip.h"
 #include "otlp_profiles_service.pb-c.h"
+#include "testutil.h"
 
 #define PERIOD 10000000LL
 #define T0 1700000000000000000LL
@@ -918,33 +918,6 @@ static int http_listen(int *ret_port)
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
 	*ret_port = ntohs(a.sin_port);
 	return fd;
-}
-
-static uint8_t *gunzip(const uint8_t *in, size_t len, size_t *ret_len)
-{
-	z_stream zs = {};
-	size_t cap = 4096;
-	uint8_t *out = malloc(cap);
-	int rc;
-
-	assert_non_null(out);
-	assert_int_equal(inflateInit2(&zs, 15 + 16), Z_OK);
-	zs.next_in = (Bytef *)in;
-	zs.avail_in = (uInt)len;
-	do {
-		if (zs.total_out == cap) {
-			cap *= 2;
-			out = realloc(out, cap);
-			assert_non_null(out);
-		}
-		zs.next_out = out + zs.total_out;
-		zs.avail_out = (uInt)(cap - zs.total_out);
-		rc = inflate(&zs, Z_NO_FLUSH);
-		assert_true(rc == Z_OK || rc == Z_STREAM_END);
-	} while (rc != Z_STREAM_END);
-	*ret_len = zs.total_out;
-	inflateEnd(&zs);
-	return out;
 }
 
 static void test_otlp_exporter(void **state)

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "aggregate.h"
 #include "encode.h"
 #include "profile.pb-c.h"
+#include "testutil.h"
 
 #define PERIOD 10000000LL
 
@@ -65,33 +65,6 @@ static void small_build(struct small *s)
 	assert_int_equal(profile_add_sample(s->p, s->ls, (uint32_t[]){ s->loc_inl, s->loc_main }, 2, 2), 0);
 	assert_int_equal(profile_add_sample(s->p, s->ls,
 					    (uint32_t[]){ s->loc_kern, s->loc_inl, s->loc_main }, 3, 5), 0);
-}
-
-static uint8_t *gunzip(const uint8_t *in, size_t len, size_t *ret_len)
-{
-	z_stream zs = {};
-	size_t cap = 4096;
-	uint8_t *out = malloc(cap);
-	int rc;
-
-	assert_non_null(out);
-	assert_int_equal(inflateInit2(&zs, 15 + 16), Z_OK);
-	zs.next_in = (Bytef *)in;
-	zs.avail_in = (uInt)len;
-	do {
-		if (zs.total_out == cap) {
-			cap *= 2;
-			out = realloc(out, cap);
-			assert_non_null(out);
-		}
-		zs.next_out = out + zs.total_out;
-		zs.avail_out = (uInt)(cap - zs.total_out);
-		rc = inflate(&zs, Z_NO_FLUSH);
-		assert_true(rc == Z_OK || rc == Z_STREAM_END);
-	} while (rc != Z_STREAM_END);
-	*ret_len = zs.total_out;
-	inflateEnd(&zs);
-	return out;
 }
 
 static pb_profile *decode(const struct profile *p)

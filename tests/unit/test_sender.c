@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "aggregate.h"
+#include "clock.h"
 #include "encode.h"
 #include "export.h"
 #include "export_parca.h"
@@ -66,14 +67,6 @@ struct srv {
 	bool stopping;
 	int connections;
 };
-
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
@@ -171,11 +164,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		r->len = cs->len;
 		cs->buf = NULL;
 		r->status = status;
-		r->t_ns = mono_ns();
+		r->t_ns = (int64_t)clock_mono_ns();
 		MHD_get_connection_values(c, MHD_HEADER_KIND, on_header, r);
 	}
 	if (s->hang_ms) {
-		int64_t until = mono_ns() + (int64_t)s->hang_ms * 1000000;
+		int64_t until = (int64_t)clock_mono_ns() + (int64_t)s->hang_ms * 1000000;
 		struct timespec ts = { .tv_sec = until / 1000000000, .tv_nsec = until % 1000000000 };
 
 		while (!s->stopping)
@@ -700,13 +693,13 @@ static void test_flush_bounded_when_hung(void **state)
 	capture_begin();
 	assert_int_equal(sender_new("test", &t, &snd), 0);
 	assert_int_equal(sender_enqueue(snd, make_req("/x", (const uint8_t *)"b", 1)), 0);
-	t0 = mono_ns();
+	t0 = (int64_t)clock_mono_ns();
 	assert_int_equal(sender_flush(snd, 500), 1);
-	dt = mono_ns() - t0;
+	dt = (int64_t)clock_mono_ns() - t0;
 	assert_true(dt >= 450000000 && dt < 1500000000);
-	t0 = mono_ns();
+	t0 = (int64_t)clock_mono_ns();
 	sender_free(snd); /* aborts the hung transfer */
-	dt = mono_ns() - t0;
+	dt = (int64_t)clock_mono_ns() - t0;
 	log = capture_end();
 	assert_true(dt < 1500000000);
 	assert_non_null(strstr(log, "1 queued profiles (1 bytes) not delivered before shutdown"));

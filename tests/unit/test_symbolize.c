@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "symbolizer.h"
+#include "testutil.h"
 
 /* Keep the line numbers of helper() and work() in sync with HELPER_LINE/WORK_LINE. */
 static const char prog_src[] =
@@ -94,20 +95,6 @@ static struct bin bins[] = {
 #define NBINS (sizeof(bins) / sizeof(bins[0]))
 static pid_t children[8];
 static int nchildren;
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-	char cmd[4 * PATH_MAX];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static FILE *run_read(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static FILE *run_read(const char *fmt, ...)
@@ -355,15 +342,15 @@ static int setup(void **state)
 
 		snprintf(b->path, sizeof(b->path), "%s/%s", dir, b->name);
 		snprintf(b->stripped, sizeof(b->stripped), "%s/%s_stripped", dir, b->name);
-		if (run("cc -g -O2 %s -o '%s' '%s'", b->cflags, b->path, src) != 0 ||
-		    run("strip -o '%s' '%s'", b->stripped, b->path) != 0)
+		if (run_cmd("cc -g -O2 %s -o '%s' '%s'", b->cflags, b->path, src) != 0 ||
+		    run_cmd("strip -o '%s' '%s'", b->stripped, b->path) != 0)
 			return -1;
 		nm_symbol(b->path, "work", &b->work_addr, &b->work_size);
 		segments(b->path, &b->text_vaddr, &b->text_offset, &b->first_vaddr);
 	}
-	if (run("cc -g -O2 -rdynamic -o '%s' '%s'", rdyn, src) != 0 ||
-	    run("strip -o '%s' '%s'", rdyn_stripped, rdyn) != 0 ||
-	    run("head -c 4096 '%s' > '%s'", bins[0].path, trunc_elf) != 0)
+	if (run_cmd("cc -g -O2 -rdynamic -o '%s' '%s'", rdyn, src) != 0 ||
+	    run_cmd("strip -o '%s' '%s'", rdyn_stripped, rdyn) != 0 ||
+	    run_cmd("head -c 4096 '%s' > '%s'", bins[0].path, trunc_elf) != 0)
 		return -1;
 	srand(42);
 	for (size_t i = 0; i < sizeof(junk); i++)
@@ -379,7 +366,7 @@ static int teardown(void **state)
 	(void)state;
 	while (nchildren)
 		kill_child(children[0]);
-	run("rm -rf '%s'", dir);
+	run_cmd("rm -rf '%s'", dir);
 	return 0;
 }
 
@@ -602,7 +589,7 @@ static void test_deep_inline(void **state)
 		if (nf == SYM_MAX_INLINE && strcmp(fr[0].function, "d0") == 0) {
 			/* d0 in d1 in ... d14, then (d15..d20 dropped) deep */
 			for (size_t k = 0; k + 1 < nf; k++) {
-				char want[8];
+				char want[24];
 
 				snprintf(want, sizeof(want), "d%zu", k);
 				assert_string_equal(fr[k].function, want);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "symbolizer.h"
+#include "testutil.h"
 
 #define NVARIANTS 5
 #define NFUNCS 64
@@ -34,20 +35,6 @@ struct variant {
 	uint64_t text_start, text_end; /* [start, end) of .text-ish code: min..max fn */
 };
 static struct variant vars[NVARIANTS];
-
-static int run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int run(const char *fmt, ...)
-{
-	char cmd[4 * PATH_MAX];
-	va_list ap;
-	int st;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	st = system(cmd);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static int write_source(void)
 {
@@ -116,7 +103,7 @@ static int setup(void **state)
 		return -1;
 	for (int i = 0; i < NVARIANTS; i++) {
 		snprintf(vars[i].path, sizeof(vars[i].path), "%s/v%d", dir, i);
-		if (run("cc -g -O1 -DVARIANT=%d -o '%s' '%s'", i, vars[i].path, src) != 0 ||
+		if (run_cmd("cc -g -O1 -DVARIANT=%d -o '%s' '%s'", i, vars[i].path, src) != 0 ||
 		    read_symbols(&vars[i], i) < 0)
 			return -1;
 	}
@@ -126,7 +113,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	run("rm -rf '%s'", dir);
+	run_cmd("rm -rf '%s'", dir);
 	return 0;
 }
 
@@ -320,7 +307,7 @@ static void test_module_file_gone(void **state)
 	(void)state;
 	snprintf(copy, sizeof(copy), "%s/copy", dir);
 	snprintf(copy2, sizeof(copy2), "%s/copy2", dir);
-	assert_int_equal(run("cp '%s' '%s'", vars[3].path, copy), 0);
+	assert_int_equal(run_cmd("cp '%s' '%s'", vars[3].path, copy), 0);
 	assert_int_equal(symbolizer_module_from_file(s, copy, &mc), 0);
 	expect_function(s, mc, vars[3].fn_addr[5], 5, 3);
 	assert_int_equal(symbolizer_module_from_file(s, vars[4].path, &other), 0); /* closes the copy */
@@ -338,7 +325,7 @@ static void test_module_file_gone(void **state)
 
 	/* A live process running a binary that is deleted afterwards (another
 	 * name: a reused inode number would look like the first copy). */
-	assert_int_equal(run("cp '%s' '%s'", vars[1].path, copy2), 0);
+	assert_int_equal(run_cmd("cp '%s' '%s'", vars[1].path, copy2), 0);
 	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
 	pid = fork();
 	assert_true(pid >= 0);

@@ -1,0 +1,96 @@
+/* export_http.c: the shared base of the HTTP exporters: construction of the sender
+ * and the flush/get_stats/free operations that only pass through to it. */
+#include "export_http.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregate.h"
+#include "sender.h"
+
+int exporter_http_init(struct exporter_http *h, const struct exporter_ops *ops, const char *name,
+		       const struct http_target *t)
+{
+	int r;
+
+	h->base.ops = ops;
+	h->base.name = strdup(name);
+	if (!h->base.name)
+		return -ENOMEM;
+	r = sender_new(h->base.name, t, &h->snd);
+	if (r < 0) {
+		exporter_http_destroy(h);
+		return r;
+	}
+	return 0;
+}
+
+int exporter_http_new(size_t size, const struct exporter_ops *ops, const char *name, const struct http_target *t,
+		      struct exporter **ret)
+{
+	struct exporter_http *h;
+	int r;
+
+	if (!t || !ret || size < sizeof(*h))
+		return -EINVAL;
+	h = calloc(1, size);
+	if (!h)
+		return -ENOMEM;
+	r = exporter_http_init(h, ops, name, t);
+	if (r < 0) {
+		free(h);
+		return r;
+	}
+	*ret = &h->base;
+	return 0;
+}
+
+int exporter_http_flush(struct exporter *e, uint32_t deadline_ms)
+{
+	return sender_flush(((struct exporter_http *)e)->snd, deadline_ms);
+}
+
+void exporter_http_get_stats(struct exporter *e, struct export_stats *ret)
+{
+	sender_get_stats(((struct exporter_http *)e)->snd, ret);
+}
+
+void exporter_http_destroy(struct exporter_http *h)
+{
+	sender_free(h->snd);
+	h->snd = NULL;
+	free(h->base.name);
+	h->base.name = NULL;
+}
+
+void exporter_http_free(struct exporter *e)
+{
+	if (!e)
+		return;
+	exporter_http_destroy((struct exporter_http *)e);
+	free(e);
+}
+
+const char *export_series_service(const struct export_series *s)
+{
+	const char *v = export_series_label(s, EXPORT_SERVICE_LABEL);
+
+	return v && *v ? v : EXPORT_DEFAULT_SERVICE;
+}
+
+bool export_label_is_extra(const struct series_label *l)
+{
+	return l->name && *l->name && l->value && *l->value && strcmp(l->name, EXPORT_NAME_LABEL) != 0 &&
+	       strcmp(l->name, EXPORT_SERVICE_LABEL) != 0;
+}
+
+bool export_series_has_samples(const struct export_series *s)
+{
+	struct profile_stats st;
+
+	if (!s->prof)
+		return false;
+	profile_get_stats(s->prof, &st);
+	return st.samples > 0;
+}
