@@ -236,6 +236,7 @@ static void publish(struct agent *a)
 	s->reload_errors = a->reload_errors;
 	series_table_get_stats(a->series, &s->series);
 	symbolizer_get_stats(a->sym, &s->sym);
+	s->has_unwind = sampler_unwind_stats(a->sampler, &s->unwind) == 0;
 	s->nexp = a->nexp;
 	for (unsigned int i = 0; i < a->nexp; i++) {
 		a->exp[i]->ops->get_stats(a->exp[i], &s->exp[i]);
@@ -464,6 +465,9 @@ int agent_main(int argc, char **argv)
 		.cb_ctx = &a,
 		.verbose = a.cfg.log.level >= LOG_LVL_DEBUG,
 		.unwind_dwarf = a.cfg.unwind == UNWIND_DWARF,
+		.unwind_max_rows = a.cfg.limits.unwind_table_rows,
+		.unwind_max_maps = a.cfg.limits.unwind_mappings,
+		.unwind_max_procs = a.cfg.limits.unwind_processes,
 	};
 	if (sampler_open(&so, &a.sampler) < 0)
 		goto out;

@@ -25,6 +25,8 @@ struct agent_snapshot {
 	uint64_t reloads, reload_errors;
 	struct series_stats series;
 	struct symbolizer_stats sym;
+	struct unwind_stats unwind;
+	bool has_unwind;                  /* false with --unwind=fp */
 	struct export_stats exp[AGENT_MAX_EXPORTERS];
 	char exp_name[AGENT_MAX_EXPORTERS][16];
 	unsigned int nexp;

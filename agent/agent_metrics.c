@@ -66,6 +66,46 @@ static void exporter_metrics(FILE *f, const struct agent_snapshot *s)
 	}
 }
 
+static void unwind_metrics(FILE *f, const struct agent_snapshot *s)
+{
+	static const char *const reasons[] = {
+		[PROWL_UR_DEPTH] = "depth", [PROWL_UR_NO_TABLE] = "no_table", [PROWL_UR_NO_MAPPING] = "no_mapping",
+		[PROWL_UR_READ] = "unreadable", [PROWL_UR_BAD_CFI] = "bad_cfi", [PROWL_UR_NO_FDE] = "no_fde",
+		[PROWL_UR_NEW_PROC] = "new_process",
+	};
+	char l[64];
+
+	fputs("# HELP prowl_unwind_truncated_total User stacks cut short, by reason (each ends in a marker frame).\n"
+	      "# TYPE prowl_unwind_truncated_total counter\n", f);
+	for (unsigned int r = PROWL_UR_DEPTH; r < PROWL_UR__MAX; r++) {
+		snprintf(l, sizeof(l), "reason=\"%s\"", reasons[r]);
+		metrics_emit(f, "prowl_unwind_truncated_total", "counter", NULL, l, s->bpf.v[PROWL_CNT_UNWIND_TRUNC + r - 1]);
+	}
+	metrics_emit(f, "prowl_unwind_fp_frames_total", "counter", "Frames unwound with frame pointers (no table).", NULL,
+		     s->bpf.v[PROWL_CNT_UNWIND_FP_FRAMES]);
+	metrics_emit(f, "prowl_unwind_requests_lost_total", "counter",
+		     "Unwinder refresh requests the event ring could not take.", NULL, s->bpf.v[PROWL_CNT_UNWIND_REQ_LOST]);
+	if (!s->has_unwind)
+		return;
+	metrics_emit(f, "prowl_unwind_tables", "gauge", "Objects with unwind tables loaded.", NULL, s->unwind.tables);
+	metrics_emit(f, "prowl_unwind_rows", "gauge", "Unwind table rows (8 bytes each).", "kind=\"used\"",
+		     s->unwind.rows_used);
+	metrics_emit(f, "prowl_unwind_rows", "gauge", NULL, "kind=\"capacity\"", s->unwind.rows_capacity);
+	metrics_emit(f, "prowl_unwind_mappings", "gauge", "Executable mappings the unwinder tracks.", "kind=\"used\"",
+		     s->unwind.maps_used);
+	metrics_emit(f, "prowl_unwind_mappings", "gauge", NULL, "kind=\"capacity\"", s->unwind.maps_capacity);
+	metrics_emit(f, "prowl_unwind_processes", "gauge", "Processes the unwinder tracks.", NULL, s->unwind.procs);
+	metrics_emit(f, "prowl_unwind_tables_built_total", "counter", "Unwind tables built.", NULL, s->unwind.tables_built);
+	metrics_emit(f, "prowl_unwind_table_errors_total", "counter", "Unwind tables that could not be built.", NULL,
+		     s->unwind.table_build_errors);
+	metrics_emit(f, "prowl_unwind_tables_evicted_total", "counter", "Unwind tables evicted to make room.", NULL,
+		     s->unwind.tables_evicted);
+	metrics_emit(f, "prowl_unwind_capacity_hits_total", "counter",
+		     "Times an unwinder capacity limit was hit (logged once each).", "limit=\"rows\"", s->unwind.rows_full);
+	metrics_emit(f, "prowl_unwind_capacity_hits_total", "counter", NULL, "limit=\"mappings\"", s->unwind.maps_full);
+	metrics_emit(f, "prowl_unwind_capacity_hits_total", "counter", NULL, "limit=\"processes\"", s->unwind.procs_full);
+}
+
 void agent_metrics_render(void *ctx, FILE *f)
 {
 	struct agent_snapshot *snap = ctx, s;
@@ -117,6 +157,7 @@ void agent_metrics_render(void *ctx, FILE *f)
 	metrics_emit(f, "prowl_symbolizer_bytes", "gauge",
 		     "Estimated heap held by the symbolizer (excluding libdw internals and mapped files).", NULL,
 		     s.sym.mem_bytes);
+	unwind_metrics(f, &s);
 	metrics_emit(f, "prowl_config_reloads_total", "counter", "Configuration reloads.", "result=\"ok\"", s.reloads);
 	metrics_emit(f, "prowl_config_reloads_total", "counter", NULL, "result=\"error\"", s.reload_errors);
 	exporter_metrics(f, &s);

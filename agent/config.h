@@ -60,6 +60,9 @@ struct agent_config {
 		uint32_t max_stacks_per_window;
 		uint32_t symbol_cache_entries;
 		uint32_t max_processes;
+		uint32_t unwind_table_rows;  /* DWARF unwinder: rows of 8 bytes in the BPF table */
+		uint32_t unwind_mappings;    /* ... executable mappings of all processes */
+		uint32_t unwind_processes;   /* ... processes */
 		uint32_t shutdown_flush_ms;
 	} limits;
 

@@ -121,7 +121,8 @@ static void prune(struct exporter_dir *d, int64_t now_ns)
 {
 	size_t i = 0;
 
-	qsort(d->files, d->nfiles, sizeof(*d->files), cmp_age);
+	if (d->nfiles > 1)
+		qsort(d->files, d->nfiles, sizeof(*d->files), cmp_age);
 	for (; i < d->nfiles; i++) {
 		struct dir_file *f = &d->files[i];
 		bool too_old = d->o.max_age_ns && now_ns - f->mtime_ns > (int64_t)d->o.max_age_ns;
@@ -135,7 +136,8 @@ static void prune(struct exporter_dir *d, int64_t now_ns)
 		d->pruned++;
 		free(f->path);
 	}
-	memmove(d->files, d->files + i, (d->nfiles - i) * sizeof(*d->files));
+	if (i && d->nfiles > i)
+		memmove(d->files, d->files + i, (d->nfiles - i) * sizeof(*d->files));
 	d->nfiles -= i;
 }
 

@@ -20,6 +20,7 @@
 #include "encode.h"
 #include "export_file.h"
 #include "ingest.h"
+#include "clock.h"
 #include "log.h"
 #include "parse.h"
 #include "sample.h"
@@ -223,22 +224,6 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 	return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
-static uint64_t wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 struct capture {
 	struct record_opts *o;
 	struct symbolizer *sym;
@@ -403,8 +388,8 @@ static int run_capture(struct capture *c, uint64_t *ret_start_wall, uint64_t *re
 	uint64_t start, next_status, now;
 	int r;
 
-	start = mono_ns();
-	*ret_start_wall = wall_ns();
+	start = clock_mono_ns();
+	*ret_start_wall = (uint64_t)clock_wall_ns();
 	next_status = start;
 	if (!o->quiet)
 		log_info("sampling %s at %u Hz on %u CPUs%s", o->all ? "the whole host" : o->cmd ? o->cmd[0] : "the given processes",
@@ -413,7 +398,7 @@ static int run_capture(struct capture *c, uint64_t *ret_start_wall, uint64_t *re
 		r = sampler_poll(c->sampler, 100);
 		if (r < 0)
 			return log_error_errno(r, "reading samples failed");
-		now = mono_ns();
+		now = clock_mono_ns();
 		if (stop_signal) {
 			if (tty)
 				fputc('\n', stderr);
@@ -434,7 +419,7 @@ static int run_capture(struct capture *c, uint64_t *ret_start_wall, uint64_t *re
 	r = sampler_drain(c->sampler);
 	if (r < 0)
 		return log_error_errno(r, "reading samples failed");
-	*ret_elapsed = mono_ns() - start;
+	*ret_elapsed = clock_mono_ns() - start;
 	if (tty && !stop_signal)
 		status_line(c, *ret_elapsed, true);
 	return 0;

@@ -20,6 +20,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "clock.h"
 #include "log.h"
 #include "prowl.skel.h"
 
@@ -30,6 +31,7 @@
 #define LIBBPF_LOG_KEEP 24
 
 struct sampler {
+	uint64_t ringbuf_bytes;
 	struct sampler_opts opts;
 	struct prowl_bpf *skel;
 	struct ring_buffer *rb;    /* samples */
@@ -79,14 +81,6 @@ static int libbpf_print(enum libbpf_print_level lvl, const char *fmt, va_list ap
 	}
 	free(msg);
 	return 0;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
 static bool cap_effective(unsigned int cap)
@@ -274,6 +268,24 @@ static int start_unwind(struct sampler *s)
 	return 0;
 }
 
+/* The ring buffer holds about one second of samples from every CPU at the
+ * configured frequency (at least 100 Hz, so a reload can raise it), which is ten
+ * times what accumulates between two polls. It is mapped into prowl, so its size
+ * is resident memory: 1 MiB on a small host instead of a fixed 16 MiB. */
+static int size_ringbuf(struct sampler *s)
+{
+	uint64_t want = (uint64_t)s->ncpus * (s->opts.freq > 100 ? s->opts.freq : 100) * sizeof(struct prowl_sample);
+	uint64_t size = 1u << 20;
+
+	while (size < want && size < (256u << 20))
+		size <<= 1;
+	s->ringbuf_bytes = size;
+	s->skel->rodata->ringbuf_wakeup_bytes = size / 8;
+	if (bpf_map__set_max_entries(s->skel->maps.events, size))
+		return log_error_errno(-errno, "cannot size the BPF ring buffer to %" PRIu64 " bytes", size);
+	return 0;
+}
+
 int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 {
 	struct sampler *s;
@@ -308,6 +320,9 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 		goto fail;
 	}
 	s->skel->rodata->filter_mode = opts->filter_pids ? PROWL_FILTER_PIDS : PROWL_FILTER_ALL;
+	r = size_ringbuf(s);
+	if (r < 0)
+		goto fail;
 	s->skel->bss->keep_idle = opts->idle;
 	s->skel->rodata->follow_children = opts->follow_children;
 	if (!opts->follow_children)
@@ -489,7 +504,7 @@ int sampler_start(struct sampler *s)
 	if (r == 0)
 		return log_error_errno(-ENODEV, "no online CPU could be sampled");
 	s->started = true;
-	s->next_hotplug_ns = now_ns() + HOTPLUG_CHECK_NS;
+	s->next_hotplug_ns = clock_mono_ns() + HOTPLUG_CHECK_NS;
 	return 0;
 }
 
@@ -513,9 +528,9 @@ int sampler_poll(struct sampler *s, int timeout_ms)
 		if (m > 0)
 			n += m;
 	}
-	if (s->started && now_ns() >= s->next_hotplug_ns) {
+	if (s->started && clock_mono_ns() >= s->next_hotplug_ns) {
 		sync_cpus(s, false);
-		s->next_hotplug_ns = now_ns() + HOTPLUG_CHECK_NS;
+		s->next_hotplug_ns = clock_mono_ns() + HOTPLUG_CHECK_NS;
 	}
 	return n < 0 ? 0 : n;
 }

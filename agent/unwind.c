@@ -28,6 +28,7 @@
 #include <bpf/bpf.h>
 
 #include "intern.h"
+#include "clock.h"
 #include "log.h"
 #include "procmaps.h"
 #include "u64map.h"
@@ -127,14 +128,6 @@ static int space_release(struct space *s, uint32_t start, uint32_t len)
 	return 0;
 }
 
-static uint64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
-}
-
 /* Frees an extent after the grace period. */
 static void space_defer(struct space *s, uint32_t start, uint32_t len)
 {
@@ -151,14 +144,14 @@ static void space_defer(struct space *s, uint32_t start, uint32_t len)
 		s->limbo = v;
 		s->caplimbo = cap;
 	}
-	s->limbo[s->nlimbo++] = (struct extent){ start, len, mono_ns() };
+	s->limbo[s->nlimbo++] = (struct extent){ start, len, clock_mono_ns() };
 }
 
 /* Releases limbo extents older than the grace period; with wait, sleeps until
  * all are. Returns how many were released. */
 static size_t space_reclaim(struct space *s, bool wait)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = clock_mono_ns();
 	size_t j = 0, n = 0;
 
 	if (wait && s->nlimbo) {
@@ -172,7 +165,7 @@ static size_t space_reclaim(struct space *s, bool wait)
 
 			nanosleep(&ts, NULL);
 		}
-		now = mono_ns();
+		now = clock_mono_ns();
 	}
 	for (size_t i = 0; i < s->nlimbo; i++) {
 		if (s->limbo[i].freed_ns + GRACE_NS <= now) {
@@ -253,7 +246,7 @@ int unwinder_new(const struct unwinder_opts *opts, const struct unwinder_maps *m
 	u->st.rows_capacity = maps->max_rows;
 	u->st.maps_capacity = maps->max_maps;
 	u->st.procs_capacity = maps->max_procs;
-	u->next_sweep_ns = mono_ns() + SWEEP_NS;
+	u->next_sweep_ns = clock_mono_ns() + SWEEP_NS;
 	elf_version(EV_CURRENT);
 	*ret = u;
 	return 0;
@@ -406,7 +399,8 @@ static void table_store(struct unwinder *u, struct table *t, const struct unwind
 		t->state = T_NO_CFI;
 		return;
 	}
-	if (ut->n > u->m.max_rows)
+	/* BPF's binary search takes at most 25 steps: 32M rows per table. */
+	if (ut->n > u->m.max_rows || ut->n > (1u << 25))
 		goto full;
 	space_reclaim(&u->rows, false);
 	while (space_alloc(&u->rows, (uint32_t)ut->n, &first) < 0) {
@@ -426,7 +420,7 @@ static void table_store(struct unwinder *u, struct table *t, const struct unwind
 full:
 	t->state = T_FAILED;
 	t->capacity_fail = true;
-	t->failed_ns = mono_ns();
+	t->failed_ns = clock_mono_ns();
 	u->st.rows_full++;
 	if (!u->logged_rows_full) {
 		u->logged_rows_full = true;
@@ -493,7 +487,7 @@ static struct table *table_new(struct unwinder *u, const char *path)
 static void table_build(struct unwinder *u, struct table *t, Elf *elf)
 {
 	struct unwind_table ut;
-	uint64_t t0 = mono_ns(), dt;
+	uint64_t t0 = clock_mono_ns(), dt;
 	int r;
 
 	if (!t->loads && read_loads(elf, t) < 0) {
@@ -501,12 +495,12 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf)
 		return;
 	}
 	r = unwind_table_build(elf, &ut);
-	dt = mono_ns() - t0;
+	dt = clock_mono_ns() - t0;
 	u->st.table_build_ns += dt;
 	if (r < 0) {
 		u->st.table_build_errors++;
 		t->state = r == -ENOMEM ? T_FAILED : T_NO_CFI;
-		t->failed_ns = mono_ns();
+		t->failed_ns = clock_mono_ns();
 		log_debug("unwind: no table for %s: %s", t->path, strerror(-r));
 		return;
 	}
@@ -571,7 +565,7 @@ static struct table *file_table(struct unwinder *u, uint32_t pid, const struct p
 
 	snprintf(ikey, sizeof(ikey), "i:%" PRIx32 ":%" PRIx32 ":%" PRIu64, e->dev_major, e->dev_minor, e->inode);
 	t = e->inode ? get_key(u, ikey) : NULL;
-	if (t && !(t->state == T_FAILED && t->capacity_fail && mono_ns() - t->failed_ns >= RETRY_NS))
+	if (t && !(t->state == T_FAILED && t->capacity_fail && clock_mono_ns() - t->failed_ns >= RETRY_NS))
 		return t;
 	elf = open_mapped(u, pid, e, &fd);
 	if (!elf)
@@ -595,7 +589,7 @@ static struct table *file_table(struct unwinder *u, uint32_t pid, const struct p
 		if (e->inode && set_key(u, ikey, t) < 0)
 			goto out;
 	}
-	if (!t->state || (t->state == T_FAILED && t->capacity_fail && mono_ns() - t->failed_ns >= RETRY_NS))
+	if (!t->state || (t->state == T_FAILED && t->capacity_fail && clock_mono_ns() - t->failed_ns >= RETRY_NS))
 		table_build(u, t, elf);
 out:
 	elf_end(elf);
@@ -629,7 +623,7 @@ static struct uproc *proc_get(struct unwinder *u, uint32_t pid)
 /* Forgets what p references (deferred frees); keeps p itself. */
 static void proc_release(struct unwinder *u, struct uproc *p)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = clock_mono_ns();
 
 	for (size_t i = 0; i < p->ntables; i++) {
 		struct table *t = p->tables[i];
@@ -679,7 +673,7 @@ static uint64_t maps_signature(const struct procmaps *pm)
 
 static void note_capacity(struct unwinder *u, uint32_t pid, bool procs)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = clock_mono_ns();
 
 	u64map_put(&u->failed, pid, now);
 	if (procs) {
@@ -712,7 +706,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 	struct uproc *p = proc_get(u, pid);
 	char path[64];
 	uint32_t first = 0;
-	uint64_t sig, failed_at, now = mono_ns();
+	uint64_t sig, failed_at, now = clock_mono_ns();
 	bool is64;
 	FILE *f;
 	int r;
@@ -836,7 +830,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 	p->map_count = (uint32_t)pm.n;
 	p->tables = tabs;
 	p->ntables = pm.n;
-	log_debug("unwind: pid %" PRIu32 ": %zu executable mappings loaded in %.2f ms", pid, pm.n, (mono_ns() - now) / 1e6);
+	log_debug("unwind: pid %" PRIu32 ": %zu executable mappings loaded in %.2f ms", pid, pm.n, (clock_mono_ns() - now) / 1e6);
 	p->sig = sig;
 	p->loaded_ns = now;
 	p->backoff_ns = 0;
@@ -883,7 +877,7 @@ static void sweep(struct unwinder *u)
 {
 	uint32_t pos = 0, *dead = NULL;
 	size_t n = 0, cap = 0;
-	uint64_t k, v, now = mono_ns();
+	uint64_t k, v, now = clock_mono_ns();
 
 	while (u64map_next(&u->procs, &pos, &k, &v)) {
 		if (kill((pid_t)k, 0) == 0 || errno != ESRCH)
@@ -913,7 +907,7 @@ static void sweep(struct unwinder *u)
 
 void unwinder_work(struct unwinder *u)
 {
-	uint64_t now = mono_ns();
+	uint64_t now = clock_mono_ns();
 
 	while (u->pending.count) {
 		struct u64map batch = u->pending;

@@ -11,6 +11,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by user space between open and load. */
 const volatile __u32 filter_mode = PROWL_FILTER_ALL;
+/* Wake the reader once this much is waiting (user space sets 1/8 of the ring). */
+const volatile __u64 ringbuf_wakeup_bytes = PROWL_RINGBUF_SZ / 8;
 /* Writable at run time (a configuration reload may change it). */
 volatile bool keep_idle = false;
 const volatile bool follow_children = false;
@@ -125,12 +127,11 @@ static __always_inline void count(__u32 idx)
 		*v += 1;
 }
 
-
 #if defined(__TARGET_ARCH_x86)
 
 #define KERNEL_MIN_ADDR 0xffff800000000000ull
 #define MAX_MAP_SEARCH 16  /* 65536 mappings per process */
-#define MAX_ROW_SEARCH 25  /* 32M rows per table */
+#define MAX_ROW_SEARCH 25  /* 32M rows per table (user space keeps tables smaller) */
 
 static __always_inline void unwind_stop(struct uw_state *st, __u8 reason)
 {
@@ -441,7 +442,6 @@ static __always_inline struct uw_state *dwarf_unwind(struct bpf_perf_event_data 
 
 #else /* !x86 */
 
-struct uw_state;
 static __always_inline struct uw_state *dwarf_unwind(struct bpf_perf_event_data *ctx, __u32 tgid, int *fp_only)
 {
 	return NULL;
@@ -511,8 +511,7 @@ int prowl_sample(struct bpf_perf_event_data *ctx)
 	e->ureason = 0;
 	/* Kernel threads have no user stack; their mm is NULL. */
 	if (want_user && has_mm) {
-#if defined(__TARGET_ARCH_x86)
-		if (ust) {
+		if (ust) { /* DWARF-unwound (never on other architectures) */
 			__u32 un = ust->n;
 
 			if (un > PROWL_MAX_STACK)
@@ -527,7 +526,6 @@ int prowl_sample(struct bpf_perf_event_data *ctx)
 				count(PROWL_CNT_UNWIND_TRUNC + ust->reason - 1);
 			goto user_done;
 		}
-#endif
 		n = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
 		if (n < 0)
 			count(PROWL_CNT_USTACK_ERR);
@@ -541,14 +539,12 @@ int prowl_sample(struct bpf_perf_event_data *ctx)
 			count(PROWL_CNT_UNWIND_TRUNC + PROWL_UR_NEW_PROC - 1);
 		}
 	}
-#if defined(__TARGET_ARCH_x86)
 user_done:
-#endif
 
 	count(PROWL_CNT_SAMPLES);
 	/* Waking the reader costs microseconds per sample (an IPI): wake it only
 	 * once an eighth of the ring is full; it polls with a timeout anyway. */
-	bpf_ringbuf_submit(e, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= PROWL_RINGBUF_SZ / 8
+	bpf_ringbuf_submit(e, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= ringbuf_wakeup_bytes
 				      ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
 out:
 	if (t0) {

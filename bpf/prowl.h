@@ -6,7 +6,7 @@
 
 #define PROWL_MAX_STACK   127  /* frames kept per kernel or user stack */
 #define PROWL_COMM_LEN    16
-#define PROWL_RINGBUF_SZ  (16u << 20)
+#define PROWL_RINGBUF_SZ  (16u << 20) /* compiled-in default; user space sizes it per host */
 
 /* Values of prowl_cfg.filter_mode. */
 enum prowl_filter {

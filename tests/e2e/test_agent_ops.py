@@ -11,7 +11,7 @@ import pytest
 import otlp_check
 from agentlib import (NS, Agent, CpuClock, IngestProfile, PprofMeta, assert_close, check_chain,
                       free_port, private_cpusplit)
-from conftest import pprof_raw, start, stop
+from conftest import pprof_raw, start, stop, workload
 from receiver import Receiver
 
 
@@ -158,6 +158,7 @@ def rejecting(tmp_path_factory):
                       str(d / "profiles"), "--interval", "1s", "-F", "49"],
                   env={"PROWL_LIMITS_SHUTDOWN_FLUSH": "1s"})
     res = type("R", (), {})()
+    load = start([workload("cpusplit"), "12"])  # so that samples keep coming on a quiet host
     try:
         agent.start()
         time.sleep(4.5)
@@ -171,6 +172,7 @@ def rejecting(tmp_path_factory):
     finally:
         agent.kill()
         rx.stop()
+        stop(load)
     res.agent, res.reqs, res.log, res.dir = agent, rx.requests, agent.log(), d / "profiles"
     return res
 

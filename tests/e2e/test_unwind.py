@@ -182,6 +182,8 @@ def test_multithreaded_complete_and_agrees_with_perf(tmp_path):
     report = []
     for f in funcs:
         report.append(f"{f}: self {os_.get(f, 0):.3f}/{ps.get(f, 0):.3f} total {ot.get(f, 0):.3f}/{pt.get(f, 0):.3f}")
+    print(f"\nprowl/perf shares ({tot}/{ptot} samples; complete {done / tot:.4f}/{perf_done:.4f}):\n  "
+          + "\n  ".join(report))
     for f in funcs:
         assert abs(os_.get(f, 0) - ps.get(f, 0)) <= 0.03, "\n".join(report)
         assert abs(ot.get(f, 0) - pt.get(f, 0)) <= 0.03, "\n".join(report)
