@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,6 +278,11 @@ static int end_window(struct agent *a)
 			a->exp[i]->ops->submit(a->exp[i], &b); /* errors are logged by the exporter */
 	}
 	series_table_end_window(a->series);
+	/* Object files nobody's new addresses needed for a minute are closed: the
+	 * frame cache answers for the addresses already seen. */
+	symbolizer_close_idle(a->sym, 60ull * 1000000000ull);
+	/* Give freed heap (table builds, DWARF, encoded windows) back to the system. */
+	malloc_trim(0);
 	a->windows++;
 	a->window_start_wall = end_wall;
 	a->window_start_mono = clock_mono_ns();

@@ -12,7 +12,6 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -51,8 +50,6 @@ struct sampler {
 	int cb_err;
 	/* DWARF unwinding */
 	struct unwinder *unw;
-	void *rows_mem, *maps_mem;
-	size_t rows_len, maps_len;
 	bool timing_log;
 };
 
@@ -187,13 +184,6 @@ static int handle_unwind_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-static size_t page_round(size_t n)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-
-	return (n + pg - 1) / pg * pg;
-}
-
 /* Before load: sizes of the unwinder's maps (tiny when unused). */
 static int setup_unwind(struct sampler *s)
 {
@@ -234,20 +224,8 @@ static int start_unwind(struct sampler *s)
 	struct unwinder_opts uo = {};
 	int r;
 
-	s->rows_len = page_round((size_t)um.max_rows * sizeof(struct prowl_unwind_row));
-	s->maps_len = page_round((size_t)um.max_maps * sizeof(struct prowl_unwind_map));
-	s->rows_mem = mmap(NULL, s->rows_len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(s->skel->maps.unwind_rows), 0);
-	if (s->rows_mem == MAP_FAILED) {
-		s->rows_mem = NULL;
-		return log_error_errno(-errno, "cannot map the unwind table array");
-	}
-	s->maps_mem = mmap(NULL, s->maps_len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(s->skel->maps.unwind_maps), 0);
-	if (s->maps_mem == MAP_FAILED) {
-		s->maps_mem = NULL;
-		return log_error_errno(-errno, "cannot map the unwind mapping array");
-	}
-	um.rows = s->rows_mem;
-	um.maps = s->maps_mem;
+	um.rows_fd = bpf_map__fd(s->skel->maps.unwind_rows);
+	um.maps_fd = bpf_map__fd(s->skel->maps.unwind_maps);
 	r = unwinder_new(&uo, &um, &s->unw);
 	if (r < 0)
 		return log_error_errno(r, "cannot set up the unwinder");
@@ -725,10 +703,6 @@ void sampler_free(struct sampler *s)
 		close(s->ustop_fd);
 	pthread_mutex_destroy(&s->ulock);
 	unwinder_free(s->unw);
-	if (s->rows_mem)
-		munmap(s->rows_mem, s->rows_len);
-	if (s->maps_mem)
-		munmap(s->maps_mem, s->maps_len);
 	prowl_bpf__destroy(s->skel);
 	free(s->pfd);
 	free(s->links);

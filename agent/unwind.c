@@ -13,6 +13,7 @@
 
 #include <elfutils/libdwelf.h>
 #include <errno.h>
+#include <sys/mman.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <inttypes.h>
@@ -228,6 +229,26 @@ struct unwinder {
 	struct unwind_stats st;
 };
 
+/* Writes n elements at index first of an mmap-able BPF array. Only the pages
+ * written are mapped, and only while writing: keeping the whole array mapped
+ * would add its full size (16 MiB of rows by default) to prowl's resident memory. */
+static int map_window_write(int fd, size_t elem, uint32_t first, const void *src, size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t start = (size_t)first * elem, off = start & ~(page - 1);
+	size_t len = ((start + n * elem - off) + page - 1) & ~(page - 1);
+	void *p;
+
+	if (!n)
+		return 0;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+	if (p == MAP_FAILED)
+		return -errno;
+	memcpy((char *)p + (start - off), src, n * elem);
+	munmap(p, len);
+	return 0;
+}
+
 int unwinder_new(const struct unwinder_opts *opts, const struct unwinder_maps *maps, struct unwinder **ret)
 {
 	struct unwinder *u = calloc(1, sizeof(*u));
@@ -409,7 +430,13 @@ static void table_store(struct unwinder *u, struct table *t, const struct unwind
 		if (!evict_one(u))
 			goto full;
 	}
-	memcpy(&u->m.rows[first], ut->rows, ut->n * sizeof(*ut->rows));
+	if (map_window_write(u->m.rows_fd, sizeof(*ut->rows), first, ut->rows, ut->n) < 0) {
+		space_release(&u->rows, first, (uint32_t)ut->n);
+		t->state = T_FAILED;
+		t->failed_ns = clock_mono_ns();
+		u->st.table_build_errors++;
+		return;
+	}
 	t->row_first = first;
 	t->nrows = (uint32_t)ut->n;
 	t->base = ut->base;
@@ -802,7 +829,11 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		note_capacity(u, pid, false);
 		goto undo;
 	}
-	memcpy(&u->m.maps[first], ents, pm.n * sizeof(*ents));
+	r = map_window_write(u->m.maps_fd, sizeof(*ents), first, ents, pm.n);
+	if (r < 0) {
+		space_release(&u->maps, first, (uint32_t)pm.n);
+		goto undo;
+	}
 	val = (struct prowl_unwind_proc){ first, (uint32_t)pm.n };
 	if (bpf_map_update_elem(u->m.procs_fd, &pid, &val, BPF_ANY) < 0) {
 		r = -errno;

@@ -17,9 +17,9 @@ struct unwinder;
 
 /* Where the BPF maps are: the two arrays are mmap'ed (BPF_F_MMAPABLE). */
 struct unwinder_maps {
-	struct prowl_unwind_row *rows;
+	int rows_fd;             /* BPF_F_MMAPABLE array of struct prowl_unwind_row */
 	uint32_t max_rows;
-	struct prowl_unwind_map *maps;
+	int maps_fd;             /* BPF_F_MMAPABLE array of struct prowl_unwind_map */
 	uint32_t max_maps;
 	int procs_fd;            /* hash tgid -> struct prowl_unwind_proc */
 	int req_time_fd;         /* LRU hash tgid -> time of its last request (-1: none) */

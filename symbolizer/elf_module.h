@@ -40,6 +40,7 @@ struct module {
 	uint32_t seen_pid;
 	uint64_t seen_start, seen_end;
 	struct lru_link open_link; /* in the symbolizer's LRU of open modules */
+	uint64_t touched_ns;       /* CLOCK_MONOTONIC of the last use of the open state */
 };
 
 static inline struct module *module_of(const struct sym_module *m)

@@ -31,7 +31,7 @@
 #define VDSO_MAX_SIZE (1u << 20)
 
 #define DEFAULT_MAX_CACHED_FRAMES 100000
-#define DEFAULT_MAX_MODULES 512
+#define DEFAULT_MAX_MODULES 48
 #define DEFAULT_MAX_PROCESSES 32768
 #define DEFAULT_MAX_GONE_PIDS 4096
 
@@ -107,9 +107,28 @@ static void module_touch(struct symbolizer *s, struct module *m)
 	if (!lru_linked(&m->open_link))
 		s->nopen++;
 	lru_touch(&s->open, &m->open_link);
+	m->touched_ns = clock_mono_ns();
 	while (s->nopen > s->max_modules && (t = lru_tail(&s->open)) != &m->open_link) {
 		struct module *v = lru_entry(t, struct module, open_link);
 
+		module_close(v);
+		lru_unlink(t);
+		s->nopen--;
+		s->st.module_evictions++;
+	}
+}
+
+void symbolizer_close_idle(struct symbolizer *s, uint64_t idle_ns)
+{
+	uint64_t now = clock_mono_ns();
+	struct lru_link *t;
+
+	/* The LRU tail is the module used longest ago: stop at the first recent one. */
+	while ((t = lru_tail(&s->open))) {
+		struct module *v = lru_entry(t, struct module, open_link);
+
+		if (now - v->touched_ns < idle_ns)
+			break;
 		module_close(v);
 		lru_unlink(t);
 		s->nopen--;

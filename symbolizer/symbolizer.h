@@ -55,7 +55,7 @@ struct symbolizer_opts {
 	const char *proc_root;      /* "/proc" unless tests point it elsewhere */
 	const char *kallsyms;       /* "/proc/kallsyms" unless tests point it elsewhere */
 	uint32_t max_cached_frames; /* frame cache entries (addresses); default 100000 */
-	uint32_t max_modules;       /* modules with open ELF/DWARF state; default 512 */
+	uint32_t max_modules;       /* modules with open ELF/DWARF state; default 48 */
 	uint32_t max_processes;     /* processes whose maps are kept; default 32768 */
 	uint32_t max_gone_pids;     /* remembered exited pids (each also expires after
 				     * 2 s); default 4096 */
@@ -119,6 +119,10 @@ const struct sym_module *symbolizer_main_module(struct symbolizer *s, uint32_t p
 /* The module of an ELF file on disk (shared with processes that map the same
  * file), e.g. for offline symbolization of normalized addresses. -ENOENT... */
 int symbolizer_module_from_file(struct symbolizer *s, const char *path, const struct sym_module **ret);
+
+/* Closes the ELF/DWARF state of modules unused for idle_ns (they reopen on
+ * demand); a long-running agent calls it now and then to give memory back. */
+void symbolizer_close_idle(struct symbolizer *s, uint64_t idle_ns);
 
 void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *ret);
 
