@@ -99,8 +99,12 @@ test: all unit workloads tools
 	@mkdir -p build-san/tools && cp $(O)/tools/pprof build-san/tools/pprof
 	tests/run.sh $(O) build-san
 
-bench: all workloads
+# Benchmarks (not timed tests): record overhead against perf, the unwinder's
+# per-sample cost and table builds, then the agent over 10-minute runs.
+bench: all unit workloads
 	tests/bench/run.sh
+	tests/bench/unwind.sh
+	tests/bench/agent.sh
 
 install: all
 	install -D -m 0755 $(O)/prowl $(DESTDIR)/usr/local/bin/prowl

@@ -132,20 +132,22 @@ start_profiler() { # $1 = mode; sets PROF_PID, waits until the profiler samples
 	PROF_PID=
 	case $mode in
 	base) return 0 ;;
-	prowl)
-		"$PROWL" record -a -F $FREQ -q -o "$TMP/tp.pb.gz" >"$TMP/prof.log" 2>&1 &
+	prowl|prowlfp)
+		"$PROWL" record -a -F $FREQ -q --unwind="$([ $mode = prowl ] && echo dwarf || echo fp)" \
+			-o "$TMP/tp.pb.gz" >"$TMP/prof.log" 2>&1 &
 		PROF_PID=$! ;;
-	perf)
+	perf|perfdwarf)
 		rm -f "$TMP/perf.data"
-		perf record -a -g -F $FREQ -q -o "$TMP/perf.data" >"$TMP/prof.log" 2>&1 &
+		perf record -a $([ $mode = perf ] && echo -g || echo --call-graph dwarf) -F $FREQ -q \
+			-o "$TMP/perf.data" >"$TMP/prof.log" 2>&1 &
 		PROF_PID=$! ;;
 	esac
 	BG_PIDS+=("$PROF_PID")
 	for i in $(seq 150); do
 		kill -0 "$PROF_PID" 2>/dev/null || die "$mode failed to start: $(tail -3 "$TMP/prof.log" | tr '\n' ' ')"
 		case $mode in
-		prowl) [ -n "$(pid_prog_ids "$PROF_PID")" ] && return 0 ;;
-		perf) [ -s "$TMP/perf.data" ] && return 0 ;;
+		prowl|prowlfp) [ -n "$(pid_prog_ids "$PROF_PID")" ] && return 0 ;;
+		perf|perfdwarf) [ -s "$TMP/perf.data" ] && return 0 ;;
 		esac
 		sleep 0.1
 	done
@@ -161,8 +163,8 @@ stop_profiler() { # $1 = mode
 	bg_forget "$PROF_PID"
 	PROF_PID=
 	case $mode in
-	prowl) [ $rc = 0 ] && [ -s "$TMP/tp.pb.gz" ] || die "prowl record failed (exit $rc): $(tail -3 "$TMP/prof.log" | tr '\n' ' ')" ;;
-	perf) [ -s "$TMP/perf.data" ] || die "perf record failed (exit $rc): $(tail -3 "$TMP/prof.log" | tr '\n' ' ')" ;;
+	prowl|prowlfp) [ $rc = 0 ] && [ -s "$TMP/tp.pb.gz" ] || die "prowl record failed (exit $rc): $(tail -3 "$TMP/prof.log" | tr '\n' ' ')" ;;
+	perf|perfdwarf) [ -s "$TMP/perf.data" ] || die "perf record failed (exit $rc): $(tail -3 "$TMP/prof.log" | tr '\n' ' ')" ;;
 	esac
 }
 
@@ -227,15 +229,15 @@ read -r h0 _ < <(host_ticks); nap 3; read -r h1 _ < <(host_ticks)
 IDLE_BUSY=$(calc "sprintf(\"%.1f\", ($h1 - $h0) / $CLK_TCK / (3 * $NCPU) * 100)")
 T_START=$(date +%s)
 
-log "$ROUNDS rounds x ${SECONDS_PER_RUN}s x 3 modes, then ${BPF_S}s BPF stats, then 2 x ${CAP_S}s captures"
+log "$ROUNDS rounds x ${SECONDS_PER_RUN}s x 5 modes, then ${BPF_S}s BPF stats, then 2 x ${CAP_S}s captures"
 [ "$START_OTHERS" = 0 ] || log "warning: $START_OTHERS other perf/prowl process(es) running: figures will be noisy"
 "$SPIN" -t "$THREADS" -s 1 >/dev/null 2>&1 || die "$SPIN does not run"   # warm-up
 
 declare -A ROUND_OPS
-MODES=(base prowl perf)
+MODES=(base prowl prowlfp perf perfdwarf)
 for ((r = 1; r <= ROUNDS; r++)); do
-	for ((k = 0; k < 3; k++)); do
-		run_mode "${MODES[$(((r - 1 + k) % 3))]}" "$r"
+	for ((k = 0; k < ${#MODES[@]}; k++)); do
+		run_mode "${MODES[$(((r - 1 + k) % ${#MODES[@]}))]}" "$r"
 	done
 done
 
@@ -376,8 +378,10 @@ mkdir -p "$BUILD/bench"
 	echo "| mode | ops/s, mean ± stdev (CV) | slowdown vs baseline ± s.e. | profiler CPU (% of one CPU) | others' CPU (% of host) | steal |"
 	echo "|---|---|---|---|---|---|"
 	fmt_mode base "baseline (no profiler)"
-	fmt_mode prowl "prowl record -a -F $FREQ"
+	fmt_mode prowl "prowl record -a -F $FREQ (--unwind=dwarf, the default)"
+	fmt_mode prowlfp "prowl record -a -F $FREQ --unwind=fp"
 	fmt_mode perf "perf record -a -g -F $FREQ"
+	fmt_mode perfdwarf "perf record -a --call-graph dwarf -F $FREQ"
 	echo
 	echo "Work units per CPU-second of the workload (less sensitive to other processes, which take CPU time away from" \
 		"the workload but do not make its CPU time less productive); the estimate adds the profiler process's share" \
@@ -386,8 +390,10 @@ mkdir -p "$BUILD/bench"
 	echo "| mode | ops per workload CPU-second, mean ± stdev (CV) | loss vs baseline ± s.e. | estimated slowdown of an all-busy host |"
 	echo "|---|---|---|---|"
 	fmt_eff base "baseline (no profiler)"
-	fmt_eff prowl "prowl record -a -F $FREQ"
+	fmt_eff prowl "prowl record -a -F $FREQ (--unwind=dwarf, the default)"
+	fmt_eff prowlfp "prowl record -a -F $FREQ --unwind=fp"
 	fmt_eff perf "perf record -a -g -F $FREQ"
+	fmt_eff perfdwarf "perf record -a --call-graph dwarf -F $FREQ"
 	echo
 	read -r pm _ < <(mean_sd ${PROFCPU[prowl]})
 	echo "CPU-accounting estimate of prowl's cost on this all-busy host: $(calc "sprintf(\"%.2f\", $pm / $NCPU + $NS_PER_SAMPLE * $RUNS_PER_S / 1e9 / $NCPU * 100)") % of the host" \
