@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
-/* prowl.bpf.c: the sample stage in the kernel. A perf_event program that records
- * pid, tid, CPU, comm, cgroup and both stacks of the interrupted task into a ring buffer. */
+/* prowl.bpf.c: the sample stage in the kernel. A perf_event program that records pid,
+ * tid, CPU, comm, cgroup and both stacks (user: DWARF CFI tables or frame pointers) into a ring buffer. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
