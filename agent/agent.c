@@ -21,6 +21,7 @@
 #include "export_parca.h"
 #include "export_pyroscope.h"
 #include "log.h"
+#include "mkdir_p.h"
 #include "metrics.h"
 
 extern char **environ;
@@ -281,6 +282,7 @@ static int end_window(struct agent *a)
 	/* Object files nobody's new addresses needed for a minute are closed: the
 	 * frame cache answers for the addresses already seen. */
 	symbolizer_close_idle(a->sym, 60ull * 1000000000ull);
+	symbolizer_release_pages(a->sym);
 	/* Give freed heap (table builds, DWARF, encoded windows) back to the system. */
 	malloc_trim(0);
 	a->windows++;
@@ -457,6 +459,17 @@ int agent_main(int argc, char **argv)
 		goto out;
 	syo.max_cached_frames = a.cfg.limits.symbol_cache_entries;
 	syo.max_processes = a.cfg.limits.max_processes;
+	syo.max_module_heap = a.cfg.limits.module_memory_bytes;
+	if (a.cfg.limits.debug_inflate_bytes) {
+		r = mkdir_p(a.cfg.state_dir, 0700);
+		if (r < 0)
+			log_warn("cannot create state_dir %s: %s: compressed debug sections will be inflated in memory "
+				    "(set state_dir to a writable directory)", a.cfg.state_dir, strerror(-r));
+		else {
+			syo.inflate_dir = a.cfg.state_dir;
+			syo.inflate_max_bytes = a.cfg.limits.debug_inflate_bytes;
+		}
+	}
 	r = symbolizer_new(&syo, &a.sym);
 	if (r < 0) {
 		log_error_errno(r, "cannot set up the symbolizer");

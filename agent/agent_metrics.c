@@ -155,8 +155,20 @@ void agent_metrics_render(void *ctx, FILE *f)
 	metrics_emit(f, "prowl_symbol_open_modules", "gauge", "Object files with ELF/DWARF state open.", NULL,
 		     s.sym.open_modules);
 	metrics_emit(f, "prowl_symbolizer_bytes", "gauge",
-		     "Estimated heap held by the symbolizer (excluding libdw internals and mapped files).", NULL,
+		     "Estimated heap held by the symbolizer, open modules included (mapped files excluded).", NULL,
 		     s.sym.mem_bytes);
+	metrics_emit(f, "prowl_symbol_open_module_bytes", "gauge",
+		     "Heap held by the open modules (symbol indexes, libdw state), as measured while they were used.",
+		     NULL, s.sym.open_module_bytes);
+	metrics_emit(f, "prowl_symbol_inflated_bytes", "gauge",
+		     "Size of the files holding inflated debug sections of open modules (in state_dir, "
+		     "page cache rather than heap; limits.debug_inflate_size).", NULL, s.sym.inflated_bytes);
+	metrics_emit(f, "prowl_symbol_inflated_files_total", "counter",
+		     "Object and debug files whose compressed sections were inflated to a file.", NULL,
+		     s.sym.inflated_files);
+	metrics_emit(f, "prowl_symbol_inflate_fallbacks_total", "counter",
+		     "Compressed debug sections inflated in memory instead (no room or an error).", NULL,
+		     s.sym.inflate_fallbacks);
 	unwind_metrics(f, &s);
 	metrics_emit(f, "prowl_config_reloads_total", "counter", "Configuration reloads.", "result=\"ok\"", s.reloads);
 	metrics_emit(f, "prowl_config_reloads_total", "counter", NULL, "result=\"error\"", s.reload_errors);

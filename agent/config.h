@@ -63,6 +63,8 @@ struct agent_config {
 		uint32_t unwind_table_rows;  /* DWARF unwinder: rows of 8 bytes in the BPF table */
 		uint32_t unwind_mappings;    /* ... executable mappings of all processes */
 		uint32_t unwind_processes;   /* ... processes */
+		uint64_t debug_inflate_bytes; /* inflated debug files in state_dir; 0: in memory */
+		uint64_t module_memory_bytes; /* heap of the symbolizer's open object files */
 		uint32_t shutdown_flush_ms;
 	} limits;
 

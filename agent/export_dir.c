@@ -18,6 +18,7 @@
 #include "export_file.h"
 #include "intern.h"
 #include "log.h"
+#include "mkdir_p.h"
 
 struct dir_file {
 	char *path;
@@ -35,31 +36,6 @@ struct exporter_dir {
 	struct export_stats st;
 	uint64_t pruned;
 };
-
-static int mkdir_p(const char *path)
-{
-	char *p, *tmp = strdup(path);
-	int r = 0;
-
-	if (!tmp)
-		return -ENOMEM;
-	for (p = tmp + 1;; p++) {
-		if (*p == '/' || !*p) {
-			char c = *p;
-
-			*p = 0;
-			if (mkdir(tmp, 0755) < 0 && errno != EEXIST) {
-				r = -errno;
-				break;
-			}
-			if (!c)
-				break;
-			*p = c;
-		}
-	}
-	free(tmp);
-	return r;
-}
 
 static int track(struct exporter_dir *d, const char *path, int64_t mtime_ns, uint64_t size)
 {
@@ -184,7 +160,7 @@ static int dir_submit(struct exporter *e, const struct export_batch *b)
 		safe_name(svc, sizeof(svc), export_series_label(s, "service_name") ?: "unknown");
 		snprintf(dir, sizeof(dir), "%s/%s", d->root, svc);
 		snprintf(path, sizeof(path), "%s/%s-%08" PRIx32 ".pb.gz", dir, stamp, (uint32_t)h);
-		r = mkdir_p(dir);
+		r = mkdir_p(dir, 0755);
 		if (r == 0)
 			r = encode_pprof(s->prof, &buf, &len);
 		if (r == 0) {
@@ -259,7 +235,7 @@ int exporter_dir_new(const struct export_dir_opts *o, struct exporter **ret)
 		return -ENOMEM;
 	}
 	d->o.path = d->root;
-	r = mkdir_p(d->root);
+	r = mkdir_p(d->root, 0755);
 	if (r == 0 && access(d->root, W_OK) < 0)
 		r = -errno;
 	if (r < 0) {

@@ -7,10 +7,12 @@
 #include <elfutils/libdwfl.h>
 #include <gelf.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* One function symbol, in libdwfl address space. */
 struct fsym {
@@ -28,7 +30,6 @@ struct dwarf_ctx {
 	struct fsym *syms;
 	size_t nsyms;
 	bool syms_done;
-	size_t debug_bytes; /* size of the DWARF sections libdw works from */
 };
 
 /* Scopes deeper than this are not followed (real code nests a few dozen). */
@@ -55,12 +56,49 @@ static int find_elf_cb(Dwfl_Module *mod, void **userdata, const char *modname, D
 	return -1;
 }
 
+/* The separate debug file of m by build id, where distributions install them
+ * (/usr/lib/debug/.build-id/xx/yyyy.debug); sets *ret_name. -1 if none. */
+static int open_debug_by_build_id(const struct module *m, char **ret_name)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	if (strlen(m->build_id) < 4)
+		return -1;
+	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", m->build_id, m->build_id + 2);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd >= 0 && !*ret_name && !(*ret_name = strdup(path))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 static int find_debuginfo_cb(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
 			     const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
 			     char **debuginfo_file_name)
 {
 	const char *urls = getenv("DEBUGINFOD_URLS");
+	struct module *m = *userdata;
+	int fd, ifd;
 
+	/* libdwfl asks for a dwz alternate file with a name and no CRC; for the
+	 * module's own debug file, the build id path comes first. That one is
+	 * opened here rather than by dwfl_standard_find_debuginfo(), which hands
+	 * libdwfl its own Elf of the file: libdw would then inflate compressed
+	 * sections (debug packages have them) into the heap. Given a descriptor,
+	 * libdwfl maps what it is given: an inflated copy (same build id). */
+	if (m && !(debuglink_file && debuglink_crc == 0)) {
+		fd = open_debug_by_build_id(m, debuginfo_file_name);
+		if (fd >= 0) {
+			ifd = module_inflate_fd(m, fd);
+			if (ifd >= 0) {
+				close(fd);
+				fd = ifd;
+			}
+			return fd;
+		}
+	}
 	/* The standard search ends with a debuginfod query when DEBUGINFOD_URLS is
 	 * set; a profiler must not block on the network, so then only look locally
 	 * by build id. */
@@ -90,36 +128,13 @@ void dwarf_ctx_free(struct module *m)
 	m->dw = NULL;
 }
 
-/* Total size of elf's .debug_* sections. libdw has decompressed compressed
- * ones into the heap by now (so sh_size is the inflated size), and its parsed
- * line tables and DIE caches grow with what was looked up: a rough measure of
- * the memory a session holds. */
-static size_t debug_sections_size(Elf *elf)
-{
-	Elf_Scn *scn = NULL;
-	size_t shstrndx, total = 0;
-
-	if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
-		return 0;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		const char *name;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name && (strncmp(name, ".debug_", 7) == 0 || strncmp(name, ".zdebug_", 8) == 0))
-			total += sh.sh_size;
-	}
-	return total;
-}
-
 static struct dwarf_ctx *ctx_get(struct module *m)
 {
 	struct dwarf_ctx *c;
 	uint64_t low = UINT64_MAX, high = 0;
 	Dwarf_Addr dwbias;
 	void **ud = NULL;
+	Elf *main_elf;
 	Dwarf *dw;
 
 	if (m->dw || m->dw_failed)
@@ -152,12 +167,21 @@ static struct dwarf_ctx *ctx_get(struct module *m)
 		goto fail_ctx;
 	*ud = m;
 	/* Triggers find_elf_cb: from here on libdwfl owns the Elf. */
-	if (!dwfl_module_getelf(c->mod, &c->bias))
+	main_elf = dwfl_module_getelf(c->mod, &c->bias);
+	if (!main_elf)
 		goto fail_ctx;
 	dw = dwfl_module_getdwarf(c->mod, &dwbias);
 	m->pub.has_dwarf = dw != NULL;
-	if (dw)
-		c->debug_bytes = debug_sections_size(dwarf_getelf(dw));
+	if (dw) {
+		Elf *dbg = dwarf_getelf(dw);
+
+		/* A separate debug file: libdw has inflated its compressed sections
+		 * into the heap, so the mapped compressed bytes are not needed now. */
+		if (dbg && dbg != main_elf) {
+			file_map_note(&m->dbg_map, dbg);
+			file_map_release(&m->dbg_map);
+		}
+	}
 	return c;
 
 fail_ctx:
@@ -167,6 +191,8 @@ fail:
 	if (m->elf)
 		elf_end(m->elf);
 	m->elf = NULL;
+	m->map = (struct file_map){ 0 };
+	m->dbg_map = (struct file_map){ 0 };
 	m->dw_failed = true;
 	return NULL;
 }
@@ -221,11 +247,6 @@ static int syms_build(struct dwarf_ctx *c)
 	if (n > 1)
 		qsort(c->syms, n, sizeof(*c->syms), cmp_fsym);
 	return 0;
-}
-
-size_t dwarf_ctx_mem_bytes(const struct module *m)
-{
-	return m->dw ? sizeof(*m->dw) + m->dw->nsyms * sizeof(*m->dw->syms) + m->dw->debug_bytes : 0;
 }
 
 /* The function symbol covering q: a sized symbol containing it, or a

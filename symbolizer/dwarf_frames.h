@@ -23,9 +23,5 @@ int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct
 		    size_t max, size_t *ret_n);
 /* Releases libdwfl state of m (and the Elf it took over). */
 void dwarf_ctx_free(struct module *m);
-/* Estimated bytes of m's libdwfl session: the symbol index plus the size of
- * the DWARF sections in use (libdw's own caches are not visible; they grow
- * towards a fraction of that as more of the module is looked up). */
-size_t dwarf_ctx_mem_bytes(const struct module *m);
 
 #endif

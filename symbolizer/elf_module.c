@@ -7,11 +7,15 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "dwarf_frames.h"
+#include "inflate.h"
+#include "log.h"
 
 #define PAGE_MASK_4K (~(uint64_t)0xfff)
 
@@ -68,6 +72,83 @@ static void build_id_hex(Elf *elf, char *buf)
 		buf[2 * i + 1] = hex[((const unsigned char *)p)[i] & 15];
 	}
 	buf[len * 2] = 0;
+}
+
+/* Whether a file-backed mapping starts at base and covers len bytes. */
+static bool file_mapping_at(const uint8_t *base, size_t len)
+{
+	FILE *f = fopen("/proc/self/maps", "re");
+	char line[512];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long start, end, ino;
+		unsigned int maj, min;
+		unsigned long long off;
+
+		/* Long lines (paths) continue in the next fgets(): their tails do not
+		 * parse as a mapping line, and the start address is compared anyway. */
+		if (sscanf(line, "%lx-%lx %*s %llx %x:%x %lu", &start, &end, &off, &maj, &min, &ino) != 6)
+			continue;
+		if (start == (uintptr_t)base)
+			found = ino != 0 && off == 0 && end - start >= len;
+	}
+	fclose(f);
+	return found;
+}
+
+void file_map_note(struct file_map *map, Elf *elf)
+{
+	size_t len = 0, page = (size_t)sysconf(_SC_PAGESIZE);
+	uint8_t *base = elf ? (uint8_t *)elf_rawfile(elf, &len) : NULL;
+	GElf_Ehdr eh;
+
+	*map = (struct file_map){ 0 };
+	if (!base || len == 0 || (uintptr_t)base % page || !gelf_getehdr(elf, &eh))
+		return;
+	if (!file_mapping_at(base, len))
+		return;
+	map->base = base;
+	map->len = len;
+	map->keep[0][1] = eh.e_ehsize;
+	map->keep[1][0] = eh.e_phoff;
+	map->keep[1][1] = eh.e_phoff + (size_t)eh.e_phnum * eh.e_phentsize;
+	map->keep[2][0] = eh.e_shoff;
+	/* e_shnum 0 with sections means the count is in section 0: keep to the end. */
+	map->keep[2][1] = eh.e_shnum ? eh.e_shoff + (size_t)eh.e_shnum * eh.e_shentsize : len;
+}
+
+void file_map_release(const struct file_map *map)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), pos = 0;
+
+	if (!map->base)
+		return;
+	/* Walk [0, len) page by page, dropping runs of pages that hold no kept byte. */
+	while (pos < map->len) {
+		size_t end = pos;
+
+		for (; end < map->len; end += page) {
+			bool kept = false;
+
+			for (int i = 0; i < 3 && !kept; i++)
+				kept = map->keep[i][1] > map->keep[i][0] && map->keep[i][0] < end + page &&
+				       map->keep[i][1] > end;
+			if (kept)
+				break;
+		}
+		if (end > pos)
+			madvise(map->base + pos, (end < map->len ? end : map->len) - pos, MADV_DONTNEED);
+		pos = end + page;
+	}
+}
+
+void module_release_pages(struct module *m)
+{
+	file_map_release(&m->map);
+	file_map_release(&m->dbg_map);
 }
 
 static int set_build_id(struct module *m)
@@ -144,7 +225,64 @@ not_elf:
 	return 0;
 }
 
-int module_open_file(const char *const *paths, size_t npaths, const char *path, struct module **ret)
+int module_inflate_fd(struct module *m, int src_fd)
+{
+	struct inflate_budget *b = m->inflate;
+	struct stat st;
+	uint64_t left;
+	int fd;
+
+	if (!b || !b->dir || fstat(src_fd, &st) < 0)
+		return -1;
+	/* The copy holds the original file and the inflated sections. */
+	left = b->max > b->used ? b->max - b->used : 0;
+	left = left > (uint64_t)st.st_size ? left - (uint64_t)st.st_size : 0;
+	fd = elf_inflate_debug(src_fd, b->dir, left);
+	if (fd == -ENODATA || fd == -ENOEXEC)
+		return -1;
+	if (fd < 0) {
+		if (fd != -EFBIG)
+			log_debug("%s: cannot inflate its debug sections in %s: %s", m->path, b->dir, strerror(-fd));
+		b->fallbacks++;
+		return -1;
+	}
+	if (fstat(fd, &st) == 0) {
+		m->inflated_bytes += (uint64_t)st.st_size;
+		b->used += (uint64_t)st.st_size;
+	}
+	b->files++;
+	return fd;
+}
+
+/* Gives back the budget of m's inflated files, once their Elfs are closed
+ * (the files were unnamed: they are gone with their mappings). */
+static void inflate_release(struct module *m)
+{
+	if (m->inflate)
+		m->inflate->used -= m->inflated_bytes;
+	m->inflated_bytes = 0;
+}
+
+/* elf_begin() on fd, or on an inflated copy of it; the descriptors can be
+ * closed afterwards (everything is mapped or read). */
+static Elf *open_elf(struct module *m, int fd)
+{
+	int ifd = module_inflate_fd(m, fd);
+	Elf *elf = elf_begin(ifd >= 0 ? ifd : fd, ELF_C_READ_MMAP, NULL);
+
+	/* Map (or read) everything now so the descriptor can be closed: a host has
+	 * more distinct binaries than a process may keep descriptors open. */
+	if (elf && elf_cntl(elf, ELF_C_FDREAD) < 0) {
+		elf_end(elf);
+		elf = NULL;
+	}
+	if (ifd >= 0)
+		close(ifd);
+	return elf;
+}
+
+int module_open_file(const char *const *paths, size_t npaths, const char *path, struct inflate_budget *inflate,
+		     struct module **ret)
 {
 	struct module *m = NULL;
 	struct stat st;
@@ -172,17 +310,13 @@ int module_open_file(const char *const *paths, size_t npaths, const char *path, 
 	m->file_dev = st.st_dev;
 	m->file_ino = st.st_ino;
 	m->file_size = (uint64_t)st.st_size;
-	m->elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	/* Map (or read) everything now so the descriptor can be closed: a host has
-	 * more distinct binaries than a process may keep descriptors open. */
-	if (m->elf && elf_cntl(m->elf, ELF_C_FDREAD) < 0) {
-		elf_end(m->elf);
-		m->elf = NULL;
-	}
+	m->inflate = inflate;
+	m->elf = open_elf(m, fd);
 	if (m->elf) {
 		r = read_elf(m);
 		if (r < 0)
 			goto out;
+		file_map_note(&m->map, m->elf);
 	}
 	*ret = m;
 	m = NULL;
@@ -268,6 +402,9 @@ void module_close(struct module *m)
 	if (m->elf)
 		elf_end(m->elf);
 	m->elf = NULL;
+	m->map = (struct file_map){ 0 };
+	m->dbg_map = (struct file_map){ 0 };
+	inflate_release(m);
 }
 
 /* Opens path as an Elf when it is the file m was read from. */
@@ -292,11 +429,7 @@ static int reopen_file(struct module *m, const char *path, Elf **ret)
 		close(fd);
 		return -ESTALE;
 	}
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (elf && elf_cntl(elf, ELF_C_FDREAD) < 0) {
-		elf_end(elf);
-		elf = NULL;
-	}
+	elf = open_elf(m, fd);
 	close(fd);
 	if (!elf)
 		return -ENOEXEC;
@@ -306,6 +439,7 @@ static int reopen_file(struct module *m, const char *path, Elf **ret)
 		build_id_hex(elf, id);
 		if (strcmp(id, m->build_id) != 0) {
 			elf_end(elf);
+			inflate_release(m); /* closed before: this was its only file */
 			return -ESTALE;
 		}
 	}
@@ -329,6 +463,8 @@ int module_reopen(struct module *m, const char *const *paths, size_t npaths)
 	if (!elf)
 		return -ENOENT;
 	m->elf = elf;
+	if (!m->image)
+		file_map_note(&m->map, elf);
 	return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,8 @@
 
 #define DEFAULT_MAX_CACHED_FRAMES 100000
 #define DEFAULT_MAX_MODULES 48
+#define DEFAULT_MAX_MODULE_HEAP (16u << 20)
+#define RELEASE_INTERVAL_NS (1000ull * 1000 * 1000)
 #define DEFAULT_MAX_PROCESSES 32768
 #define DEFAULT_MAX_GONE_PIDS 4096
 
@@ -79,6 +82,9 @@ struct symbolizer {
 	bool ksyms_tried;
 	struct frame_cache frames;
 	uint32_t max_modules, max_processes, max_gone;
+	size_t max_module_heap, open_heap; /* cap on, and sum of, open modules' heap_bytes */
+	uint64_t released_ns;              /* last symbolizer_release_pages() */
+	struct inflate_budget inflate;
 	size_t proc_bytes, mod_bytes;
 	struct symbolizer_stats st;
 };
@@ -96,26 +102,47 @@ static int intern_cstr(struct intern *t, const char *str, const char **ret)
 
 /* ---- module registry ---- */
 
-/* Marks m as just used: first in the LRU of open modules. Then closes the
- * least recently used others while more than max_modules are open. */
-static void module_touch(struct symbolizer *s, struct module *m)
+/* Bytes malloc has handed out, in the heap and in mmap'ed blocks. */
+static size_t heap_in_use(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
+/* Closes open module v (on the open LRU) and forgets its measured heap. */
+static void close_open_module(struct symbolizer *s, struct module *v)
+{
+	module_close(v);
+	lru_unlink(&v->open_link);
+	s->nopen--;
+	s->open_heap -= v->heap_bytes;
+	v->heap_bytes = 0;
+	s->st.module_evictions++;
+}
+
+/* Closes the least recently used modules other than keep while more than
+ * max_modules are open or they hold more than max_module_heap. */
+static void enforce_open_caps(struct symbolizer *s, struct module *keep)
 {
 	struct lru_link *t;
 
+	while ((s->nopen > s->max_modules || s->open_heap > s->max_module_heap) &&
+	       (t = lru_tail(&s->open)) != (keep ? &keep->open_link : NULL) && t)
+		close_open_module(s, lru_entry(t, struct module, open_link));
+}
+
+/* Marks m as just used: first in the LRU of open modules, then applies the
+ * caps to the others. */
+static void module_touch(struct symbolizer *s, struct module *m)
+{
 	if (!module_is_open(m))
 		return;
 	if (!lru_linked(&m->open_link))
 		s->nopen++;
 	lru_touch(&s->open, &m->open_link);
 	m->touched_ns = clock_mono_ns();
-	while (s->nopen > s->max_modules && (t = lru_tail(&s->open)) != &m->open_link) {
-		struct module *v = lru_entry(t, struct module, open_link);
-
-		module_close(v);
-		lru_unlink(t);
-		s->nopen--;
-		s->st.module_evictions++;
-	}
+	enforce_open_caps(s, m);
 }
 
 void symbolizer_close_idle(struct symbolizer *s, uint64_t idle_ns)
@@ -129,11 +156,15 @@ void symbolizer_close_idle(struct symbolizer *s, uint64_t idle_ns)
 
 		if (now - v->touched_ns < idle_ns)
 			break;
-		module_close(v);
-		lru_unlink(t);
-		s->nopen--;
-		s->st.module_evictions++;
+		close_open_module(s, v);
 	}
+}
+
+void symbolizer_release_pages(struct symbolizer *s)
+{
+	s->released_ns = clock_mono_ns();
+	for (struct lru_link *l = s->open.next; l != &s->open; l = l->next)
+		module_release_pages(lru_entry(l, struct module, open_link));
 }
 
 /* Takes m off the open LRU when it no longer holds heavy state. */
@@ -142,6 +173,8 @@ static void module_sync(struct symbolizer *s, struct module *m)
 	if (!module_is_open(m) && lru_linked(&m->open_link)) {
 		lru_unlink(&m->open_link);
 		s->nopen--;
+		s->open_heap -= m->heap_bytes;
+		m->heap_bytes = 0;
 	}
 }
 
@@ -266,7 +299,7 @@ static int file_module(struct symbolizer *s, const char *key, const char *const 
 		*ret = m;
 		return 0;
 	}
-	r = module_open_file(paths, npaths, path, &m);
+	r = module_open_file(paths, npaths, path, &s->inflate, &m);
 	if (r == -ENOMEM)
 		return r;
 	if (r < 0) {
@@ -729,7 +762,7 @@ int symbolizer_module_from_file(struct symbolizer *s, const char *path, const st
 		 (uint32_t)minor(st.st_dev), (uint64_t)st.st_ino, path);
 	m = find_key(s, key);
 	if (!m) {
-		r = module_open_file(&path, 1, path, &m);
+		r = module_open_file(&path, 1, path, &s->inflate, &m);
 		if (r < 0)
 			return r;
 		r = register_module(s, m, &m);
@@ -776,21 +809,26 @@ int symbolizer_resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_ad
 
 static int kernel_frame(struct symbolizer *s, uint64_t addr, struct sym_frame *f, size_t *ret_n)
 {
-	const struct ksym *k;
-	char mod[256];
+	struct ksym k;
+	char mod[256], name[sizeof("__pfx_") + KSYM_NAME_LEN];
 	int r;
 
 	*ret_n = 0;
 	r = kernel_load(s);
 	if (r < 0)
 		return r;
-	if (!s->ksyms || !(k = kallsyms_find(s->ksyms, addr)))
+	if (!s->ksyms || !kallsyms_find(s->ksyms, addr, &k))
 		return 0;
 	*f = (struct sym_frame){ 0 };
-	f->function = k->name; /* lives as long as ksyms */
 	r = 0;
-	if (k->module) {
-		snprintf(mod, sizeof(mod), "[%s]", k->module);
+	if (*k.prefix) {
+		snprintf(name, sizeof(name), "%s%s", k.prefix, k.name);
+		r = intern_cstr(s->scratch, name, &f->function);
+	} else {
+		f->function = k.name; /* lives as long as ksyms */
+	}
+	if (r == 0 && k.module) {
+		snprintf(mod, sizeof(mod), "[%s]", k.module);
 		r = intern_cstr(s->scratch, mod, &f->file);
 	}
 	if (r < 0)
@@ -859,6 +897,8 @@ static void copy_out(const struct fc_entry *e, struct sym_frame *frames, size_t 
 /* Symbolizes a cache miss into tmp; strings may live in s->scratch. */
 static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, struct sym_frame *tmp, size_t *ret_n)
 {
+	size_t heap, grown;
+	uint64_t now;
 	int r = 0;
 
 	*ret_n = 0;
@@ -871,8 +911,22 @@ static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, st
 		if (r <= 0)
 			return r;
 		module_touch(s, m);
+		/* What libdw allocates for m (its session, inflated sections, line
+		 * tables and DIE caches) is measured as it grows, for the cap. */
+		heap = heap_in_use();
 		r = dwarf_symbolize(m, addr, s->scratch, tmp, SYM_MAX_INLINE, ret_n);
+		grown = heap_in_use();
+		if (grown > heap && lru_linked(&m->open_link)) {
+			m->heap_bytes += grown - heap;
+			s->open_heap += grown - heap;
+		}
 		module_sync(s, m);
+		enforce_open_caps(s, m);
+		/* At most once a second, drop the file pages lookups touched: a burst
+		 * of first lookups (a start-up, new binaries) must not pile up. */
+		now = clock_mono_ns();
+		if (now - s->released_ns >= RELEASE_INTERVAL_NS)
+			symbolizer_release_pages(s);
 		return r;
 	case SYM_MOD_ANON:
 		break;
@@ -957,6 +1011,7 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	lru_init(&s->open);
 	frame_cache_init(&s->frames, opt_or(opts->max_cached_frames, DEFAULT_MAX_CACHED_FRAMES));
 	s->max_modules = opt_or(opts->max_modules, DEFAULT_MAX_MODULES);
+	s->max_module_heap = opts->max_module_heap ? opts->max_module_heap : DEFAULT_MAX_MODULE_HEAP;
 	s->max_processes = opt_or(opts->max_processes, DEFAULT_MAX_PROCESSES);
 	s->max_gone = opt_or(opts->max_gone_pids, DEFAULT_MAX_GONE_PIDS);
 	s->proc_root = strdup(proc_root);
@@ -965,6 +1020,12 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	s->keys = intern_new();
 	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys)
 		goto fail;
+	if (opts->inflate_dir && opts->inflate_max_bytes) {
+		s->inflate.dir = strdup(opts->inflate_dir);
+		if (!s->inflate.dir)
+			goto fail;
+		s->inflate.max = opts->inflate_max_bytes;
+	}
 	r = module_new_plain(SYM_MOD_KERNEL, "[kernel.kallsyms]", "kernel", &s->kernel);
 	if (r < 0)
 		goto fail;
@@ -1007,12 +1068,13 @@ void symbolizer_free(struct symbolizer *s)
 	frame_cache_free(&s->frames);
 	free(s->proc_root);
 	free(s->kallsyms_path);
+	free(s->inflate.dir);
 	free(s);
 }
 
 static size_t kallsyms_bytes(const struct kallsyms *k)
 {
-	return k ? sizeof(*k) + k->n * sizeof(*k->v) + k->strings_cap : 0;
+	return kallsyms_mem_bytes(k);
 }
 
 void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *ret)
@@ -1026,8 +1088,11 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 	ret->cached_frames = s->frames.count;
 	ret->frame_evictions = s->frames.evictions;
 	ret->open_modules = s->nopen;
-	for (const struct lru_link *l = s->open.next; l != &s->open; l = l->next)
-		bytes += dwarf_ctx_mem_bytes(lru_entry(l, struct module, open_link));
+	ret->inflated_bytes = s->inflate.used;
+	ret->inflated_files = s->inflate.files;
+	ret->inflate_fallbacks = s->inflate.fallbacks;
+	ret->open_module_bytes = s->open_heap;
+	bytes += s->open_heap;
 	bytes += frame_cache_mem_bytes(&s->frames);
 	bytes += s->proc_bytes + u64map_mem_bytes(&s->procs);
 	bytes += s->mod_bytes + (size_t)s->mods_cap * sizeof(*s->mods) + (size_t)s->by_key_cap * sizeof(*s->by_key);

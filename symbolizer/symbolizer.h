@@ -56,9 +56,16 @@ struct symbolizer_opts {
 	const char *kallsyms;       /* "/proc/kallsyms" unless tests point it elsewhere */
 	uint32_t max_cached_frames; /* frame cache entries (addresses); default 100000 */
 	uint32_t max_modules;       /* modules with open ELF/DWARF state; default 48 */
+	size_t max_module_heap;     /* heap those may hold, as measured while libdw
+				     * works on them; default 16 MiB */
 	uint32_t max_processes;     /* processes whose maps are kept; default 32768 */
 	uint32_t max_gone_pids;     /* remembered exited pids (each also expires after
 				     * 2 s); default 4096 */
+	/* Compressed debug sections are inflated into unnamed files in this
+	 * directory (page cache, not heap), up to inflate_max_bytes of files at
+	 * once; NULL or 0: libdw inflates them in memory. */
+	const char *inflate_dir;
+	uint64_t inflate_max_bytes;
 };
 
 struct symbolizer_stats {
@@ -72,10 +79,15 @@ struct symbolizer_stats {
 					    * modules; processes counts live ones */
 	uint32_t cached_frames;            /* frame cache entries */
 	uint32_t open_modules;             /* modules holding ELF/DWARF state */
+	uint64_t open_module_bytes;        /* heap they hold, as measured (max_module_heap) */
 	uint32_t gone_pids;                /* remembered exited pids */
+	uint64_t inflated_bytes;           /* size of the inflated debug files held now */
+	uint64_t inflated_files;           /* inflated debug files made */
+	uint64_t inflate_fallbacks;        /* inflations that failed or did not fit */
 	uint64_t mem_bytes;                /* estimate of the heap held: caches, process maps,
-					    * module identities and symbol indexes; libelf/libdw
-					    * internals and mapped files are not counted */
+					    * module identities, and the open modules' measured
+					    * heap (symbol indexes, libdw state); mapped files
+					    * are not counted */
 	bool kernel_addrs_hidden;          /* kptr_restrict hid kallsyms addresses (known after
 					    * the first kernel resolve) */
 };
@@ -123,6 +135,11 @@ int symbolizer_module_from_file(struct symbolizer *s, const char *path, const st
 /* Closes the ELF/DWARF state of modules unused for idle_ns (they reopen on
  * demand); a long-running agent calls it now and then to give memory back. */
 void symbolizer_close_idle(struct symbolizer *s, uint64_t idle_ns);
+/* Drops the resident pages of the object files the open modules have mapped
+ * (they fault back in from the page cache when needed). Symbolization also
+ * does it itself at most once a second while it looks addresses up, so RSS
+ * holds only what recent lookups touched. */
+void symbolizer_release_pages(struct symbolizer *s);
 
 void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *ret);
 

@@ -20,7 +20,8 @@
 #
 # Environment: AGENT_BENCH_SECONDS (600: length of each phase),
 # AGENT_BENCH_BASELINE_SECONDS (30: spin alone before and after the agents),
-# AGENT_BENCH_CHURN_RATE (300 processes/s), AGENT_BENCH_QUICK=1 (60 s phases, 10 s
+# AGENT_BENCH_CHURN_RATE (300 processes/s), AGENT_BENCH_VARIETY (1: run a mix of
+# distinct programs during the churn; 0: churn alone), AGENT_BENCH_QUICK=1 (60 s phases, 10 s
 # baselines: to check the script, not to quote), PROWL_BUILD (build).
 # Exit status: 0 if the bench ran and every agent stayed up, answered /healthz and
 # exited cleanly; 1 on a setup error or if an agent crashed or was unhealthy. Figures
@@ -39,6 +40,7 @@ else
 	SECS=${AGENT_BENCH_SECONDS:-600} BASE_S=${AGENT_BENCH_BASELINE_SECONDS:-30}
 fi
 CHURN_RATE=${AGENT_BENCH_CHURN_RATE:-300}
+VARIETY=${AGENT_BENCH_VARIETY:-1}
 STEP=10            # seconds between two readings of the agents
 CHUNK=5            # seconds per spin piece in phase 1
 FREQS=(19 100)     # phase 1 agents
@@ -348,12 +350,49 @@ HOST1_BUSY=$(calc "sprintf(\"%.1f\", ($H1_1 - $H1_0) / $CLK_TCK / (($T1_END - $T
 # =====================================================================================
 # 2. process churn, one agent at default settings
 # =====================================================================================
+# Besides churn (one binary, exec'ed hundreds of times a second), a loop runs the
+# distinct programs of a build host, each for a few to a few hundred ms of CPU, about
+# once a second: the agent must open (and close) many object files, as on a real host.
+VARIETY_PROGS=""
+variety_loop() {
+	local src=$TMP/variety.c data=$TMP/variety.dat lines=$TMP/variety.lines n=0
+	trap 'exit 0' TERM
+	printf 'int f(int x) { int s = 0; for (int i = 0; i < x; i++) s += i * i; return s; }\n' >"$src"
+	head -c 4000000 /dev/urandom >"$data"
+	seq 1 200000 | awk '{ print ($1 * 7919) % 100003 }' >"$lines"
+	while :; do
+		gcc -O2 -c "$src" -o "$TMP/variety.o"
+		python3 -c 'sum(i * i for i in range(300000))'
+		perl -e '$s = 0; $s += $_ * $_ for 1 .. 300000'
+		sha256sum "$data" >/dev/null
+		gzip -1 -c "$data" >/dev/null
+		sort -n "$lines" >/dev/null
+		awk 'BEGIN { for (i = 0; i < 300000; i++) s += i }'
+		nm -D "$PROWL" >/dev/null
+		eu-readelf -s "$PROWL" >/dev/null
+		n=$((n + 1))
+		echo "$n" >"$TMP/variety.rounds"
+		sleep 0.5
+	done
+}
+if [ "$VARIETY" = 1 ]; then
+	for t in gcc python3 perl sha256sum gzip sort awk nm eu-readelf seq; do
+		command -v "$t" >/dev/null || die "'$t' is missing (needed by the churn phase's program mix; AGENT_BENCH_VARIETY=0 skips it)"
+	done
+	VARIETY_PROGS="gcc -O2 -c, python3, perl, sha256sum, gzip, sort, awk, nm, eu-readelf"
+fi
 log "phase 2: churn at $CHURN_RATE processes/s for ${SECS} s with one agent (default frequency)"
 start_agent churn ""
 read_agents churn
 "$CHURN" -r "$CHURN_RATE" -s "$SECS" >"$TMP/churn.out" 2>"$TMP/churn.err" &
 CHURN_PID=$!
 BG_PIDS+=("$CHURN_PID")
+VARIETY_PID=
+if [ "$VARIETY" = 1 ]; then
+	variety_loop &
+	VARIETY_PID=$!
+	BG_PIDS+=("$VARIETY_PID")
+fi
 T2_START=$(now)
 H2_0=$(host_busy)
 ACPU2_0=$(field churn ticks 1)
@@ -365,6 +404,12 @@ done
 wait "$CHURN_PID"
 CHURN_RC=$?
 bg_forget "$CHURN_PID"
+if [ -n "$VARIETY_PID" ]; then
+	kill "$VARIETY_PID" 2>/dev/null
+	wait "$VARIETY_PID" 2>/dev/null
+	bg_forget "$VARIETY_PID"
+fi
+VARIETY_ROUNDS=$(cat "$TMP/variety.rounds" 2>/dev/null || echo 0)
 T2_END=$(now)
 H2_1=$(host_busy)
 nap_until "$(calc "$T2_START + ($N1 + 1) * $STEP")"
@@ -501,7 +546,12 @@ AG_SH=$(calc "sprintf(\"%.2f\", $AG_SH)")
 	echo "### 2. Process churn (churn -r $CHURN_RATE, ${SECS} s), one agent at the default frequency"
 	echo
 	echo "- churn: **${CHURN_PPS:-?} processes/s** (exit $CHURN_RC); $CHURN_DETAIL"
-	echo "- host busy during the churn: $HOST2_BUSY %; others (not churn, not the agent): $OTHERS2 % of the host"
+	if [ "$VARIETY" = 1 ]; then
+		echo "- program mix alongside: $VARIETY_ROUNDS rounds of $VARIETY_PROGS (one round, then 0.5 s of sleep)"
+	else
+		echo "- program mix alongside: off (AGENT_BENCH_VARIETY=0)"
+	fi
+	echo "- host busy during the churn: $HOST2_BUSY %; others (not churn, not the agent; the program mix included): $OTHERS2 % of the host"
 	echo "- agent: $(status_of churn); CPU $(calc "sprintf(\"%.2f\", $ACPU2 / ($(field churn t "$R2") - $(field churn t 1)) * 100)") % of one CPU from the reading before the churn to its end" \
 		"($(calc "sprintf(\"%.2f\", $ACPU2)") CPU-s), peak ${STEP} s $(cpu_peak_pct churn) %; RSS $(mib "$(field churn rss 1)") MiB" \
 		"before the churn, max $(rss_max churn) MiB, $(mib "$(field churn rss "$R2")") MiB at the end of the churn," \

@@ -1,5 +1,5 @@
 /* test_symbolizer_limits.c: the symbolizer's memory caps: frame cache LRU, module
- * close/reopen, process and gone-pid eviction, and flat memory under process churn. */
+ * close/reopen by count and heap, page release, process and gone-pid eviction, churn. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,6 +290,230 @@ static void test_module_eviction(void **state)
 	symbolizer_free(s);
 }
 
+/* Whether mallinfo2() sees this process's allocations (not under ASan, whose
+ * allocator glibc's counters do not know). */
+static bool heap_measurable(void)
+{
+	struct mallinfo2 a = mallinfo2(), b;
+	char *volatile p = malloc(4 << 20);
+
+	assert_non_null(p);
+	p[0] = 1;
+	b = mallinfo2();
+	free(p);
+	return b.uordblks + b.hblkhd >= a.uordblks + a.hblkhd + (4 << 20);
+}
+
+/* The heap cap closes modules by what libdw allocated for them: with a tiny
+ * cap only the module in use stays open, with a large one all stay open (so
+ * the count cap is not what closed them), and answers stay right. */
+static void test_module_heap_cap(void **state)
+{
+	struct symbolizer_opts o = { .kallsyms = "/nonexistent", .max_modules = 48 };
+	const struct sym_module *m[NVARIANTS];
+	struct symbolizer_stats st;
+	struct symbolizer *s;
+
+	(void)state;
+	if (!heap_measurable())
+		skip();
+	for (int cap = 0; cap < 2; cap++) {
+		o.max_module_heap = cap == 0 ? 1 : 64u << 20;
+		assert_int_equal(symbolizer_new(&o, &s), 0);
+		for (int i = 0; i < NVARIANTS; i++)
+			assert_int_equal(symbolizer_module_from_file(s, vars[i].path, &m[i]), 0);
+		for (int round = 0; round < 2; round++)
+			for (int i = 0; i < NVARIANTS; i++) {
+				int k = (round * 5 + i) % NFUNCS;
+
+				expect_function(s, m[i], vars[i].fn_addr[k] + (uint64_t)round, k, i);
+				st = stats(s);
+				if (cap == 0)
+					assert_int_equal(st.open_modules, 1);
+				assert_true(st.open_module_bytes > 0);
+			}
+		st = stats(s);
+		print_message("heap cap %zu: %" PRIu32 " open, %" PRIu64 " B measured, %" PRIu64 " evictions\n",
+			      o.max_module_heap, st.open_modules, st.open_module_bytes, st.module_evictions);
+		if (cap == 0) {
+			assert_true(st.module_evictions >= 2 * NVARIANTS - 1);
+			assert_true(st.module_reopens >= NVARIANTS);
+		} else {
+			assert_int_equal(st.open_modules, NVARIANTS);
+			assert_int_equal(st.module_evictions, 0);
+		}
+		symbolizer_free(s);
+	}
+}
+
+/* Resident KiB of this process's mappings of path (from /proc/self/smaps). */
+static long mapped_rss_kib(const char *path)
+{
+	FILE *f = fopen("/proc/self/smaps", "re");
+	char line[PATH_MAX + 128];
+	bool in = false;
+	long total = 0, kib;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b;
+		int off = 0;
+
+		if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &a, &b, &off) == 2 && off > 0) {
+			line[strcspn(line, "\n")] = 0;
+			in = strcmp(line + off, path) == 0;
+		} else if (in && sscanf(line, "Rss: %ld kB", &kib) == 1) {
+			total += kib;
+		}
+	}
+	fclose(f);
+	return total;
+}
+
+/* symbolizer_release_pages() drops the resident pages of the open modules'
+ * files except the headers, and the modules keep answering (the pages fault
+ * back in). */
+static void test_release_pages(void **state)
+{
+	struct symbolizer *s = new_sym(0, 0, 0, 0);
+	const struct sym_module *m;
+	long before, after, page_kib = sysconf(_SC_PAGESIZE) / 1024;
+
+	(void)state;
+	assert_int_equal(symbolizer_module_from_file(s, vars[0].path, &m), 0);
+	for (int k = 0; k < NFUNCS; k++)
+		expect_function(s, m, vars[0].fn_addr[k], k, 0);
+	before = mapped_rss_kib(vars[0].path);
+	symbolizer_release_pages(s);
+	after = mapped_rss_kib(vars[0].path);
+	print_message("%s: %ld KiB resident before, %ld KiB after release\n", vars[0].path, before, after);
+	/* Kept: the ELF and program headers (page 0) and the section headers. */
+	assert_true(before >= 4 * page_kib);
+	assert_true(after <= 3 * page_kib);
+	assert_true(after < before);
+	for (int k = 0; k < NFUNCS; k++)
+		expect_function(s, m, vars[0].fn_addr[k] + 1, k, 0);
+	assert_true(mapped_rss_kib(vars[0].path) > after);
+	symbolizer_free(s);
+	assert_int_equal(mapped_rss_kib(vars[0].path), 0);
+}
+
+static struct symbolizer *new_inflating_sym(uint64_t max_bytes)
+{
+	struct symbolizer_opts o = { .kallsyms = "/nonexistent", .inflate_dir = dir, .inflate_max_bytes = max_bytes };
+	struct symbolizer *s = NULL;
+
+	assert_int_equal(symbolizer_new(&o, &s), 0);
+	return s;
+}
+
+/* Entries of dir other than the test's own files (v0.., variant.c, vz). */
+static int stray_files(void)
+{
+	char cmd[PATH_MAX + 64], line[64];
+	FILE *f;
+	int n = -1;
+
+	snprintf(cmd, sizeof(cmd), "ls -A '%s' | grep -cvE '^(v[0-9]+|variant\\.c|vz)$'", dir);
+	f = popen(cmd, "r");
+	assert_non_null(f);
+	if (fgets(line, sizeof(line), f))
+		n = atoi(line);
+	pclose(f);
+	return n;
+}
+
+/* A binary built with compressed DWARF (gcc -gz): with an inflate directory
+ * the symbolizer hands libdw an inflated copy (counted, gone after), and every
+ * answer equals the in-memory inflation's; past the budget it falls back. */
+static void test_inflate_compressed_dwarf(void **state)
+{
+	char vz[PATH_MAX];
+	struct symbolizer *mem, *file, *tight;
+	const struct sym_module *mm, *mf, *mt;
+	struct answer a, b, c;
+	struct symbolizer_stats st;
+
+	(void)state;
+	snprintf(vz, sizeof(vz), "%s/vz", dir);
+	assert_int_equal(run_cmd("cc -g -gz=zlib -O1 -DVARIANT=0 -o '%s' '%s'", vz, src), 0);
+	assert_int_equal(run_cmd("eu-readelf -S '%s' | grep -q 'debug_info.* C '", vz), 0);
+	mem = new_sym(0, 0, 0, 0);
+	file = new_inflating_sym(64u << 20);
+	tight = new_inflating_sym(1);
+	assert_int_equal(symbolizer_module_from_file(mem, vz, &mm), 0);
+	assert_int_equal(symbolizer_module_from_file(file, vz, &mf), 0);
+	assert_int_equal(symbolizer_module_from_file(tight, vz, &mt), 0);
+	for (int k = 0; k < NFUNCS; k++) {
+		frames_text(mem, mm, vars[0].fn_addr[k] + 2, &a);
+		frames_text(file, mf, vars[0].fn_addr[k] + 2, &b);
+		frames_text(tight, mt, vars[0].fn_addr[k] + 2, &c);
+		assert_true(a.ok);
+		assert_non_null(strstr(a.text, "variant.c"));
+		assert_string_equal(a.text, b.text);
+		assert_string_equal(a.text, c.text);
+	}
+	st = stats(file);
+	print_message("inflated: %" PRIu64 " files, %" PRIu64 " bytes held, %" PRIu64 " fallbacks\n", st.inflated_files,
+		      st.inflated_bytes, st.inflate_fallbacks);
+	assert_int_equal(st.inflated_files, 1);
+	assert_true(st.inflated_bytes > 0);
+	assert_int_equal(st.inflate_fallbacks, 0);
+	assert_int_equal(stats(mem).inflated_files, 0);
+	st = stats(tight);
+	assert_int_equal(st.inflated_files, 0);
+	assert_true(st.inflate_fallbacks >= 1);
+	assert_int_equal(st.inflated_bytes, 0);
+	/* Unnamed files: nothing in the directory, even while held. */
+	assert_int_equal(stray_files(), 0);
+	symbolizer_free(mem);
+	symbolizer_free(file);
+	symbolizer_free(tight);
+	assert_int_equal(stray_files(), 0);
+}
+
+/* libc6-dbg's compressed debug file: found by build id, inflated to a file,
+ * same answers, and libdw's heap for it is megabytes smaller. */
+static void test_inflate_libc_debug(void **state)
+{
+	struct symbolizer *mem, *file;
+	struct sym_addr am, af;
+	struct answer a, b;
+	struct symbolizer_stats sm, sf;
+	char path[PATH_MAX];
+	bool measurable = heap_measurable();
+
+	(void)state;
+	mem = new_sym(0, 0, 0, 0);
+	file = new_inflating_sym(256u << 20);
+	assert_int_equal(symbolizer_resolve_user(mem, (uint32_t)getpid(), (uint64_t)(uintptr_t)&getenv, &am), 0);
+	assert_int_equal(symbolizer_resolve_user(file, (uint32_t)getpid(), (uint64_t)(uintptr_t)&getenv, &af), 0);
+	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", am.mod->build_id,
+		 am.mod->build_id + 2);
+	if (!strstr(am.mod->path, "libc.so") || access(path, R_OK) != 0) {
+		symbolizer_free(mem);
+		symbolizer_free(file);
+		print_message("no libc6-dbg debug file for %s (%s)\n", am.mod->path, path);
+		skip();
+	}
+	frames_text(mem, am.mod, am.addr, &a);
+	frames_text(file, af.mod, af.addr, &b);
+	print_message("getenv: %s\n", a.text);
+	assert_true(a.ok);
+	assert_null(strstr(a.text, "|-|0|")); /* a file and a line: the debug file was used */
+	assert_string_equal(a.text, b.text);
+	sm = stats(mem);
+	sf = stats(file);
+	print_message("libc: heap %" PRIu64 " B in memory, %" PRIu64 " B with an inflated file (%" PRIu64 " B)\n",
+		      sm.open_module_bytes, sf.open_module_bytes, sf.inflated_bytes);
+	assert_int_equal(sf.inflated_files, 1);
+	assert_true(sf.inflated_bytes > 8u << 20);
+	if (measurable)
+		assert_true(sf.open_module_bytes + (6u << 20) < sm.open_module_bytes);
+	symbolizer_free(mem);
+	symbolizer_free(file);
+}
+
 /* A closed module whose file is gone gets fallback names; a deleted binary of
  * a live process is reopened through /proc/PID/map_files. */
 static void test_module_file_gone(void **state)
@@ -563,6 +788,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_frame_cache_cap),
 		cmocka_unit_test(test_module_eviction),
+		cmocka_unit_test(test_module_heap_cap),
+		cmocka_unit_test(test_release_pages),
+		cmocka_unit_test(test_inflate_compressed_dwarf),
+		cmocka_unit_test(test_inflate_libc_debug),
 		cmocka_unit_test(test_module_file_gone),
 		cmocka_unit_test(test_process_churn),
 		cmocka_unit_test(test_process_cap),
