@@ -55,12 +55,18 @@ static volatile sig_atomic_t got_stop, got_hup;
 static void on_stop(int sig) { got_stop = sig; }
 static void on_hup(int sig) { (void)sig; got_hup = 1; }
 
+static int catch_up(struct agent *a, uint64_t time_ns);
+
 static int on_sample(void *ctx, const struct prowl_sample *s, size_t size)
 {
 	struct agent *a = ctx;
 
 	(void)size;
 	a->samples++;
+	/* Samples carry their own time: one taken after the window's planned end
+	 * opens the next window, however late the loop reads it. */
+	if (catch_up(a, s->time_ns) == -ENOMEM)
+		return -ENOMEM;
 	return series_table_ingest(a->series, s) == -ENOMEM ? -ENOMEM : 0;
 }
 
@@ -250,9 +256,9 @@ static void publish(struct agent *a)
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* Ends the current window: drains the ring buffer so every sample taken so far is
- * in it, hands the window to every exporter and starts the next one. */
-static int end_window(struct agent *a)
+/* Ends the current window at end_mono (CLOCK_MONOTONIC, not before its start):
+ * hands it to every exporter and starts the next one there, so windows chain. */
+static int finish_window(struct agent *a, uint64_t end_mono)
 {
 	const struct export_series *series;
 	struct export_batch b;
@@ -260,10 +266,7 @@ static int end_window(struct agent *a)
 	int64_t end_wall;
 	int r;
 
-	r = sampler_drain(a->sampler);
-	if (r < 0)
-		return log_error_errno(r, "reading samples failed");
-	end_wall = clock_wall_ns();
+	end_wall = a->window_start_wall + (int64_t)(end_mono - a->window_start_mono);
 	r = series_table_batch(a->series, a->window_start_wall, end_wall, &series, &n);
 	if (r < 0)
 		return log_error_errno(r, "cannot collect the window's series");
@@ -287,10 +290,51 @@ static int end_window(struct agent *a)
 	malloc_trim(0);
 	a->windows++;
 	a->window_start_wall = end_wall;
-	a->window_start_mono = clock_mono_ns();
-	a->window_end_mono = a->window_start_mono + (uint64_t)a->cfg.interval_ms * 1000000ull;
+	a->window_start_mono = end_mono;
+	a->window_end_mono = end_mono + (uint64_t)a->cfg.interval_ms * 1000000ull;
 	log_debug("window %" PRIu64 ": %zu series exported", a->windows, n);
 	return 0;
+}
+
+/* Ends windows that a sample taken at time_ns is past (see on_sample). */
+static int catch_up(struct agent *a, uint64_t time_ns)
+{
+	uint64_t interval = (uint64_t)a->cfg.interval_ms * 1000000ull;
+	int r;
+
+	if (time_ns < a->window_end_mono)
+		return 0;
+	r = finish_window(a, a->window_end_mono);
+	if (r < 0)
+		return r;
+	/* Nothing was sampled for whole windows (a suspended host): start the
+	 * window that holds time_ns, rather than ending empty ones one by one. */
+	if (time_ns >= a->window_end_mono) {
+		uint64_t skip = (time_ns - a->window_start_mono) / interval * interval;
+
+		a->window_start_mono += skip;
+		a->window_start_wall += (int64_t)skip;
+		a->window_end_mono = a->window_start_mono + interval;
+	}
+	return 0;
+}
+
+/* Drains the ring buffer, so every sample taken so far is in, then ends the
+ * window: at its planned end when that has passed (a sample stamped past it has
+ * already ended it, in on_sample), or now for a cut (stop, reload, stack
+ * limit). Windows thus end on time even when the loop falls behind. */
+static int end_window(struct agent *a, bool cut)
+{
+	uint64_t now;
+	int r;
+
+	r = sampler_drain(a->sampler);
+	if (r < 0)
+		return log_error_errno(r, "reading samples failed");
+	now = clock_mono_ns();
+	if (cut)
+		return finish_window(a, now > a->window_start_mono ? now : a->window_start_mono);
+	return catch_up(a, now);
 }
 
 static void apply_logging(const struct agent_config *c)
@@ -327,7 +371,7 @@ static void reload(struct agent *a)
 		sd_notify(0, "READY=1");
 		return;
 	}
-	end_window(a);
+	end_window(a, true);
 
 	memcpy(old_exp, a->exp, sizeof(old_exp));
 	memcpy(backup, a->exp, sizeof(backup));
@@ -407,7 +451,7 @@ static int run(struct agent *a)
 			reload(a);
 		}
 		if (now >= a->window_end_mono) {
-			end_window(a);
+			end_window(a, false);
 		} else if (a->cfg.limits.max_stacks_per_window) {
 			struct series_stats st;
 
@@ -416,7 +460,7 @@ static int run(struct agent *a)
 				log_warn("window ended early: %u distinct stacks reached limits.max_stacks_per_window",
 					 st.stacks);
 				a->windows_cut++;
-				end_window(a);
+				end_window(a, true);
 			}
 		}
 		if (a->nretiring)
@@ -518,7 +562,7 @@ int agent_main(int argc, char **argv)
 	sd_notify(0, "STOPPING=1");
 	log_info("%s: flushing the last window and stopping", strsignal(got_stop));
 	sampler_stop(a.sampler);
-	end_window(&a);
+	end_window(&a, true);
 	free_exporters(&a, a.cfg.limits.shutdown_flush_ms);
 	ret = 0;
 out:
