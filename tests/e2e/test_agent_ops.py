@@ -164,7 +164,7 @@ def rejecting(tmp_path_factory):
         time.sleep(4.5)
         res.alive = agent.alive()
         res.m1 = agent.metrics()
-        time.sleep(1.0)
+        time.sleep(2.5)  # /metrics is refreshed once a second
         res.m2 = agent.metrics()
         res.health = agent.get("/healthz")
         res.rc = agent.stop()
