@@ -449,6 +449,7 @@ static int run(struct agent *a)
 		if (got_hup) {
 			got_hup = 0;
 			reload(a);
+			next_publish = 0; /* /metrics shows the reload at once */
 		}
 		if (now >= a->window_end_mono) {
 			end_window(a, false);
