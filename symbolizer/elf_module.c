@@ -101,7 +101,7 @@ static bool file_mapping_at(const uint8_t *base, size_t len)
 
 void file_map_note(struct file_map *map, Elf *elf)
 {
-	size_t len = 0, page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t len = 0, page = (size_t)sysconf(_SC_PAGESIZE), pos = 0, keep[3][2];
 	uint8_t *base = elf ? (uint8_t *)elf_rawfile(elf, &len) : NULL;
 	GElf_Ehdr eh;
 
@@ -110,39 +110,47 @@ void file_map_note(struct file_map *map, Elf *elf)
 		return;
 	if (!file_mapping_at(base, len))
 		return;
+	/* The header ranges, widened to whole pages; e_shnum 0 with sections
+	 * means the count is in section 0: keep to the end. */
+	keep[0][0] = 0;
+	keep[0][1] = eh.e_ehsize;
+	keep[1][0] = eh.e_phoff;
+	keep[1][1] = eh.e_phoff + (size_t)eh.e_phnum * eh.e_phentsize;
+	keep[2][0] = eh.e_shoff;
+	keep[2][1] = eh.e_shnum ? eh.e_shoff + (size_t)eh.e_shnum * eh.e_shentsize : len;
+	len = (len + page - 1) / page * page;
+	for (int i = 0; i < 3; i++) {
+		keep[i][0] = keep[i][0] > len ? len : keep[i][0] / page * page;
+		keep[i][1] = keep[i][1] > len ? len : (keep[i][1] + page - 1) / page * page;
+		for (int j = i; j > 0 && keep[j][0] < keep[j - 1][0]; j--) {
+			size_t t[2] = { keep[j][0], keep[j][1] };
+
+			memcpy(keep[j], keep[j - 1], sizeof(t));
+			memcpy(keep[j - 1], t, sizeof(t));
+		}
+	}
+	/* The pages to drop are the gaps between them (at most 4 ranges). */
+	for (int i = 0; i < 3; i++) {
+		if (keep[i][1] <= keep[i][0])
+			continue;
+		if (keep[i][0] > pos) {
+			map->drop[map->ndrop][0] = pos;
+			map->drop[map->ndrop++][1] = keep[i][0];
+		}
+		if (keep[i][1] > pos)
+			pos = keep[i][1];
+	}
+	if (pos < len) {
+		map->drop[map->ndrop][0] = pos;
+		map->drop[map->ndrop++][1] = len;
+	}
 	map->base = base;
-	map->len = len;
-	map->keep[0][1] = eh.e_ehsize;
-	map->keep[1][0] = eh.e_phoff;
-	map->keep[1][1] = eh.e_phoff + (size_t)eh.e_phnum * eh.e_phentsize;
-	map->keep[2][0] = eh.e_shoff;
-	/* e_shnum 0 with sections means the count is in section 0: keep to the end. */
-	map->keep[2][1] = eh.e_shnum ? eh.e_shoff + (size_t)eh.e_shnum * eh.e_shentsize : len;
 }
 
 void file_map_release(const struct file_map *map)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), pos = 0;
-
-	if (!map->base)
-		return;
-	/* Walk [0, len) page by page, dropping runs of pages that hold no kept byte. */
-	while (pos < map->len) {
-		size_t end = pos;
-
-		for (; end < map->len; end += page) {
-			bool kept = false;
-
-			for (int i = 0; i < 3 && !kept; i++)
-				kept = map->keep[i][1] > map->keep[i][0] && map->keep[i][0] < end + page &&
-				       map->keep[i][1] > end;
-			if (kept)
-				break;
-		}
-		if (end > pos)
-			madvise(map->base + pos, (end < map->len ? end : map->len) - pos, MADV_DONTNEED);
-		pos = end + page;
-	}
+	for (size_t i = 0; i < map->ndrop; i++)
+		madvise(map->base + map->drop[i][0], map->drop[i][1] - map->drop[i][0], MADV_DONTNEED);
 }
 
 void module_release_pages(struct module *m)
@@ -263,22 +271,50 @@ static void inflate_release(struct module *m)
 	m->inflated_bytes = 0;
 }
 
-/* elf_begin() on fd, or on an inflated copy of it; the descriptors can be
- * closed afterwards (everything is mapped or read). */
-static Elf *open_elf(struct module *m, int fd)
+/* elf_begin() on fd with everything mapped (or read) now, so the descriptor
+ * can be closed: a host has more distinct binaries than a process may keep
+ * descriptors open. */
+static Elf *begin_mapped(int fd)
 {
-	int ifd = module_inflate_fd(m, fd);
-	Elf *elf = elf_begin(ifd >= 0 ? ifd : fd, ELF_C_READ_MMAP, NULL);
+	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 
-	/* Map (or read) everything now so the descriptor can be closed: a host has
-	 * more distinct binaries than a process may keep descriptors open. */
 	if (elf && elf_cntl(elf, ELF_C_FDREAD) < 0) {
 		elf_end(elf);
 		elf = NULL;
 	}
-	if (ifd >= 0)
-		close(ifd);
 	return elf;
+}
+
+static bool has_compressed_sections(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+
+		if (gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_COMPRESSED))
+			return true;
+	}
+	return false;
+}
+
+/* The Elf of fd, or of an inflated copy of it when it has compressed
+ * sections (rare: only then is the file read a second time). */
+static Elf *open_elf(struct module *m, int fd)
+{
+	Elf *elf = begin_mapped(fd), *inflated;
+	int ifd;
+
+	if (!elf || !has_compressed_sections(elf) || (ifd = module_inflate_fd(m, fd)) < 0)
+		return elf;
+	inflated = begin_mapped(ifd);
+	close(ifd);
+	if (!inflated) {
+		inflate_release(m); /* the copy is gone with its descriptor */
+		return elf;
+	}
+	elf_end(elf);
+	return inflated;
 }
 
 int module_open_file(const char *const *paths, size_t npaths, const char *path, struct inflate_budget *inflate,

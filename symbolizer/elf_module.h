@@ -34,8 +34,8 @@ struct inflate_budget {
  * a writable private mapping in place (section decompression does). */
 struct file_map {
 	uint8_t *base;       /* NULL: none (not mmap'ed, or not verified) */
-	size_t len;
-	size_t keep[3][2];   /* [start, end) byte ranges that are never dropped */
+	size_t ndrop;
+	size_t drop[4][2];   /* page-aligned [start, end) offsets of the pages to drop */
 };
 
 /* A module has a light identity that lives as long as the symbolizer (pub,
