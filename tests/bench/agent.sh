@@ -28,6 +28,7 @@
 # above their targets do not fail it (it is a benchmark, not a test).
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
+. tests/bench/lib.sh
 
 BUILD=${PROWL_BUILD:-build}
 PROWL=$BUILD/prowl
@@ -73,11 +74,6 @@ PROWL_SHOWN=$PROWL SPIN_SHOWN=$SPIN CHURN_SHOWN=$CHURN
 PROWL=$TMP/bin/prowl SPIN=$TMP/bin/spin CHURN=$TMP/bin/churn
 mkdir -p "$BUILD/bench" || die "cannot create $BUILD/bench"
 
-BG_PIDS=()     # processes to stop on exit
-NAP_PID=
-# sleep that lets the INT/TERM trap run at once (bash defers traps while a
-# foreground command runs, but not during `wait`).
-nap() { sleep "$1" & NAP_PID=$!; wait $NAP_PID; NAP_PID=; }
 now() { date +%s.%N; }
 # (numbers with 16 significant digits: the times are epoch seconds with decimals)
 calc() { awk -v CONVFMT=%.16g -v OFMT=%.16g "BEGIN {printf \"%s\", $*}"; }
@@ -112,11 +108,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "agent-bench: interrupted" >&2; exit 130' INT TERM
 
-bg_forget() { # removes $1 from BG_PIDS
-	local p keep=()
-	for p in "${BG_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-	BG_PIDS=("${keep[@]}")
-}
 
 # A process is alive if it exists and is not a zombie (our children stay zombies
 # until we wait for them, and kill -0 succeeds on a zombie).
@@ -127,9 +118,6 @@ alive() {
 }
 # "busy" jiffies of the whole host, from /proc/stat (user nice system irq softirq steal).
 host_busy() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9; exit}' /proc/stat; }
-other_profilers() { # other perf/prowl processes than ours
-	pgrep -x 'perf|prowl' 2>/dev/null | grep -vxF -f <(printf '%s\n' "${BG_PIDS[@]}" 0) | wc -l
-}
 free_port() { # an unused TCP port on 127.0.0.1, not in $*
 	local p
 	for _ in $(seq 100); do

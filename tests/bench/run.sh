@@ -15,6 +15,7 @@
 # script, not to quote), PROWL_BUILD (build).
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
+. tests/bench/lib.sh
 
 BUILD=${PROWL_BUILD:-build}
 PROWL=$BUILD/prowl
@@ -54,16 +55,10 @@ TMP=$(mktemp -d /tmp/prowl-bench.XXXXXX) || die "cannot create a temporary direc
 cp "$PROWL" "$TMP/prowl" && cp "$SPIN" "$TMP/spin" || die "cannot copy the binaries to $TMP"
 PROWL_SHOWN=$PROWL SPIN_SHOWN=$SPIN
 PROWL=$TMP/prowl SPIN=$TMP/spin
-BG_PIDS=()
 OLD_BPF_STATS=$(sysctl -n kernel.bpf_stats_enabled 2>/dev/null || echo "")
 BPF_STATS_CHANGED=0
 
 log() { echo "bench: $*" >&2; }
-
-# sleep that lets the INT/TERM trap run at once (bash defers traps while a
-# foreground command runs, but not during `wait`).
-NAP_PID=
-nap() { sleep "$1" & NAP_PID=$!; wait $NAP_PID; NAP_PID=; }
 
 # Kills a process and its direct children (GNU time does not forward signals).
 kill_tree() {
@@ -94,11 +89,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'echo "bench: interrupted" >&2; exit 130' INT TERM
 
-bg_forget() { # removes $1 from BG_PIDS
-	local p keep=()
-	for p in "${BG_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-	BG_PIDS=("${keep[@]}")
-}
 
 # "busy steal" jiffies of the whole host, from /proc/stat.
 host_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8, $9; exit}' /proc/stat; }
@@ -113,9 +103,6 @@ try:
     print(sum(1 for p in json.load(sys.stdin) if p.get("type") == "perf_event"))
 except Exception:
     print("?")'; }
-other_profilers() { # other perf/prowl processes than ours
-	pgrep -x 'perf|prowl' 2>/dev/null | grep -vxF -f <(printf '%s\n' "${BG_PIDS[@]}" 0) | wc -l
-}
 
 mean_sd() { # prints "mean stdev" of the arguments
 	printf '%s\n' "$@" | awk '{v[n++]=$1; s+=$1} END {m=s/n; for(i=0;i<n;i++) d+=(v[i]-m)^2;
