@@ -22,7 +22,8 @@ CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRCS   := $(wildcard lib/*.c) $(wildcard symbolizer/*.c) $(filter-out agent/main.c,$(wildcard agent/*.c))
+LIB_SRCS   := $(wildcard lib/*.c) $(wildcard symbolizer/*.c) $(filter-out agent/main.c,$(wildcard agent/*.c)) \
+	      $(wildcard agent/*/*.c)
 PROTOS     := $(wildcard proto/*.proto)
 PROTO_OBJS := $(patsubst proto/%.proto,$(O)/obj/proto/%.pb-c.o,$(PROTOS))
 PROTO_HDRS := $(patsubst proto/%.proto,$(O)/proto/%.pb-c.h,$(PROTOS))

@@ -1,6 +1,7 @@
 /* agent.c: the `prowl agent` main loop: samples the whole host, files samples by
  * series, ends a window every interval and hands it to every exporter; reloads on SIGHUP. */
 #include "agent.h"
+#include "analyse/rules.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -32,6 +33,7 @@ struct agent {
 	struct symbolizer *sym;
 	struct series_table *series;
 	struct series_label *static_labels;
+	struct rules *rules;
 	struct exporter *exp[AGENT_MAX_EXPORTERS];
 	unsigned int nexp;
 	/* Exporters replaced by a reload, still delivering what they hold. */
@@ -231,6 +233,39 @@ static int make_series(struct agent *a, const struct agent_config *c)
 	return 0;
 }
 
+static int make_rules(const struct agent_config *c, struct rules **ret)
+{
+	const char *names[128];
+	struct rules_opts o = {
+		.series_labels = names,
+		.nseries_labels = agent_config_series_labels(c, names, sizeof(names) / sizeof(names[0])),
+		.max_series = c->limits.recording_series,
+	};
+	int r = rules_new(&c->recording_rules, &o, ret);
+
+	return r < 0 ? log_error_errno(r, "cannot set up the recording rules") : 0;
+}
+
+/* Renders the recorded metrics for /metrics; they change only here and at reloads. */
+static void publish_rules(struct agent *a)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (!f)
+		return;
+	rules_render(a->rules, f);
+	if (fclose(f) != 0) {
+		free(text);
+		return;
+	}
+	pthread_mutex_lock(&a->snap.lock);
+	free(a->snap.rules_text);
+	a->snap.rules_text = text;
+	pthread_mutex_unlock(&a->snap.lock);
+}
+
 static void publish(struct agent *a)
 {
 	struct agent_snapshot *s = &a->snap;
@@ -280,6 +315,11 @@ static int finish_window(struct agent *a, uint64_t end_mono)
 	if (n) {
 		for (unsigned int i = 0; i < a->nexp; i++)
 			a->exp[i]->ops->submit(a->exp[i], &b); /* errors are logged by the exporter */
+		/* The same window counts into the recorded metrics, once. */
+		r = rules_count(a->rules, &b);
+		if (r < 0)
+			log_error_errno(r, "cannot count the window into the recording rules");
+		publish_rules(a);
 	}
 	series_table_end_window(a->series);
 	/* Object files nobody's new addresses needed for a minute are closed: the
@@ -358,12 +398,15 @@ static void reload(struct agent *a)
 {
 	struct agent_config nc = {};
 	struct series_table *old_series = a->series;
+	struct rules *rules = NULL;
 	struct exporter *old_exp[AGENT_MAX_EXPORTERS], *backup[AGENT_MAX_EXPORTERS];
 	unsigned int old_nexp = a->nexp;
 	int r;
 
 	sd_notify(0, "RELOADING=1");
 	r = agent_config_load(a->argc, a->argv, environ, &nc);
+	if (r == 0)
+		r = make_rules(&nc, &rules);
 	if (r != 0) {
 		a->reload_errors++;
 		log_error("configuration reload failed; keeping the running configuration");
@@ -397,10 +440,16 @@ static void reload(struct agent *a)
 		a->nexp = old_nexp;
 		a->reload_errors++;
 		log_error("configuration reload failed; keeping the running configuration");
+		rules_free(rules);
 		agent_config_free(&nc);
 		sd_notify(0, "READY=1");
 		return;
 	}
+	/* Rules that did not change keep counting where they were. */
+	rules_adopt(rules, a->rules);
+	rules_free(a->rules);
+	a->rules = rules;
+	publish_rules(a);
 	/* Exporters whose settings changed keep delivering what they hold, for up
 	 * to limits.shutdown_flush, without holding up sampling. */
 	for (unsigned int i = 0; i < old_nexp; i++) {
@@ -520,8 +569,10 @@ int agent_main(int argc, char **argv)
 		log_error_errno(r, "cannot set up the symbolizer");
 		goto out;
 	}
-	if (make_series(&a, &a.cfg) < 0 || make_exporters(&a, &a.cfg, NULL, NULL, 0) < 0)
+	if (make_series(&a, &a.cfg) < 0 || make_rules(&a.cfg, &a.rules) < 0 ||
+	    make_exporters(&a, &a.cfg, NULL, NULL, 0) < 0)
 		goto out;
+	publish_rules(&a);
 	so = (struct sampler_opts){
 		.freq = a.cfg.frequency,
 		.idle = a.cfg.idle,
@@ -564,6 +615,8 @@ int agent_main(int argc, char **argv)
 	log_info("%s: flushing the last window and stopping", strsignal(got_stop));
 	sampler_stop(a.sampler);
 	end_window(&a, true);
+	/* /metrics shows the last window's counts while the exporters flush. */
+	publish(&a);
 	free_exporters(&a, a.cfg.limits.shutdown_flush_ms);
 	ret = 0;
 out:
@@ -571,6 +624,8 @@ out:
 	free_exporters(&a, 0);
 	sampler_free(a.sampler);
 	series_table_free(a.series);
+	rules_free(a.rules);
+	free(a.snap.rules_text);
 	symbolizer_free(a.sym);
 	free(a.static_labels);
 	agent_config_free(&a.cfg);

@@ -33,6 +33,7 @@ struct agent_snapshot {
 	uint64_t last_poll_mono_ns;
 	uint32_t frequency;
 	bool ready;
+	char *rules_text;                 /* the recorded metrics, rendered after each window */
 };
 
 int agent_main(int argc, char **argv);

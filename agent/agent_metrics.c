@@ -177,6 +177,10 @@ void agent_metrics_render(void *ctx, FILE *f)
 		metrics_emit(f, "process_cpu_seconds_total", "counter", "prowl's own user and system CPU time.", NULL,
 			     ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);
 	metrics_emit(f, "process_resident_memory_bytes", "gauge", "prowl's own resident memory.", NULL, rss_bytes());
+	pthread_mutex_lock(&snap->lock);
+	if (snap->rules_text)
+		fputs(snap->rules_text, f);
+	pthread_mutex_unlock(&snap->lock);
 }
 
 bool agent_metrics_healthy(void *ctx, FILE *f)

@@ -46,6 +46,7 @@ enum key_type {
 	K_FILE,     /* a path that must be readable when its exporter is enabled */
 	K_ADDRESS,
 	K_LABELS,
+	K_RULES,    /* recording_rules: a list, from the file only */
 };
 
 struct key_def {
@@ -104,6 +105,7 @@ static const struct key_def keys[] = {
 	{ "metrics.enabled", K_BOOL, FIELD(metrics.enabled), "true" },
 	{ "metrics.address", K_ADDRESS, FIELD(metrics.address), "127.0.0.1:9464" },
 	{ "limits.max_series", K_UINT, FIELD(limits.max_series), "1000", 1, 1000000, "series limit" },
+	{ "limits.recording_series", K_UINT, FIELD(limits.recording_series), "1000", 1, 1000000, "series limit" },
 	{ "limits.max_stacks_per_window", K_UINT, FIELD(limits.max_stacks_per_window), "200000",
 	  1000, 100000000, "stack limit" },
 	{ "limits.symbol_cache_entries", K_UINT, FIELD(limits.symbol_cache_entries), "100000",
@@ -134,6 +136,7 @@ static const struct key_def keys[] = {
 	HTTP_OPTIONS(otlp),
 	HTTP_URL(parca),
 	HTTP_OPTIONS(parca),
+	{ "recording_rules", K_RULES, 0, 0, "" },
 };
 
 #define NKEYS ARRAY_SIZE(keys)
@@ -299,14 +302,6 @@ cfg_error(const struct load *l, const struct origin *o, const char *key, bool se
 	return -EINVAL;
 }
 
-static bool has_control(const char *s)
-{
-	for (; *s; s++)
-		if ((unsigned char)*s < 0x20 || *s == 0x7f)
-			return true;
-	return false;
-}
-
 static const char *enum_choices(const char *const *names, char *buf, size_t size)
 {
 	size_t n = 0, count = 0;
@@ -444,16 +439,6 @@ static const char *url_problem(const char *s)
 			return "the port must be a number from 1 to 65535";
 	}
 	return NULL;
-}
-
-static bool valid_label_name(const char *s)
-{
-	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_'))
-		return false;
-	for (s++; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_'))
-			return false;
-	return true;
 }
 
 /* Adds one static label, or replaces the value of one of that name. */
@@ -605,6 +590,10 @@ static int set_value(struct load *l, const struct key_def *k, const char *s, con
 		break;
 	case K_LABELS:
 		return labels_parse(l, o, s, true);
+	case K_RULES:
+		if (o->kind != ORIGIN_DEFAULT)
+			return cfg_error(l, o, k->path, false, "recording rules can be set only in the config file");
+		return 0;
 	default: { /* the string types */
 		char **sp = p, *copy = NULL;
 		size_t len = strlen(s);
@@ -668,6 +657,7 @@ static const char *type_noun(const struct key_def *k)
 	case K_PATH: case K_FILE: return "a path";
 	case K_ADDRESS: return "host:port";
 	case K_LABELS: return "a mapping of name: value";
+	case K_RULES: return "a list of rules";
 	default: return "a string";
 	}
 }
@@ -776,7 +766,9 @@ static int walk_mapping(struct load *l, yaml_document_t *d, yaml_node_t *map, co
 		len = snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", name);
 		if (len > 0 && (size_t)len < sizeof(path) && !strchr(name, '.') && *name)
 			k = find_key(path);
-		if (k && k->type == K_LABELS) {
+		if (k && k->type == K_RULES) {
+			r = rules_config_parse(l->path, d, vn, &l->cfg->recording_rules);
+		} else if (k && k->type == K_LABELS) {
 			if (is_null(vn))
 				continue;
 			if (vn->type != YAML_MAPPING_NODE) {
@@ -1244,6 +1236,14 @@ static int finalize(struct load *l)
 	r = check_http(l, "parca", &c->exporters.parca);
 	if (r < 0)
 		return r;
+	if (c->recording_rules.n) {
+		const char *names[MAX_LABELS + 2];
+		size_t n = agent_config_series_labels(c, names, ARRAY_SIZE(names));
+
+		r = rules_config_check(l->path, &c->recording_rules, names, n);
+		if (r < 0)
+			return r;
+	}
 	any_http = c->exporters.pyroscope.enabled || c->exporters.otlp.enabled || c->exporters.parca.enabled;
 	/* The embedded default: the directory exporter runs when nothing else is
 	 * configured, or when its path was given, unless enabled says otherwise. */
@@ -1346,7 +1346,7 @@ static void print_value(FILE *f, const struct agent_config *c, const struct key_
 	const void *p = cfield(c, k);
 	char buf[64];
 
-	if (k->type != K_LABELS)
+	if (k->type != K_LABELS && k->type != K_RULES)
 		fputc(' ', f);
 	switch (k->type) {
 	case K_BOOL:
@@ -1369,6 +1369,9 @@ static void print_value(FILE *f, const struct agent_config *c, const struct key_
 	case K_SECRET:
 		print_quoted(f, *(char *const *)p ? "***" : "");
 		break;
+	case K_RULES:
+		rules_config_print(&c->recording_rules, f);
+		return;
 	case K_LABELS:
 		if (!c->nlabels)
 			fputs(" {}", f);
@@ -1442,6 +1445,19 @@ static void http_target_free(struct http_target *t)
 	free(t->key_file);
 }
 
+size_t agent_config_series_labels(const struct agent_config *c, const char **ret, size_t max)
+{
+	size_t n = 0;
+
+	if (n < max)
+		ret[n++] = "service_name";
+	if (n < max)
+		ret[n++] = "host_name";
+	for (size_t i = 0; i < c->nlabels && n < max; i++)
+		ret[n++] = c->labels[i].name;
+	return n;
+}
+
 void agent_config_free(struct agent_config *c)
 {
 	if (!c)
@@ -1452,6 +1468,7 @@ void agent_config_free(struct agent_config *c)
 		free(c->labels[i].value);
 	}
 	free(c->labels);
+	rules_config_free(&c->recording_rules);
 	free(c->state_dir);
 	free(c->metrics.address);
 	free(c->exporters.dir.path);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "analyse/rules_config.h"
 #include "export.h"
 #include "export_pyroscope.h"
 #include "log.h"
@@ -57,6 +58,7 @@ struct agent_config {
 
 	struct {
 		uint32_t max_series;
+		uint32_t recording_series;   /* label sets per recorded metric */
 		uint32_t max_stacks_per_window;
 		uint32_t symbol_cache_entries;
 		uint32_t max_processes;
@@ -74,6 +76,8 @@ struct agent_config {
 		enum pyroscope_api pyroscope_api; /* from export_pyroscope.h */
 	} exporters;
 
+	struct recording_rules_config recording_rules; /* from the file only */
+
 	char *config_path;       /* --config or PROWL_CONFIG; NULL when none */
 	bool check;              /* --check: validate, print, exit 0 */
 };
@@ -90,6 +94,11 @@ int agent_config_load(int argc, char **argv, char **envp, struct agent_config *r
 /* Writes the effective configuration as YAML that agent_config_load accepts back;
  * secrets (basic_password, bearer_token) are shown as "***". */
 void agent_config_print(const struct agent_config *c, FILE *f);
+
+/* The names of the series labels c gives every series (service_name, host_name,
+ * the static labels), as many as fit in ret[0..max); returns their number.
+ * Valid while c is unchanged. */
+size_t agent_config_series_labels(const struct agent_config *c, const char **ret, size_t max);
 
 /* Frees what c owns and zeroes it; accepts a zeroed struct. */
 void agent_config_free(struct agent_config *c);

@@ -3,6 +3,7 @@
 #ifndef PROWL_PARSE_H
 #define PROWL_PARSE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,5 +15,9 @@ int parse_u64_range(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
 int parse_pid_list(const char *s, uint32_t **pids, size_t *n);
 /* "64MiB", "1G", "512k", "100" (bytes). */
 int parse_size_bytes(const char *s, uint64_t *ret);
+/* A Prometheus label name: [a-zA-Z_][a-zA-Z0-9_]*. */
+bool valid_label_name(const char *s);
+/* Whether s holds a control character (below 0x20, or DEL). */
+bool has_control(const char *s);
 
 #endif

@@ -1,0 +1,512 @@
+/* rules_config.c: reads and checks `recording_rules:` from the agent's YAML
+ * (libyaml nodes, so that every error names its file:line and key). */
+#include "rules_config.h"
+
+#include <errno.h>
+#include <regex.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+#include "parse.h"
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *const rule_keys[] = { "metric", "match", "function", "self", "group_by" };
+
+/* Logs "path:line: recording_rules[i].key: message" and returns -EINVAL. */
+static int __attribute__((format(printf, 5, 6)))
+rule_error(const char *path, unsigned long line, long idx, const char *key, const char *fmt, ...)
+{
+	char msg[768], where[160];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (idx < 0)
+		snprintf(where, sizeof(where), "recording_rules");
+	else
+		snprintf(where, sizeof(where), "recording_rules[%ld]%s%s", idx, key ? "." : "", key ? key : "");
+	log_error("%s:%lu: %s: %s", path, line, where, msg);
+	return -EINVAL;
+}
+
+static int oom(void)
+{
+	return log_error_errno(-ENOMEM, "cannot load the configuration");
+}
+
+static unsigned long node_line(const yaml_node_t *n)
+{
+	return (unsigned long)n->start_mark.line + 1;
+}
+
+static const char *kind_of(const yaml_node_t *n)
+{
+	switch (n->type) {
+	case YAML_MAPPING_NODE: return "a mapping";
+	case YAML_SEQUENCE_NODE: return "a list";
+	default: return "a single value";
+	}
+}
+
+static bool null_node(const yaml_node_t *n)
+{
+	const char *s;
+
+	if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+		return false;
+	s = (const char *)n->data.scalar.value;
+	return !*s || strcmp(s, "~") == 0 || strcasecmp(s, "null") == 0;
+}
+
+/* A Prometheus metric name ending in _total. NULL or why not. */
+static const char *metric_problem(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (!n)
+		return "it is empty";
+	if (n > RULES_MAX_METRIC)
+		return "it is too long (at most 200 bytes)";
+	if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_' || *s == ':'))
+		return "a metric name starts with a letter, '_' or ':'";
+	for (const char *p = s + 1; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+		      *p == ':'))
+			return "use letters, digits, '_' and ':' only";
+	if (n < 7 || strcmp(s + n - 6, "_total") != 0)
+		return "a counter's name ends in _total, e.g. checkout_gc_cpu_seconds_total";
+	if (strncmp(s, "prowl_", 6) == 0)
+		return "names starting with prowl_ are reserved for the agent's own metrics";
+	return NULL;
+}
+
+/* Compiles re as the agent will (anchored or not) to check it; 0 or -EINVAL with
+ * regerror's text in err. */
+static int regex_check(const char *re, bool anchored, char *err, size_t size)
+{
+	regex_t rx;
+	char *full = NULL;
+	int rc;
+
+	if (strlen(re) > RULES_MAX_REGEX) {
+		snprintf(err, size, "longer than %d bytes", RULES_MAX_REGEX);
+		return -EINVAL;
+	}
+	if (anchored && asprintf(&full, "^(%s)$", re) < 0)
+		return -ENOMEM;
+	rc = regcomp(&rx, full ? full : re, REG_EXTENDED | REG_NOSUB);
+	free(full);
+	if (rc == REG_ESPACE)
+		return -ENOMEM;
+	if (rc != 0) {
+		/* Compiled again alone, so that the message is about the user's text. */
+		rc = regcomp(&rx, re, REG_EXTENDED | REG_NOSUB);
+		if (rc == 0) {
+			regfree(&rx);
+			snprintf(err, size, "not a valid regular expression");
+		} else {
+			regerror(rc, NULL, err, size);
+		}
+		return -EINVAL;
+	}
+	regfree(&rx);
+	return 0;
+}
+
+/* A scalar's text, or an error naming what was expected. */
+static int scalar_of(const char *path, long idx, const char *key, const yaml_node_t *n, const char *what,
+		     const char **ret)
+{
+	const char *s;
+
+	if (n->type != YAML_SCALAR_NODE)
+		return rule_error(path, node_line(n), idx, key, "expected %s, got %s", what, kind_of(n));
+	s = null_node(n) ? "" : (const char *)n->data.scalar.value;
+	if (strlen(s) > 4096 || has_control(s))
+		return rule_error(path, node_line(n), idx, key,
+				  "invalid value: at most 4096 bytes, without control characters or newlines");
+	*ret = s;
+	return 0;
+}
+
+static int parse_match(const char *path, long idx, yaml_document_t *d, yaml_node_t *map,
+		       struct recording_rule_config *r)
+{
+	char key[192], err[256];
+	size_t n;
+
+	if (null_node(map))
+		return 0;
+	if (map->type != YAML_MAPPING_NODE)
+		return rule_error(path, node_line(map), idx, "match", "expected a mapping of label: value, got %s",
+				  kind_of(map));
+	n = (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
+	if (n > RULES_MAX_MATCHERS)
+		return rule_error(path, node_line(map), idx, "match", "too many matchers: at most %d",
+				  RULES_MAX_MATCHERS);
+	r->match = calloc(n ? n : 1, sizeof(*r->match));
+	if (!r->match)
+		return oom();
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *kn = yaml_document_get_node(d, p->key), *vn = yaml_document_get_node(d, p->value);
+		struct rule_matcher_config *m = &r->match[r->nmatch];
+		const char *label, *v;
+		int rc;
+
+		rc = scalar_of(path, idx, "match", kn, "a label name", &label);
+		if (rc < 0)
+			return rc;
+		snprintf(key, sizeof(key), "match.%s", label);
+		if (!valid_label_name(label) || strlen(label) > 128)
+			return rule_error(path, node_line(kn), idx, key,
+					  "invalid label name '%s': use letters, digits and '_', not starting with a digit",
+					  label);
+		for (size_t i = 0; i < r->nmatch; i++)
+			if (strcmp(r->match[i].label, label) == 0)
+				return rule_error(path, node_line(kn), idx, key, "duplicate label '%s' (first at line %lu)",
+						  label, r->match[i].line);
+		rc = scalar_of(path, idx, key, vn, "a value, \"=~regex\", \"!=value\" or \"!~regex\"", &v);
+		if (rc < 0)
+			return rc;
+		m->line = node_line(vn);
+		if (strncmp(v, "=~", 2) == 0)
+			m->op = RULE_MATCH_RE, v += 2;
+		else if (strncmp(v, "!~", 2) == 0)
+			m->op = RULE_MATCH_NRE, v += 2;
+		else if (strncmp(v, "!=", 2) == 0)
+			m->op = RULE_MATCH_NE, v += 2;
+		else if (*v == '=')
+			m->op = RULE_MATCH_EQ, v += 1;
+		else
+			m->op = RULE_MATCH_EQ;
+		if (m->op == RULE_MATCH_RE || m->op == RULE_MATCH_NRE) {
+			rc = regex_check(v, true, err, sizeof(err));
+			if (rc == -ENOMEM)
+				return oom();
+			if (rc < 0)
+				return rule_error(path, m->line, idx, key, "bad regex '%s': %s", v, err);
+		}
+		m->label = strdup(label);
+		m->value = strdup(v);
+		r->nmatch++;
+		if (!m->label || !m->value)
+			return oom();
+	}
+	return 0;
+}
+
+static int parse_group_by(const char *path, long idx, yaml_document_t *d, yaml_node_t *seq,
+			  struct recording_rule_config *r)
+{
+	size_t n;
+
+	if (null_node(seq))
+		return 0;
+	if (seq->type != YAML_SEQUENCE_NODE)
+		return rule_error(path, node_line(seq), idx, "group_by", "expected a list of label names, got %s",
+				  kind_of(seq));
+	n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
+	if (n > RULES_MAX_GROUP_BY)
+		return rule_error(path, node_line(seq), idx, "group_by", "too many labels: at most %d",
+				  RULES_MAX_GROUP_BY);
+	r->group_by = calloc(n ? n : 1, sizeof(*r->group_by));
+	r->group_by_lines = calloc(n ? n : 1, sizeof(*r->group_by_lines));
+	if (!r->group_by || !r->group_by_lines)
+		return oom();
+	for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
+		yaml_node_t *vn = yaml_document_get_node(d, *it);
+		const char *name;
+		int rc;
+
+		rc = scalar_of(path, idx, "group_by", vn, "a label name", &name);
+		if (rc < 0)
+			return rc;
+		if (!valid_label_name(name) || strlen(name) > 128)
+			return rule_error(path, node_line(vn), idx, "group_by",
+					  "invalid label name '%s': use letters, digits and '_', not starting with a digit",
+					  name);
+		for (size_t i = 0; i < r->ngroup; i++)
+			if (strcmp(r->group_by[i], name) == 0)
+				return rule_error(path, node_line(vn), idx, "group_by", "label '%s' is listed twice", name);
+		r->group_by[r->ngroup] = strdup(name);
+		r->group_by_lines[r->ngroup] = node_line(vn);
+		if (!r->group_by[r->ngroup])
+			return oom();
+		r->ngroup++;
+	}
+	return 0;
+}
+
+static int parse_rule(const char *path, long idx, yaml_document_t *d, yaml_node_t *map,
+		      struct recording_rule_config *r)
+{
+	char err[256], known[128] = "";
+	const char *s;
+	int rc;
+
+	r->line = node_line(map);
+	if (map->type != YAML_MAPPING_NODE)
+		return rule_error(path, node_line(map), idx, NULL,
+				  "expected a mapping with metric, match, function, self and group_by, got %s",
+				  kind_of(map));
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+		yaml_node_t *kn = yaml_document_get_node(d, p->key), *vn = yaml_document_get_node(d, p->value);
+		const char *name;
+		size_t k;
+
+		rc = scalar_of(path, idx, NULL, kn, "a key", &name);
+		if (rc < 0)
+			return rc;
+		for (k = 0; k < ARRAY_SIZE(rule_keys); k++)
+			if (strcmp(rule_keys[k], name) == 0)
+				break;
+		if (k == ARRAY_SIZE(rule_keys)) {
+			for (size_t i = 0; i < ARRAY_SIZE(rule_keys); i++)
+				snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", i ? ", " : "",
+					 rule_keys[i]);
+			return rule_error(path, node_line(kn), idx, NULL, "unknown key '%s' (known: %s)", name, known);
+		}
+		for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+			yaml_node_t *prev = yaml_document_get_node(d, q->key);
+
+			if (prev->type == YAML_SCALAR_NODE && strcmp((const char *)prev->data.scalar.value, name) == 0)
+				return rule_error(path, node_line(kn), idx, name, "duplicate key (first at line %lu)",
+						  node_line(prev));
+		}
+		switch (k) {
+		case 0: /* metric */
+			rc = scalar_of(path, idx, name, vn, "a metric name", &s);
+			if (rc < 0)
+				return rc;
+			r->metric_line = node_line(vn);
+			if (metric_problem(s))
+				return rule_error(path, r->metric_line, idx, name, "bad metric name '%s': %s", s,
+						  metric_problem(s));
+			r->metric = strdup(s);
+			if (!r->metric)
+				return oom();
+			break;
+		case 1:
+			rc = parse_match(path, idx, d, vn, r);
+			if (rc < 0)
+				return rc;
+			break;
+		case 2: /* function */
+			rc = scalar_of(path, idx, name, vn, "a regular expression", &s);
+			if (rc < 0)
+				return rc;
+			r->function_line = node_line(vn);
+			if (!*s)
+				break;
+			rc = regex_check(s, false, err, sizeof(err));
+			if (rc == -ENOMEM)
+				return oom();
+			if (rc < 0)
+				return rule_error(path, r->function_line, idx, name, "bad regex '%s': %s", s, err);
+			r->function = strdup(s);
+			if (!r->function)
+				return oom();
+			break;
+		case 3: /* self */
+			rc = scalar_of(path, idx, name, vn, "true or false", &s);
+			if (rc < 0)
+				return rc;
+			r->self_line = node_line(vn);
+			if (strcasecmp(s, "true") == 0 || strcasecmp(s, "yes") == 0 || strcasecmp(s, "on") == 0)
+				r->self = true;
+			else if (strcasecmp(s, "false") == 0 || strcasecmp(s, "no") == 0 || strcasecmp(s, "off") == 0)
+				r->self = false;
+			else
+				return rule_error(path, node_line(vn), idx, name, "invalid boolean '%s': use true or false",
+						  s);
+			break;
+		default:
+			rc = parse_group_by(path, idx, d, vn, r);
+			if (rc < 0)
+				return rc;
+			break;
+		}
+	}
+	if (!r->metric)
+		return rule_error(path, r->line, idx, "metric",
+				  "every rule needs a metric name, e.g. metric: checkout_cpu_seconds_total");
+	if (r->self && !r->function)
+		return rule_error(path, r->self_line, idx, "self",
+				  "self: true needs a function regex (without one a rule counts the whole CPU)");
+	return 0;
+}
+
+int rules_config_parse(const char *path, yaml_document_t *d, yaml_node_t *node, struct recording_rules_config *ret)
+{
+	size_t n;
+	int rc;
+
+	if (null_node(node))
+		return 0;
+	if (node->type != YAML_SEQUENCE_NODE)
+		return rule_error(path, node_line(node), -1, NULL, "expected a list of rules (- metric: ...), got %s",
+				  kind_of(node));
+	n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
+	if (n > RULES_MAX)
+		return rule_error(path, node_line(node), -1, NULL, "too many rules: at most %d", RULES_MAX);
+	ret->rules = calloc(n ? n : 1, sizeof(*ret->rules));
+	if (!ret->rules)
+		return oom();
+	for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top; it++) {
+		rc = parse_rule(path, (long)ret->n, d, yaml_document_get_node(d, *it), &ret->rules[ret->n]);
+		ret->n++; /* counted even when half parsed, so that it is freed */
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static bool in_list(const char *const *list, size_t n, const char *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(list[i], s) == 0)
+			return true;
+	return false;
+}
+
+/* Same labels in any order. */
+static bool same_label_set(const struct recording_rule_config *a, const struct recording_rule_config *b)
+{
+	if (a->ngroup != b->ngroup)
+		return false;
+	for (size_t i = 0; i < a->ngroup; i++)
+		if (!in_list((const char *const *)b->group_by, b->ngroup, a->group_by[i]))
+			return false;
+	return true;
+}
+
+static void label_list(const struct recording_rule_config *r, char *buf, size_t size)
+{
+	size_t n = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < r->ngroup && n < size; i++)
+		n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", r->group_by[i]);
+}
+
+int rules_config_check(const char *path, const struct recording_rules_config *c, const char *const *labels,
+		       size_t n)
+{
+	char known[512], key[192], l1[256], l2[256];
+	size_t k = 0;
+
+	known[0] = 0;
+	for (size_t i = 0; i < n && k < sizeof(known); i++)
+		k += (size_t)snprintf(known + k, sizeof(known) - k, "%s%s", i ? ", " : "", labels[i]);
+	for (size_t i = 0; i < c->n; i++) {
+		const struct recording_rule_config *r = &c->rules[i];
+
+		for (size_t m = 0; m < r->nmatch; m++) {
+			snprintf(key, sizeof(key), "match.%s", r->match[m].label);
+			if (!in_list(labels, n, r->match[m].label))
+				return rule_error(path, r->match[m].line, (long)i, key,
+						  "unknown label '%s': rules match on the series labels (%s)",
+						  r->match[m].label, known);
+		}
+		for (size_t g = 0; g < r->ngroup; g++) {
+			const char *name = r->group_by[g];
+
+			if (strcmp(name, RULES_FUNCTION_LABEL) == 0 && !r->function)
+				return rule_error(path, r->group_by_lines[g], (long)i, "group_by",
+						  "label 'function' needs a function regex in the same rule");
+			if (strcmp(name, RULES_FUNCTION_LABEL) != 0 && !in_list(labels, n, name))
+				return rule_error(path, r->group_by_lines[g], (long)i, "group_by",
+						  "unknown label '%s' (known: %s%s)", name, known,
+						  r->function ? ", function" : "");
+		}
+		for (size_t j = 0; j < i; j++) {
+			const struct recording_rule_config *o = &c->rules[j];
+
+			if (strcmp(o->metric, r->metric) != 0 || same_label_set(o, r))
+				continue;
+			label_list(o, l1, sizeof(l1));
+			label_list(r, l2, sizeof(l2));
+			return rule_error(path, r->metric_line, (long)i, "metric",
+					  "metric '%s' is also recorded at line %lu with labels [%s], here with [%s]: "
+					  "rules that share a metric must group by the same labels",
+					  r->metric, o->metric_line, l1, l2);
+		}
+	}
+	return 0;
+}
+
+static void print_quoted(FILE *f, const char *prefix, const char *s)
+{
+	fputc('"', f);
+	for (const char *p = prefix; *p; p++)
+		fputc(*p, f);
+	for (; *s; s++) {
+		if (*s == '"' || *s == '\\')
+			fputc('\\', f);
+		fputc(*s, f);
+	}
+	fputc('"', f);
+}
+
+void rules_config_print(const struct recording_rules_config *c, FILE *f)
+{
+	static const char *const ops[] = { [RULE_MATCH_EQ] = "", [RULE_MATCH_NE] = "!=", [RULE_MATCH_RE] = "=~",
+					   [RULE_MATCH_NRE] = "!~" };
+
+	if (!c->n) {
+		fputs(" []", f);
+		return;
+	}
+	for (size_t i = 0; i < c->n; i++) {
+		const struct recording_rule_config *r = &c->rules[i];
+
+		fprintf(f, "\n  - metric: %s", r->metric);
+		if (r->nmatch)
+			fputs("\n    match:", f);
+		for (size_t m = 0; m < r->nmatch; m++) {
+			const struct rule_matcher_config *x = &r->match[m];
+			/* An exact value that looks like an operator keeps its '='. */
+			bool escape = x->op == RULE_MATCH_EQ && (x->value[0] == '=' || x->value[0] == '!');
+
+			fprintf(f, "\n      %s: ", x->label);
+			print_quoted(f, escape ? "=" : ops[x->op], x->value);
+		}
+		if (r->function) {
+			fputs("\n    function: ", f);
+			print_quoted(f, "", r->function);
+			fprintf(f, "\n    self: %s", r->self ? "true" : "false");
+		}
+		fputs("\n    group_by: [", f);
+		for (size_t g = 0; g < r->ngroup; g++)
+			fprintf(f, "%s%s", g ? ", " : "", r->group_by[g]);
+		fputc(']', f);
+	}
+}
+
+void rules_config_free(struct recording_rules_config *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++) {
+		struct recording_rule_config *r = &c->rules[i];
+
+		free(r->metric);
+		for (size_t m = 0; m < r->nmatch; m++) {
+			free(r->match[m].label);
+			free(r->match[m].value);
+		}
+		free(r->match);
+		free(r->function);
+		for (size_t g = 0; g < r->ngroup; g++)
+			free(r->group_by[g]);
+		free(r->group_by);
+		free(r->group_by_lines);
+	}
+	free(c->rules);
+	*c = (struct recording_rules_config){};
+}

@@ -1,0 +1,319 @@
+/* rules_eval.c: counts one window's aggregated profiles into the recorded metrics:
+ * series matchers, function regexes evaluated once per distinct name, one count per rule per sample. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "aggregate_priv.h"
+#include "log.h"
+#include "rules_priv.h"
+
+/* The function cache is dropped past this many names or bytes, so a host that
+ * runs ever new code cannot grow it without bound. */
+#define FCACHE_MAX_NAMES 65536
+#define FCACHE_MAX_BYTES (8u << 20)
+/* Regexes and the function label see at most this much of a function name
+ * (hostile binaries may carry megabyte-long symbols). */
+#define MATCH_NAME_MAX 4096
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static bool matcher_ok(const struct rule_matcher *m, const struct export_series *s)
+{
+	const char *v = export_series_label(s, m->label);
+
+	if (!v)
+		v = ""; /* an absent label reads as empty, as in Prometheus */
+	switch (m->op) {
+	case RULE_MATCH_EQ: return strcmp(v, m->value) == 0;
+	case RULE_MATCH_NE: return strcmp(v, m->value) != 0;
+	case RULE_MATCH_RE: return regexec(&m->rx, v, 0, NULL, 0) == 0;
+	default: return regexec(&m->rx, v, 0, NULL, 0) != 0;
+	}
+}
+
+static bool series_ok(const struct rule *r, const struct export_series *s)
+{
+	for (size_t i = 0; i < r->nm; i++)
+		if (!matcher_ok(&r->m[i], s))
+			return false;
+	return true;
+}
+
+static int grow(void **p, size_t *cap, size_t want, size_t elem)
+{
+	size_t n = *cap ? *cap : 64;
+	void *np;
+
+	if (want <= *cap)
+		return 0;
+	while (n < want)
+		n *= 2;
+	np = realloc(*p, n * elem);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = n;
+	return 0;
+}
+
+/* The label set of family f for series s (function: fn, may be NULL) into
+ * e->keybuf; returns its length or -ENOMEM. */
+static ssize_t make_key(struct rules *e, const struct rule_family *f, const struct export_series *s, const char *fn)
+{
+	size_t len = 0;
+
+	for (size_t i = 0; i < f->nlabels; i++) {
+		const char *v = (int)i == f->fn_pos ? fn : export_series_label(s, f->labels[i]);
+		size_t n = v ? strnlen(v, MATCH_NAME_MAX) : 0;
+
+		if (grow((void **)&e->keybuf, &e->keybuf_cap, len + n + 1, 1) < 0)
+			return -ENOMEM;
+		memcpy(e->keybuf + len, v ? v : "", n);
+		e->keybuf[len + n] = 0;
+		len += n + 1;
+	}
+	return (ssize_t)len;
+}
+
+/* Rewrites the key in e->keybuf (len bytes) as its overflow series:
+ * function="other" when the metric has that label, else service_name="other",
+ * else (or with all) every label "other". Returns the new length or -ENOMEM. */
+static ssize_t overflow_key(struct rules *e, const struct rule_family *f, size_t len, bool all)
+{
+	int which = all ? -1 : f->fn_pos >= 0 ? f->fn_pos : f->svc_pos;
+	char *out = malloc(len + 6 * f->nlabels + 1);
+	size_t o = 0, pos = 0;
+
+	if (!out || grow((void **)&e->keybuf, &e->keybuf_cap, len + 6 * f->nlabels + 1, 1) < 0) {
+		free(out);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < f->nlabels && pos < len; i++) {
+		size_t n = strlen(e->keybuf + pos);
+		const char *v = which == -1 || (int)i == which ? "other" : e->keybuf + pos;
+		size_t vn = strlen(v);
+
+		memcpy(out + o, v, vn + 1);
+		o += vn + 1;
+		pos += n + 1;
+	}
+	memcpy(e->keybuf, out, o);
+	free(out);
+	return (ssize_t)o;
+}
+
+static int counter_slot(struct rules *e, struct rule_family *f, size_t len, int64_t samples, uint32_t *ret)
+{
+	struct rule_counters *ct = &f->ct;
+	uint32_t id = intern_find(ct->keys, e->keybuf, len);
+	ssize_t olen;
+	bool added;
+	int rc;
+
+	if (!id && ct->nnormal >= e->o.max_series) {
+		ct->overflow_samples += (uint64_t)samples;
+		if (!ct->warned) {
+			log_warn("recording rule metric %s reached limits.recording_series (%u label sets): further label "
+				 "sets are counted under function=\"other\" (or service_name=\"other\"); see "
+				 "prowl_recording_overflow_samples_total", f->metric, e->o.max_series);
+			ct->warned = true;
+		}
+		/* The overflow series may exceed the cap by as much again; past that
+		 * one series with every label "other" takes the rest. */
+		olen = overflow_key(e, f, len, false);
+		if (olen >= 0 && !intern_find(ct->keys, e->keybuf, (size_t)olen) &&
+		    intern_count(ct->keys) >= 2 * e->o.max_series)
+			olen = overflow_key(e, f, (size_t)olen, true);
+		if (olen < 0)
+			return (int)olen;
+		len = (size_t)olen;
+	} else if (!id) {
+		ct->nnormal++;
+	}
+	rc = intern_put(ct->keys, e->keybuf, len, &id, &added);
+	if (rc < 0)
+		return rc;
+	if (id >= ct->vals_cap) {
+		size_t cap = ct->vals_cap;
+
+		rc = grow((void **)&ct->vals, &cap, (size_t)id + 1, sizeof(double));
+		if (rc < 0)
+			return rc;
+		memset(ct->vals + ct->vals_cap, 0, (cap - ct->vals_cap) * sizeof(double));
+		ct->vals_cap = (uint32_t)cap;
+	}
+	*ret = id;
+	return 0;
+}
+
+static int add(struct rules *e, struct rule_family *f, const struct export_series *s, const char *fn,
+	       int64_t samples, double period_s)
+{
+	ssize_t len = make_key(e, f, s, fn);
+	uint32_t id = 0;
+	int rc;
+
+	if (len < 0)
+		return (int)len;
+	rc = counter_slot(e, f, (size_t)len, samples, &id);
+	if (rc < 0)
+		return rc;
+	f->ct.vals[id] += (double)samples * period_s;
+	return 0;
+}
+
+/* The cache id of a function name, with the bits of the function rules that
+ * match it; evaluates the regexes the first time a name is seen. */
+static int fcache_id(struct rules *e, const char *name, uint32_t *ret)
+{
+	char buf[MATCH_NAME_MAX + 1];
+	const char *subject = name;
+	uint32_t id;
+	bool added;
+	int rc;
+
+	rc = intern_put(e->fcache, name, strlen(name), &id, &added);
+	if (rc < 0)
+		return rc;
+	if (id >= e->fbits_cap) {
+		size_t cap = e->fbits_cap;
+
+		rc = grow((void **)&e->fbits, &cap, (size_t)id + 1, RULES_WORDS * sizeof(uint64_t));
+		if (rc < 0)
+			return rc;
+		e->fbits_cap = (uint32_t)cap;
+	}
+	*ret = id;
+	if (!added)
+		return 0;
+	if (strlen(name) > MATCH_NAME_MAX) {
+		memcpy(buf, name, MATCH_NAME_MAX);
+		buf[MATCH_NAME_MAX] = 0;
+		subject = buf;
+	}
+	memset(&e->fbits[(size_t)id * RULES_WORDS], 0, RULES_WORDS * sizeof(uint64_t));
+	for (size_t i = 0; i < e->nrules; i++) {
+		const struct rule *r = &e->rules[i];
+
+		if (r->has_fn && regexec(&r->fn, subject, 0, NULL, 0) == 0)
+			e->fbits[(size_t)id * RULES_WORDS + r->fn_bit / 64] |= 1ull << (r->fn_bit % 64);
+	}
+	return 0;
+}
+
+/* The function rules in want[] over one series: each sample counts once per
+ * rule, under the matching frame nearest the leaf (the leaf frame alone for self). */
+static int count_functions(struct rules *e, const struct export_series *s, const uint64_t *want, double period_s)
+{
+	const struct profile *p = s->prof;
+	uint32_t nf = intern_count(p->functions), ns = intern_count(p->samples);
+	size_t stride = (size_t)nf + 1;
+	int rc;
+
+	if (intern_count(e->fcache) + nf > FCACHE_MAX_NAMES || intern_mem_bytes(e->fcache) > FCACHE_MAX_BYTES)
+		intern_clear(e->fcache);
+	rc = grow((void **)&e->fidx, &e->fidx_cap, stride, sizeof(*e->fidx));
+	if (rc == 0)
+		rc = grow((void **)&e->acc, &e->acc_cap, stride * e->nfn, sizeof(*e->acc));
+	if (rc < 0)
+		return rc;
+	memset(e->acc, 0, stride * e->nfn * sizeof(*e->acc));
+	for (uint32_t fid = 1; fid <= nf; fid++) {
+		rc = fcache_id(e, profile_str(p, p->funcs[fid].name_str), &e->fidx[fid]);
+		if (rc < 0)
+			return rc;
+	}
+	for (uint32_t sid = 1; sid <= ns; sid++) {
+		struct prof_sample_key k = profile_sample_key(p, sid);
+		int64_t cnt = p->counts[sid];
+		uint64_t open[RULES_WORDS], any = 0;
+		const unsigned char *raw;
+		size_t n;
+		bool leaf = true;
+
+		if (cnt <= 0)
+			continue;
+		for (size_t w = 0; w < RULES_WORDS; w++)
+			any |= open[w] = want[w];
+		raw = profile_stack(p, k.stack_id, &n);
+		for (size_t i = 0; i < n && any; i++) {
+			const struct prof_loc *loc = &p->locs[stack_loc(raw, i)];
+
+			for (uint32_t l = 0; l < loc->nlines && any; l++) {
+				uint32_t fid = p->lines[loc->first_line + l].function_id;
+				const uint64_t *bits = &e->fbits[(size_t)e->fidx[fid] * RULES_WORDS];
+
+				any = 0;
+				for (size_t w = 0; w < RULES_WORDS; w++) {
+					uint64_t hit = bits[w] & open[w];
+
+					open[w] &= ~hit;
+					while (hit) {
+						unsigned int j = (unsigned int)__builtin_ctzll(hit) + 64 * (unsigned int)w;
+
+						e->acc[(size_t)j * stride + fid] += cnt;
+						hit &= hit - 1;
+					}
+					if (leaf)
+						open[w] &= ~e->self_mask[w];
+					any |= open[w];
+				}
+				leaf = false;
+			}
+		}
+	}
+	for (size_t i = 0; i < e->nrules; i++) {
+		const struct rule *r = &e->rules[i];
+
+		if (!r->has_fn || !(want[r->fn_bit / 64] & (1ull << (r->fn_bit % 64))))
+			continue;
+		for (uint32_t fid = 1; fid <= nf; fid++) {
+			int64_t c = e->acc[(size_t)r->fn_bit * stride + fid];
+
+			if (c && (rc = add(e, r->fam, s, profile_str(p, p->funcs[fid].name_str), c, period_s)) < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+int rules_count(struct rules *e, const struct export_batch *b)
+{
+	double period_s = (double)b->period_ns / 1e9;
+	uint64_t t0 = thread_cpu_ns();
+	int rc = 0;
+
+	for (size_t i = 0; i < b->nseries && rc == 0; i++) {
+		const struct export_series *s = &b->series[i];
+		uint64_t want[RULES_WORDS] = {}, samples = s->prof->total_samples;
+		bool any = false;
+
+		if (!samples)
+			continue;
+		for (size_t k = 0; k < e->nrules && rc == 0; k++) {
+			const struct rule *r = &e->rules[k];
+
+			if (!series_ok(r, s))
+				continue;
+			if (!r->has_fn) {
+				rc = add(e, r->fam, s, NULL, (int64_t)samples, period_s);
+				continue;
+			}
+			want[r->fn_bit / 64] |= 1ull << (r->fn_bit % 64);
+			any = true;
+		}
+		if (any && rc == 0)
+			rc = count_functions(e, s, want, period_s);
+	}
+	e->windows++;
+	e->eval_ns += thread_cpu_ns() - t0;
+	return rc;
+}
