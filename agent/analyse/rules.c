@@ -236,6 +236,7 @@ int rules_new(const struct recording_rules_config *c, const struct rules_opts *o
 		if (rc < 0)
 			goto fail;
 	}
+	e->nwords = e->nfn ? (e->nfn + 63) / 64 : 1;
 	*ret = e;
 	return 0;
 fail:
@@ -339,7 +340,7 @@ void rules_get_stats(const struct rules *e, struct rules_stats *ret)
 		.eval_ns = e->eval_ns,
 	};
 	ret->mem_bytes = sizeof(*e) + e->nrules * sizeof(*e->rules) + e->nfams * sizeof(*e->fams) +
-			 intern_mem_bytes(e->fcache) + (size_t)e->fbits_cap * RULES_WORDS * sizeof(uint64_t) +
+			 intern_mem_bytes(e->fcache) + (size_t)e->fbits_cap * e->nwords * sizeof(uint64_t) +
 			 e->fidx_cap * sizeof(*e->fidx) + e->acc_cap * sizeof(*e->acc) + e->keybuf_cap;
 	for (size_t i = 0; i < e->nfams; i++) {
 		ret->series += intern_count(e->fams[i].ct.keys);

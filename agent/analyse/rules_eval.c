@@ -64,8 +64,54 @@ static int grow(void **p, size_t *cap, size_t want, size_t elem)
 	return 0;
 }
 
+/* Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+	size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 :
+		     (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+	uint32_t cp;
+
+	if (!len || len > n)
+		return 0;
+	cp = len == 1 ? s[0] : s[0] & (0x7f >> len);
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	/* Overlong forms, surrogates and code points past U+10FFFF are invalid. */
+	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+		return 0;
+	return len;
+}
+
+/* Copies s[0..n) to out as valid UTF-8 (Prometheus rejects a whole scrape over one
+ * bad label value, and symbol and executable names come from unprivileged users):
+ * each invalid byte becomes U+FFFD. out has room for 3 * n bytes; returns the length. */
+static size_t utf8_clean(const char *s, size_t n, char *out)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t o = 0;
+
+	for (size_t i = 0; i < n;) {
+		size_t len = utf8_seq(u + i, n - i);
+
+		if (len) {
+			memcpy(out + o, s + i, len);
+			o += len;
+			i += len;
+		} else {
+			memcpy(out + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		}
+	}
+	return o;
+}
+
 /* The label set of family f for series s (function: fn, may be NULL) into
- * e->keybuf; returns its length or -ENOMEM. */
+ * e->keybuf, values made valid UTF-8; returns its length or -ENOMEM. */
 static ssize_t make_key(struct rules *e, const struct rule_family *f, const struct export_series *s, const char *fn)
 {
 	size_t len = 0;
@@ -74,11 +120,10 @@ static ssize_t make_key(struct rules *e, const struct rule_family *f, const stru
 		const char *v = (int)i == f->fn_pos ? fn : export_series_label(s, f->labels[i]);
 		size_t n = v ? strnlen(v, MATCH_NAME_MAX) : 0;
 
-		if (grow((void **)&e->keybuf, &e->keybuf_cap, len + n + 1, 1) < 0)
+		if (grow((void **)&e->keybuf, &e->keybuf_cap, len + 3 * n + 1, 1) < 0)
 			return -ENOMEM;
-		memcpy(e->keybuf + len, v ? v : "", n);
-		e->keybuf[len + n] = 0;
-		len += n + 1;
+		len += utf8_clean(v ? v : "", n, e->keybuf + len);
+		e->keybuf[len++] = 0;
 	}
 	return (ssize_t)len;
 }
@@ -186,7 +231,7 @@ static int fcache_id(struct rules *e, const char *name, uint32_t *ret)
 	if (id >= e->fbits_cap) {
 		size_t cap = e->fbits_cap;
 
-		rc = grow((void **)&e->fbits, &cap, (size_t)id + 1, RULES_WORDS * sizeof(uint64_t));
+		rc = grow((void **)&e->fbits, &cap, (size_t)id + 1, e->nwords * sizeof(uint64_t));
 		if (rc < 0)
 			return rc;
 		e->fbits_cap = (uint32_t)cap;
@@ -199,12 +244,12 @@ static int fcache_id(struct rules *e, const char *name, uint32_t *ret)
 		buf[MATCH_NAME_MAX] = 0;
 		subject = buf;
 	}
-	memset(&e->fbits[(size_t)id * RULES_WORDS], 0, RULES_WORDS * sizeof(uint64_t));
+	memset(&e->fbits[(size_t)id * e->nwords], 0, e->nwords * sizeof(uint64_t));
 	for (size_t i = 0; i < e->nrules; i++) {
 		const struct rule *r = &e->rules[i];
 
 		if (r->has_fn && regexec(&r->fn, subject, 0, NULL, 0) == 0)
-			e->fbits[(size_t)id * RULES_WORDS + r->fn_bit / 64] |= 1ull << (r->fn_bit % 64);
+			e->fbits[(size_t)id * e->nwords + r->fn_bit / 64] |= 1ull << (r->fn_bit % 64);
 	}
 	return 0;
 }
@@ -234,14 +279,14 @@ static int count_functions(struct rules *e, const struct export_series *s, const
 	for (uint32_t sid = 1; sid <= ns; sid++) {
 		struct prof_sample_key k = profile_sample_key(p, sid);
 		int64_t cnt = p->counts[sid];
-		uint64_t open[RULES_WORDS], any = 0;
+		uint64_t open[RULES_WORDS] = {}, any = 0;
 		const unsigned char *raw;
 		size_t n;
 		bool leaf = true;
 
 		if (cnt <= 0)
 			continue;
-		for (size_t w = 0; w < RULES_WORDS; w++)
+		for (size_t w = 0; w < e->nwords; w++)
 			any |= open[w] = want[w];
 		raw = profile_stack(p, k.stack_id, &n);
 		for (size_t i = 0; i < n && any; i++) {
@@ -249,17 +294,17 @@ static int count_functions(struct rules *e, const struct export_series *s, const
 
 			for (uint32_t l = 0; l < loc->nlines && any; l++) {
 				uint32_t fid = p->lines[loc->first_line + l].function_id;
-				const uint64_t *bits = &e->fbits[(size_t)e->fidx[fid] * RULES_WORDS];
+				const uint64_t *bits = &e->fbits[(size_t)e->fidx[fid] * e->nwords];
 
 				any = 0;
-				for (size_t w = 0; w < RULES_WORDS; w++) {
+				for (size_t w = 0; w < e->nwords; w++) {
 					uint64_t hit = bits[w] & open[w];
 
 					open[w] &= ~hit;
 					while (hit) {
 						unsigned int j = (unsigned int)__builtin_ctzll(hit) + 64 * (unsigned int)w;
 
-						e->acc[(size_t)j * stride + fid] += cnt;
+						e->acc[(size_t)j * stride + fid] += (uint32_t)cnt;
 						hit &= hit - 1;
 					}
 					if (leaf)
@@ -277,6 +322,8 @@ static int count_functions(struct rules *e, const struct export_series *s, const
 			continue;
 		for (uint32_t fid = 1; fid <= nf; fid++) {
 			int64_t c = e->acc[(size_t)r->fn_bit * stride + fid];
+
+			/* (a window holds far fewer than 2^32 samples of one function) */
 
 			if (c && (rc = add(e, r->fam, s, profile_str(p, p->funcs[fid].name_str), c, period_s)) < 0)
 				return rc;

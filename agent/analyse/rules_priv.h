@@ -9,7 +9,7 @@
 #include "intern.h"
 #include "rules.h"
 
-#define RULES_WORDS ((RULES_MAX + 63) / 64) /* bit words for one bit per function rule */
+#define RULES_WORDS ((RULES_MAX + 63) / 64) /* most bit words: one bit per function rule */
 
 /* One metric's counters: label sets (values joined by '\0', in the family's
  * label order) -> CPU seconds. */
@@ -57,17 +57,18 @@ struct rules {
 	struct rule_family *fams;
 	size_t nfams;
 	uint32_t nfn;          /* rules with a function regex */
+	uint32_t nwords;       /* bit words in use: (nfn + 63) / 64, at least 1 */
 	uint64_t self_mask[RULES_WORDS];
 
 	/* Function name -> bits of the function rules that match it, kept across
 	 * windows and cleared when it grows too large. */
 	struct intern *fcache;
-	uint64_t *fbits;       /* RULES_WORDS per cache id */
+	uint64_t *fbits;       /* nwords per cache id */
 	uint32_t fbits_cap;
 
 	/* Scratch of rules_count, sized to the largest profile seen. */
 	uint32_t *fidx;        /* profile function id -> cache id */
-	int64_t *acc;          /* [function rule][profile function id] samples */
+	uint32_t *acc;         /* [function rule][profile function id] samples */
 	size_t fidx_cap, acc_cap;
 	char *keybuf;
 	size_t keybuf_cap;

@@ -1,0 +1,464 @@
+/* test_rules.c: unit tests of the recording rules: matchers, total and self,
+ * group_by, one count per rule per sample, overflow, windows, reload and rendering. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "aggregate.h"
+#include "analyse/rules.h"
+
+#define PERIOD_NS 10000000 /* 10 ms: a sample is 0.01 s */
+
+static const char *const series_labels[] = { "service_name", "host_name", "env" };
+
+/* Parses "recording_rules:" YAML text; returns rules_config_parse's result, and
+ * rules_config_check's when parsing succeeded. */
+static int load(const char *yaml, struct recording_rules_config *c)
+{
+	yaml_parser_t p;
+	yaml_document_t d;
+	yaml_node_t *root;
+	int r = -EINVAL;
+
+	*c = (struct recording_rules_config){};
+	assert_true(yaml_parser_initialize(&p));
+	yaml_parser_set_input_string(&p, (const unsigned char *)yaml, strlen(yaml));
+	assert_true(yaml_parser_load(&p, &d));
+	root = yaml_document_get_root_node(&d);
+	assert_non_null(root);
+	assert_int_equal(root->type, YAML_MAPPING_NODE);
+	for (yaml_node_pair_t *kv = root->data.mapping.pairs.start; kv < root->data.mapping.pairs.top; kv++) {
+		yaml_node_t *k = yaml_document_get_node(&d, kv->key);
+
+		if (strcmp((const char *)k->data.scalar.value, "recording_rules") == 0)
+			r = rules_config_parse("test.yaml", &d, yaml_document_get_node(&d, kv->value), c);
+	}
+	if (r == 0)
+		r = rules_config_check("test.yaml", c, series_labels, 3);
+	yaml_document_delete(&d);
+	yaml_parser_delete(&p);
+	return r;
+}
+
+static struct rules *engine(const char *yaml, uint32_t max_series)
+{
+	struct recording_rules_config c;
+	struct rules_opts o = { .series_labels = series_labels, .nseries_labels = 3, .max_series = max_series };
+	struct rules *e = NULL;
+
+	assert_int_equal(load(yaml, &c), 0);
+	assert_int_equal(rules_new(&c, &o, &e), 0);
+	rules_config_free(&c);
+	return e;
+}
+
+/* A location whose frames are given innermost first, e.g. {"mix", "hot_a"}. */
+static uint32_t loc(struct profile *p, uint64_t addr, const char *const *fns, size_t n)
+{
+	struct prof_frame f[4] = {};
+	uint32_t map = 0, id = 0;
+
+	assert_true(n <= 4);
+	assert_int_equal(profile_mapping(p, &(struct prof_mapping_in){ .key = 1, .start = 0, .limit = 1ull << 40,
+								       .filename = "/bin/w", .is_main = true }, &map), 0);
+	for (size_t i = 0; i < n; i++)
+		f[i].function = fns[i];
+	assert_int_equal(profile_add_location(p, map, addr, f, n, true, &id), 0);
+	return id;
+}
+
+#define LOC(p, addr, ...) loc(p, addr, (const char *const[]){ __VA_ARGS__ }, \
+			      sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(const char *))
+
+static void sample(struct profile *p, const uint32_t *locs, size_t n, int64_t count)
+{
+	assert_int_equal(profile_add_sample(p, 0, locs, n, count), 0);
+}
+
+struct fixture {
+	struct profile *prof[3];
+	struct series_label labels[3][3];
+	struct export_series series[3];
+	struct export_batch b;
+};
+
+/* Series 0: checkout (env=prod): 3 x [mix<hot_a, main], 1 x [hot_b, hot_a, main],
+ *           2 x [f, f, f, main] (recursion).
+ * Series 1: checkout-canary (env=staging): 4 x [hot_b, main].
+ * Series 2: batch (no env label): 5 x [g, main]. */
+static void fixture_init(struct fixture *x)
+{
+	static const char *const svc[] = { "checkout", "checkout-canary", "batch" };
+	static const char *const env[] = { "prod", "staging", NULL };
+
+	memset(x, 0, sizeof(*x));
+	for (int i = 0; i < 3; i++) {
+		x->prof[i] = profile_new();
+		assert_non_null(x->prof[i]);
+		profile_set_period(x->prof[i], PERIOD_NS);
+		x->labels[i][0] = (struct series_label){ "service_name", svc[i] };
+		x->labels[i][1] = (struct series_label){ "host_name", "h1" };
+		x->labels[i][2] = (struct series_label){ "env", env[i] };
+		x->series[i] = (struct export_series){ .labels = x->labels[i], .nlabels = env[i] ? 3 : 2,
+						       .prof = x->prof[i] };
+	}
+	{
+		struct profile *p = x->prof[0];
+		uint32_t m = LOC(p, 0x100, "main"), ha = LOC(p, 0x200, "mix", "hot_a"), hb = LOC(p, 0x300, "hot_b"),
+			 ha2 = LOC(p, 0x210, "hot_a"), f1 = LOC(p, 0x400, "f"), f2 = LOC(p, 0x410, "f");
+
+		sample(p, (uint32_t[]){ ha, m }, 2, 3);
+		sample(p, (uint32_t[]){ hb, ha2, m }, 3, 1);
+		sample(p, (uint32_t[]){ f1, f2, f2, m }, 4, 2);
+	}
+	{
+		struct profile *p = x->prof[1];
+		uint32_t m = LOC(p, 0x100, "main"), hb = LOC(p, 0x300, "hot_b");
+
+		sample(p, (uint32_t[]){ hb, m }, 2, 4);
+	}
+	{
+		struct profile *p = x->prof[2];
+		uint32_t m = LOC(p, 0x100, "main"), g = LOC(p, 0x500, "g");
+
+		sample(p, (uint32_t[]){ g, m }, 2, 5);
+	}
+	x->b = (struct export_batch){ .series = x->series, .nseries = 3, .period_ns = PERIOD_NS };
+}
+
+static void fixture_free(struct fixture *x)
+{
+	for (int i = 0; i < 3; i++)
+		profile_free(x->prof[i]);
+}
+
+#define V(...) (const char *const[]){ __VA_ARGS__ }, sizeof((const char *const[]){ __VA_ARGS__ }) / sizeof(char *)
+#define V0 NULL, 0
+
+static void assert_seconds(struct rules *e, const char *metric, const char *const *v, size_t n, double want)
+{
+	double got = rules_value(e, metric, v, n);
+
+	if (got < want - 1e-9 || got > want + 1e-9)
+		fail_msg("%s: %.6f, want %.6f", metric, got, want);
+}
+
+static void test_total_and_builtin(void **state)
+{
+	struct fixture x;
+	struct rules *e = engine("recording_rules:\n"
+				 "  - metric: checkout_cpu_seconds_total\n"
+				 "    match: {service_name: checkout}\n", 0);
+
+	(void)state;
+	fixture_init(&x);
+	assert_int_equal(rules_count(e, &x.b), 0);
+	/* Without a function, a rule counts the series' whole CPU: 3 + 1 + 2 samples. */
+	assert_seconds(e, "checkout_cpu_seconds_total", V0, 0.06);
+	/* The built-in counter: every series under all of its labels. */
+	assert_seconds(e, RULES_BUILTIN_METRIC, V("checkout", "h1", "prod"), 0.06);
+	assert_seconds(e, RULES_BUILTIN_METRIC, V("checkout-canary", "h1", "staging"), 0.04);
+	assert_seconds(e, RULES_BUILTIN_METRIC, V("batch", "h1", ""), 0.05);
+	rules_free(e);
+	fixture_free(&x);
+}
+
+static void test_function_total_and_self(void **state)
+{
+	struct fixture x;
+	struct rules *e = engine("recording_rules:\n"
+				 "  - metric: hot_a_total\n"
+				 "    function: '^hot_a$'\n"
+				 "  - metric: hot_a_self_total\n"
+				 "    function: '^hot_a$'\n"
+				 "    self: true\n"
+				 "  - metric: mix_self_total\n"
+				 "    function: 'mix'\n"
+				 "    self: true\n"
+				 "  - metric: main_total\n"
+				 "    function: '^main$'\n", 0);
+
+	(void)state;
+	fixture_init(&x);
+	assert_int_equal(rules_count(e, &x.b), 0);
+	/* hot_a is on the stack of 3 + 1 samples; it is never the leaf (mix is
+	 * inlined into it, hot_b is its callee), so its self time is zero. */
+	assert_seconds(e, "hot_a_total", V0, 0.04);
+	assert_int_equal(rules_value(e, "hot_a_self_total", NULL, 0), -1);
+	assert_seconds(e, "mix_self_total", V0, 0.03);
+	/* main is under every sample of every series: 6 + 4 + 5. */
+	assert_seconds(e, "main_total", V0, 0.15);
+	rules_free(e);
+	fixture_free(&x);
+}
+
+static void test_count_once_and_nearest_leaf(void **state)
+{
+	struct fixture x;
+	struct rules *e = engine("recording_rules:\n"
+				 "  - metric: f_total\n"
+				 "    function: '^f$'\n"
+				 "    group_by: [function]\n"
+				 "  - metric: hot_total\n"
+				 "    match: {service_name: checkout}\n"
+				 "    function: '^hot_'\n"
+				 "    group_by: [function]\n"
+				 "  - metric: any_total\n"
+				 "    match: {service_name: checkout}\n"
+				 "    function: '.'\n", 0);
+
+	(void)state;
+	fixture_init(&x);
+	assert_int_equal(rules_count(e, &x.b), 0);
+	/* f is three frames deep in 2 samples: counted once per sample. */
+	assert_seconds(e, "f_total", V("f"), 0.02);
+	/* [hot_b, hot_a, main] counts under hot_b, the match nearest the leaf;
+	 * [mix<hot_a, main] under hot_a. */
+	assert_seconds(e, "hot_total", V("hot_a"), 0.03);
+	assert_seconds(e, "hot_total", V("hot_b"), 0.01);
+	/* Every frame matches: still once per sample, the series' whole CPU. */
+	assert_seconds(e, "any_total", V0, 0.06);
+	rules_free(e);
+	fixture_free(&x);
+}
+
+static void test_group_by_and_shared_metric(void **state)
+{
+	struct fixture x;
+	struct rules *e = engine("recording_rules:\n"
+				 "  - metric: by_env_total\n"
+				 "    group_by: [env, service_name]\n"
+				 "  - metric: one_total\n"
+				 "    group_by: []\n"
+				 "  - metric: shared_total\n"
+				 "    match: {service_name: checkout}\n"
+				 "    group_by: [service_name]\n"
+				 "  - metric: shared_total\n"
+				 "    match: {service_name: batch}\n"
+				 "    group_by: [service_name]\n", 0);
+
+	(void)state;
+	fixture_init(&x);
+	assert_int_equal(rules_count(e, &x.b), 0);
+	assert_seconds(e, "by_env_total", V("prod", "checkout"), 0.06);
+	assert_seconds(e, "by_env_total", V("staging", "checkout-canary"), 0.04);
+	assert_seconds(e, "by_env_total", V("", "batch"), 0.05);
+	assert_seconds(e, "one_total", V0, 0.15);
+	assert_seconds(e, "shared_total", V("checkout"), 0.06);
+	assert_seconds(e, "shared_total", V("batch"), 0.05);
+	rules_free(e);
+	fixture_free(&x);
+}
+
+static void test_matchers(void **state)
+{
+	struct fixture x;
+	struct rules *e = engine("recording_rules:\n"
+				 "  - metric: eq_total\n"
+				 "    match: {service_name: checkout, env: prod}\n"
+				 "  - metric: re_partial_total\n" /* anchored: "check" is not "checkout" */
+				 "    match: {service_name: '=~check'}\n"
+				 "  - metric: re_total\n"
+				 "    match: {service_name: '=~check.*'}\n"
+				 "  - metric: ne_total\n"
+				 "    match: {env: '!=prod'}\n"          /* an absent env is not prod */
+				 "  - metric: nre_total\n"
+				 "    match: {service_name: '!~checkout.*'}\n"
+				 "  - metric: absent_total\n"
+				 "    match: {env: ''}\n"                /* empty: the label is absent */
+				 "  - metric: alt_total\n"
+				 "    match: {service_name: '=~batch|checkout'}\n"
+				 "  - metric: escaped_total\n"
+				 "    match: {service_name: '=!=x'}\n", 0);
+
+	(void)state;
+	fixture_init(&x);
+	assert_int_equal(rules_count(e, &x.b), 0);
+	assert_seconds(e, "eq_total", V0, 0.06);
+	assert_int_equal(rules_value(e, "re_partial_total", NULL, 0), -1);
+	assert_seconds(e, "re_total", V0, 0.10);
+	assert_seconds(e, "ne_total", V0, 0.09);
+	assert_seconds(e, "nre_total", V0, 0.05);
+	assert_seconds(e, "absent_total", V0, 0.05);
+	/* Anchoring wraps the whole alternation, not its first branch. */
+	assert_seconds(e, "alt_total", V0, 0.11);
+	assert_int_equal(rules_value(e, "escaped_total", NULL, 0), -1);
+	rules_free(e);
+	fixture_free(&x);
+}
+
+static void test_overflow(void **state)
+{
+	struct fixture x;
+	struct rules_stats st;
+	struct rules *e = engine("recording_rules:\n"
+				 "  - metric: fn_total\n"
+				 "    function: '.'\n"
+				 "    self: true\n"
+				 "    group_by: [function]\n"
+				 "  - metric: svc_fn_total\n"
+				 "    function: '.'\n"
+				 "    self: true\n"
+				 "    group_by: [service_name, function]\n", 2);
+	double sum = 0;
+
+	(void)state;
+	fixture_init(&x);
+	assert_int_equal(rules_count(e, &x.b), 0);
+	/* Leaves: mix 3, hot_b 1 + 4, f 2, g 5. Two label sets fit; the rest goes
+	 * to function="other", and no sample is lost. */
+	for (const char *const *fn = (const char *const[]){ "mix", "hot_b", "f", "g", "other", NULL }; *fn; fn++) {
+		double v = rules_value(e, "fn_total", &*fn, 1);
+
+		sum += v > 0 ? v : 0;
+	}
+	assert_true(sum > 0.15 - 1e-9 && sum < 0.15 + 1e-9);
+	assert_true(rules_value(e, "fn_total", (const char *const[]){ "other" }, 1) > 0);
+	/* svc_fn_total, in series order: (checkout, mix) and (checkout, hot_b) fit;
+	 * (checkout, f) and (checkout-canary, hot_b) go to their service's overflow
+	 * series, which may reach twice the cap; past that (batch, g) goes to (other, other). */
+	assert_seconds(e, "svc_fn_total", V("checkout", "mix"), 0.03);
+	assert_seconds(e, "svc_fn_total", V("checkout", "hot_b"), 0.01);
+	assert_seconds(e, "svc_fn_total", V("checkout", "other"), 0.02);
+	assert_seconds(e, "svc_fn_total", V("checkout-canary", "other"), 0.04);
+	assert_seconds(e, "svc_fn_total", V("other", "other"), 0.05);
+	assert_int_equal(rules_value(e, "svc_fn_total", V("batch", "other")), -1);
+	/* The built-in counter overflows to service_name="other". */
+	assert_seconds(e, RULES_BUILTIN_METRIC, V("other", "h1", ""), 0.05);
+	rules_get_stats(e, &st);
+	assert_int_equal(st.overflow_samples, 7 + 11 + 5);
+	/* A second window adds to the same series; nothing new appears. */
+	assert_int_equal(rules_count(e, &x.b), 0);
+	assert_seconds(e, "svc_fn_total", V("other", "other"), 0.10);
+	rules_get_stats(e, &st);
+	assert_int_equal(st.series, 3 + 3 + 5); /* builtin, fn_total, svc_fn_total */
+	rules_free(e);
+	fixture_free(&x);
+}
+
+static void test_windows_and_reload(void **state)
+{
+	static const char base[] = "recording_rules:\n"
+				   "  - metric: kept_total\n"
+				   "    match: {service_name: checkout, env: prod}\n"
+				   "    function: '^hot_'\n"
+				   "    group_by: [function]\n"
+				   "  - metric: changed_total\n"
+				   "    match: {service_name: checkout}\n";
+	struct fixture x;
+	struct rules *e = engine(base, 0), *n;
+
+	(void)state;
+	fixture_init(&x);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(rules_count(e, &x.b), 0);
+	assert_seconds(e, "kept_total", V("hot_a"), 0.09);
+	assert_seconds(e, "changed_total", V0, 0.18);
+	/* Same rules (matchers in another order), one changed, one new. */
+	n = engine("recording_rules:\n"
+		   "  - metric: kept_total\n"
+		   "    match: {env: prod, service_name: checkout}\n"
+		   "    function: '^hot_'\n"
+		   "    group_by: [function]\n"
+		   "  - metric: changed_total\n"
+		   "    match: {service_name: checkout-canary}\n"
+		   "  - metric: new_total\n", 0);
+	rules_adopt(n, e);
+	rules_free(e);
+	assert_int_equal(rules_count(n, &x.b), 0);
+	assert_seconds(n, "kept_total", V("hot_a"), 0.12);
+	assert_seconds(n, "changed_total", V0, 0.04);
+	assert_seconds(n, "new_total", V0, 0.15);
+	assert_seconds(n, RULES_BUILTIN_METRIC, V("batch", "h1", ""), 0.20);
+	rules_free(n);
+	fixture_free(&x);
+}
+
+static void test_render(void **state)
+{
+	struct fixture x;
+	struct rules *e = engine("recording_rules:\n"
+				 "  - metric: by_svc_total\n"
+				 "    group_by: [service_name, env]\n", 0);
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	(void)state;
+	fixture_init(&x);
+	x.labels[0][2].value = "a\"b\\c";
+	/* Invalid UTF-8 (an executable's name) would make Prometheus reject the scrape. */
+	x.labels[2][0].value = "ba\xfftch\xc3";
+	assert_int_equal(rules_count(e, &x.b), 0);
+	f = open_memstream(&text, &len);
+	rules_render(e, f);
+	fclose(f);
+	assert_non_null(strstr(text, "# HELP by_svc_total CPU seconds"));
+	assert_non_null(strstr(text, "# TYPE by_svc_total counter\n"));
+	assert_non_null(strstr(text, "\nby_svc_total{service_name=\"checkout\",env=\"a\\\"b\\\\c\"} 0.06\n"));
+	/* An absent label is left out, not written empty. */
+	assert_non_null(strstr(text, "\nby_svc_total{service_name=\"ba\xef\xbf\xbdtch\xef\xbf\xbd\"} 0.05\n"));
+	assert_non_null(strstr(text, "# TYPE " RULES_BUILTIN_METRIC " counter\n"));
+	assert_non_null(strstr(text, "prowl_recording_series{metric=\"by_svc_total\"} 3\n"));
+	assert_non_null(strstr(text, "prowl_recording_overflow_samples_total{metric=\"by_svc_total\"} 0\n"));
+	free(text);
+	rules_free(e);
+	fixture_free(&x);
+}
+
+static void test_config_errors(void **state)
+{
+	static const char *const bad[] = {
+		"recording_rules:\n  - metric: no_suffix\n",
+		"recording_rules:\n  - metric: 9bad_total\n",
+		"recording_rules:\n  - metric: prowl_mine_total\n",
+		"recording_rules:\n  - metric: a_total\n    function: '(('\n",
+		"recording_rules:\n  - metric: a_total\n    match: {service_name: '=~[z-a]'}\n",
+		"recording_rules:\n  - metric: a_total\n    group_by: [pod]\n",
+		"recording_rules:\n  - metric: a_total\n    group_by: [function]\n",
+		"recording_rules:\n  - metric: a_total\n    match: {pod: x}\n",
+		"recording_rules:\n  - metric: a_total\n    group_by: [env]\n  - metric: a_total\n",
+		"recording_rules:\n  - metric: a_total\n    self: true\n",
+		"recording_rules:\n  - metric: a_total\n    self: maybe\n    function: x\n",
+		"recording_rules:\n  - metric: a_total\n    colour: red\n",
+		"recording_rules:\n  - match: {service_name: x}\n",
+		"recording_rules:\n  metric: a_total\n",
+		"recording_rules:\n  - metric: a_total\n    group_by: [env, env]\n",
+	};
+	struct recording_rules_config c;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (load(bad[i], &c) != -EINVAL)
+			fail_msg("accepted: %s", bad[i]);
+		rules_config_free(&c);
+	}
+	assert_int_equal(load("recording_rules:\n  - metric: a_total\n    group_by: [env]\n"
+			      "  - metric: a_total\n    group_by: [env]\n    function: x\n", &c), 0);
+	rules_config_free(&c);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_total_and_builtin),
+		cmocka_unit_test(test_function_total_and_self),
+		cmocka_unit_test(test_count_once_and_nearest_leaf),
+		cmocka_unit_test(test_group_by_and_shared_metric),
+		cmocka_unit_test(test_matchers),
+		cmocka_unit_test(test_overflow),
+		cmocka_unit_test(test_windows_and_reload),
+		cmocka_unit_test(test_render),
+		cmocka_unit_test(test_config_errors),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
