@@ -74,6 +74,11 @@ $(O)/tests/%: tests/unit/%.c $(LIB_OBJS) $(PROTO_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS) -lcmocka
 
+# Benchmark programs that link the agent's stages (tests/bench/*.c).
+$(O)/bench/%: tests/bench/%.c $(LIB_OBJS) $(PROTO_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS)
+
 # Test workloads: each file says in its header how it must be built.
 $(O)/workloads/%: tests/workloads/%.c
 	@mkdir -p $(@D)
@@ -101,11 +106,12 @@ test: all unit workloads tools
 	tests/run.sh $(O) build-san
 
 # Benchmarks (not timed tests): record overhead against perf, the unwinder's
-# per-sample cost and table builds, then the agent over 10-minute runs.
-bench: all unit workloads
+# per-sample cost and table builds, the agent over 10-minute runs, then recording rules.
+bench: all unit workloads $(O)/bench/rules_bench
 	tests/bench/run.sh
 	tests/bench/unwind.sh
 	tests/bench/agent.sh
+	tests/bench/rules.sh
 
 install: all
 	install -D -m 0755 $(O)/prowl $(DESTDIR)/usr/local/bin/prowl

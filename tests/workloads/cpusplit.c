@@ -1,7 +1,8 @@
-/* cpusplit.c: a test workload that spends CPU in hot_a and hot_b in a 3:1 ratio,
- * with an always-inline helper, so profiles can be checked against a known answer. */
+/* cpusplit.c: a test workload that spends CPU in hot_a and hot_b in a 3:1 ratio (1:3
+ * after SIGUSR1), with an always-inline helper, so profiles can be checked against a known answer. */
 /* BUILD: -O2 -g -fno-omit-frame-pointer -pthread */
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,13 @@ __attribute__((noinline)) void hot_b(uint64_t ns)
 }
 
 static double seconds = 5;
+static volatile sig_atomic_t flipped; /* SIGUSR1: the split becomes 1:3 */
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	flipped = 1;
+}
 
 static void *worker(void *arg)
 {
@@ -67,8 +75,8 @@ static void *worker(void *arg)
 
 	(void)arg;
 	while (now_ns() < stop) {
-		hot_a(3000000); /* 3 ms */
-		hot_b(1000000); /* 1 ms */
+		hot_a(flipped ? 1000000 : 3000000); /* 3 ms, or 1 ms after SIGUSR1 */
+		hot_b(flipped ? 3000000 : 1000000);
 	}
 	return NULL;
 }
@@ -84,6 +92,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: cpusplit [SECONDS] [THREADS 1-64]\n");
 		return 2;
 	}
+	signal(SIGUSR1, on_usr1);
 	for (int i = 1; i < threads; i++)
 		pthread_create(&tid[i], NULL, worker, NULL);
 	worker(NULL);

@@ -1,0 +1,309 @@
+"""test_recording_rules.py: recording rules end to end: a real Prometheus (Debian's
+package) scrapes the agent and alerts on rate() of a rule's counter; reloads keep the
+counters of unchanged rules; counters agree with the exported profiles; bad rules exit 2."""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from agentlib import Agent, CpuClock, PprofMeta, free_port, private_cpusplit
+from conftest import PROWL, ROOT, pprof_raw, start, stop
+
+PROMETHEUS = shutil.which("prometheus")
+PROMTOOL = shutil.which("promtool")
+FREQ = 99
+PERIOD_S = (10**9 // FREQ) / 1e9  # the agent's period: 1e9 / frequency ns, truncated
+CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}
+METRIC = "i11_workload_function_cpu_seconds_total"
+
+
+class Prometheus:
+    """A real Prometheus server on a free loopback port with its own config, rule file and
+    storage directory, scraping the agent every second."""
+
+    def __init__(self, tmp_path, agent_port, rules_yaml):
+        self.dir = tmp_path / "prometheus"
+        self.dir.mkdir()
+        self.port = free_port()
+        (self.dir / "rules.yml").write_text(rules_yaml)
+        (self.dir / "prometheus.yml").write_text(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\n"
+            f"rule_files: ['{self.dir / 'rules.yml'}']\n"
+            "scrape_configs:\n  - job_name: prowl\n"
+            f"    static_configs:\n      - targets: ['127.0.0.1:{agent_port}']\n")
+        self.log_path = self.dir / "prometheus.log"
+        self.p = None
+
+    def start(self, timeout=30):
+        self._log = open(self.log_path, "w")
+        self.p = subprocess.Popen(
+            [PROMETHEUS, f"--config.file={self.dir / 'prometheus.yml'}",
+             f"--storage.tsdb.path={self.dir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
+             "--log.level=warn"], stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            assert self.p.poll() is None, f"prometheus exited:\n{self.log_path.read_text()}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"prometheus not ready in {timeout}s:\n{self.log_path.read_text()}")
+
+    def stop(self):
+        if self.p and self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        if self.p:
+            self._log.close()
+
+    def api(self, path, **params):
+        url = f"http://127.0.0.1:{self.port}/api/v1/{path}"
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        with urllib.request.urlopen(url, timeout=10) as r:
+            body = json.load(r)
+        assert body["status"] == "success", body
+        return body["data"]
+
+    def query(self, expr, at=None):
+        """{frozenset(labels): value} of an instant query (at: unix seconds)."""
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        data = self.api("query", **params)
+        assert data["resultType"] == "vector", data
+        return {frozenset(r["metric"].items()): float(r["value"][1]) for r in data["result"]}
+
+    def by_function(self, svc, at=None):
+        return {dict(k)["function"]: v for k, v in self.query(f'{METRIC}{{service_name="{svc}"}}', at).items()}
+
+    def alerts(self, name):
+        return [a for a in self.api("alerts")["alerts"] if a["labels"].get("alertname") == name]
+
+
+ALERT_RULES = f"""groups:
+  - name: i11-prowl-test
+    interval: 1s
+    rules:
+      - alert: HotBOverHalf
+        expr: |
+          sum by (service_name) (rate({METRIC}{{function="hot_b"}}[4s]))
+            / sum by (service_name) (rate({METRIC}[4s])) > 0.5
+        for: 1s
+"""
+RATIO = (f'sum by (service_name) (rate({METRIC}{{function="hot_b"}}[4s])) / '
+         f'sum by (service_name) (rate({METRIC}[4s]))')
+
+
+def share(v, fn):
+    tot = sum(v.values())
+    assert tot > 0, v
+    return v.get(fn, 0.0) / tot
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not PROMETHEUS, reason="Debian package prometheus not installed (packaging/install-deps.sh)")
+def test_prometheus_scrapes_rule_counters_and_alerts_on_rate(tmp_path):
+    exe, svc = private_cpusplit(tmp_path)
+    cfg = tmp_path / "agent.yaml"
+    cfg.write_text("recording_rules:\n"
+                   f"  - metric: {METRIC}\n"
+                   f"    match:\n      service_name: {svc}\n"
+                   "    function: '^hot_(a|b)$'\n"
+                   "    group_by: [service_name, function]\n")
+    agent = Agent(tmp_path, ["--config", str(cfg), "-F", str(FREQ), "--interval", "1s"]).start()
+    prom = Prometheus(tmp_path, agent.metrics_port, ALERT_RULES).start()
+    wl = start([exe, "120"])
+    clock = CpuClock(wl.pid)
+
+    def cpu(at=None):
+        return (clock.at(at) if at else clock.points[-1][1]) / 1e9
+
+    try:
+        # Phase 1, 3:1, until the workload has had 5 s of CPU (the host may be busy):
+        # the alert must stay quiet while Prometheus computes its ratio.
+        t0, quiet, ratio = time.time(), [], {}
+        while time.time() < t0 + 40 and (time.time() < t0 + 6 or cpu() < 5 or not ratio):
+            quiet += prom.alerts("HotBOverHalf")
+            ratio = prom.query(RATIO)
+            time.sleep(0.5)
+        t_flip = time.time()
+        ratio = prom.query(RATIO, t_flip)
+        before = prom.by_function(svc, t_flip)
+        print(f"phase 1: {t_flip - t0:.1f}s, workload cpu {cpu():.2f}s, ratio {ratio}, counters {before}")
+        wl.send_signal(signal.SIGUSR1)
+        assert not quiet, f"alert active before the split moved: {quiet}"
+        assert len(ratio) == 1 and list(ratio.values())[0] < 0.4, f"ratio before the flip: {ratio}"
+
+        # Phase 2, 1:3: the alert fires.
+        fired = None
+        while time.time() < t_flip + 15 and fired is None:
+            fired = next((a for a in prom.alerts("HotBOverHalf") if a["state"] == "firing"), None)
+            time.sleep(0.25)
+        t_fired = time.time()
+        assert fired, f"alert did not fire within 15 s of the flip: {prom.alerts('HotBOverHalf')}"
+        assert fired["labels"]["service_name"] == svc, fired
+        while time.time() < t_flip + 40 and (time.time() < t_flip + 3.5 or cpu() - cpu(t_flip + 3) < 4):
+            time.sleep(0.25)
+        stop(wl)
+        clock.stop()
+        cpu_s = cpu()
+        # The last windows reach /metrics and then Prometheus: wait until the counters settle.
+        last, still = None, 0
+        deadline = time.time() + 10
+        while time.time() < deadline and still < 5:
+            now = prom.by_function(svc)
+            still = still + 1 if now == last else 0
+            last = now
+            time.sleep(0.5)
+        after_flip = prom.by_function(svc, t_flip + 3)
+        final = last
+        targets = prom.api("targets")["activeTargets"]
+        meta = prom.api("metadata", metric=METRIC)
+        builtin_meta = prom.api("metadata", metric="prowl_profile_cpu_seconds_total")
+        builtin = prom.query(f'prowl_profile_cpu_seconds_total{{service_name="{svc}"}}')
+    finally:
+        clock.stop()
+        stop(wl)
+        prom.stop()
+        agent.stop()
+    assert [t["health"] for t in targets] == ["up"], targets  # every scrape of our text parsed
+    assert meta[METRIC][0]["type"] == "counter" and meta[METRIC][0]["help"], meta
+    assert builtin_meta["prowl_profile_cpu_seconds_total"][0]["type"] == "counter", builtin_meta
+    print(f"phase 1 {before}, alert fired {t_fired - t_flip:.1f}s after the flip, final {final}, cpu {cpu_s:.2f}s")
+
+    # The counters split like the workload: 75/25, then 25/75 (the flip ±3 s left out).
+    assert sum(before.values()) > 4, before
+    assert abs(share(before, "hot_a") - 0.75) <= 0.05, before
+    phase2 = {f: final[f] - after_flip.get(f, 0.0) for f in final}
+    assert sum(phase2.values()) > 4, (after_flip, final)
+    assert abs(share(phase2, "hot_b") - 0.75) <= 0.05, phase2
+    # Their sum is the workload's own CPU time (from /proc) within 10 %.
+    total = sum(final.values())
+    assert abs(total - cpu_s) <= 0.10 * cpu_s, f"counters {total:.2f}s vs /proc {cpu_s:.2f}s"
+    assert len(builtin) == 1 and abs(list(builtin.values())[0] - cpu_s) <= 0.10 * cpu_s, builtin
+
+
+def test_reload_keeps_unchanged_rules_and_counters_match_profiles(tmp_path):
+    exe, svc = private_cpusplit(tmp_path)
+    cfg = tmp_path / "agent.yaml"
+    kept = (f"  - metric: i11_kept_cpu_seconds_total\n    match: {{service_name: {svc}}}\n"
+            "    function: '^hot_a$'\n")
+    cfg.write_text("recording_rules:\n" + kept +
+                   f"  - metric: i11_changed_cpu_seconds_total\n    match: {{service_name: {svc}}}\n")
+    agent = Agent(tmp_path, ["--config", str(cfg), "-F", str(FREQ), "--interval", "1s"]).start()
+    wl = start([exe, "7"])
+    try:
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            m1 = agent.metrics()
+            if (m1.get("i11_kept_cpu_seconds_total") or 0) > 1.0:
+                break
+            time.sleep(0.25)
+        assert (m1.get("i11_kept_cpu_seconds_total") or 0) > 1.0, m1.text
+        cfg.write_text("recording_rules:\n" + kept +
+                       f"  - metric: i11_changed_cpu_seconds_total\n    match: {{service_name: {svc}}}\n"
+                       "    function: '^hot_b$'\n"
+                       f"  - metric: i11_added_cpu_seconds_total\n    match: {{service_name: {svc}}}\n"
+                       "    function: '^hot_'\n    group_by: [function]\n")
+        agent.send(signal.SIGHUP)
+        agent.wait_log("configuration reloaded")
+        m2 = agent.metrics()
+        time.sleep(2.5)
+        m3 = agent.metrics()
+        assert wl.wait(timeout=20) == 0
+        time.sleep(3)  # the workload's last windows are counted and written
+        m4 = agent.metrics()
+    finally:
+        stop(wl)
+        agent.stop()
+    k1, k2, k3 = (m.get("i11_kept_cpu_seconds_total") for m in (m1, m2, m3))
+    assert k1 <= k2 < k3, (k1, k2, k3)                     # kept counting, never reset
+    c1, c3 = m1.get("i11_changed_cpu_seconds_total"), m3.get("i11_changed_cpu_seconds_total")
+    assert c1 > 1.0 and 0 < c3 < c1, (c1, c3)              # changed: started again from 0
+    assert "# TYPE i11_added_cpu_seconds_total counter" in m2.text, m2.text
+    assert m3.get("i11_added_cpu_seconds_total", function="hot_a") > 0, m3.text
+    assert m3.get("i11_added_cpu_seconds_total", function="hot_b") > 0, m3.text
+    assert m4.types.get("prowl_profile_cpu_seconds_total") == "counter"
+
+    # Every window (across the reload's cut) counted once: the counters equal what
+    # the exported profiles hold, read by Google's pprof.
+    files = sorted((agent.state / "profiles" / svc).glob("*.pb.gz"))
+    assert len(files) >= 5, files
+    samples = sum(PprofMeta(f.read_bytes()).samples for f in files)
+    hot_a = 0
+    for f in files:
+        raw = pprof_raw(str(f))
+        hot_a += sum(s["values"][0] for s in raw.samples if "hot_a" in raw.frames(s))
+    builtin = m4.sum("prowl_profile_cpu_seconds_total", service_name=svc)
+    assert builtin == pytest.approx(samples * PERIOD_S, rel=1e-9), (builtin, samples)
+    assert m4.get("i11_kept_cpu_seconds_total") == pytest.approx(hot_a * PERIOD_S, rel=1e-9), hot_a
+
+
+# (what, rules after a 3-line header, the line of the error in the file, the error after file:line: )
+BAD = [
+    ("metric", "  - metric: checkout_cpu_seconds\n", 4,
+     r"recording_rules\[0\]\.metric: bad metric name 'checkout_cpu_seconds': .*_total"),
+    ("regex", "  - metric: a_total\n    function: 'gc(('\n", 5,
+     r"recording_rules\[0\]\.function: bad regex 'gc\(\(':"),
+    ("match-regex", "  - metric: a_total\n    match:\n      service_name: '=~[b-a]'\n", 6,
+     r"recording_rules\[0\]\.match\.service_name: bad regex '\[b-a\]':"),
+    ("group-by", "  - metric: a_total\n    group_by:\n      - service_name\n      - pod\n", 7,
+     r"recording_rules\[0\]\.group_by: unknown label 'pod' \(known: service_name, host_name, team\)"),
+    ("duplicate", "  - metric: a_total\n    group_by: [service_name]\n  - metric: a_total\n    group_by: [team]\n",
+     6, r"recording_rules\[1\]\.metric: metric 'a_total' is also recorded at line 4 with labels \[service_name\]"),
+]
+
+
+@pytest.mark.parametrize("what,rules,line,pattern", BAD, ids=[b[0] for b in BAD])
+@pytest.mark.parametrize("mode", ["check", "load"])
+def test_bad_rules_exit_2_with_file_line_key(tmp_path, what, rules, line, pattern, mode):
+    cfg = tmp_path / "agent.yaml"
+    cfg.write_text("labels:\n  team: web\nrecording_rules:\n" + rules)
+    cmd = [PROWL, "agent", "--config", str(cfg), "--state-dir", str(tmp_path / "st"), "--no-metrics"]
+    res = subprocess.run(cmd + (["--check"] if mode == "check" else []), capture_output=True, text=True,
+                         timeout=30, env=CLEAN_ENV)
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    assert res.returncode == 2, (res.returncode, res.stderr)
+    assert len(lines) == 1, lines
+    assert re.search(rf"{re.escape(str(cfg))}:{line}: {pattern}", lines[0]), lines[0]
+
+
+def doc_blocks(lang):
+    text = open(os.path.join(ROOT, "docs", "metrics.md")).read()
+    return re.findall(rf"```{lang}\n(.*?)```", text, re.S)
+
+
+def test_docs_examples_are_valid(tmp_path):
+    """The rule examples in docs/metrics.md pass `prowl agent --check`, and its
+    Prometheus alerting rules pass promtool."""
+    examples = [b for b in doc_blocks("yaml") if "recording_rules:" in b]
+    assert len(examples) >= 2, "docs/metrics.md needs two worked examples"
+    for i, b in enumerate(examples):
+        f = tmp_path / f"ex{i}.yaml"
+        f.write_text(b)
+        res = subprocess.run([PROWL, "agent", "--config", str(f), "--check"], capture_output=True, text=True,
+                             timeout=30, env=CLEAN_ENV)
+        assert res.returncode == 0, (b, res.stderr)
+    alerts = [b for b in doc_blocks("yaml") if "groups:" in b]
+    assert len(alerts) == 1 and alerts[0].count("- alert:") == 2, alerts
+    if not PROMTOOL:
+        pytest.skip("promtool (Debian package prometheus) not installed")
+    f = tmp_path / "alerts.yml"
+    f.write_text(alerts[0])
+    res = subprocess.run([PROMTOOL, "check", "rules", str(f)], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
