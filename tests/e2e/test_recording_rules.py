@@ -206,15 +206,15 @@ def test_reload_keeps_unchanged_rules_and_counters_match_profiles(tmp_path):
     cfg.write_text("recording_rules:\n" + kept +
                    f"  - metric: i11_changed_cpu_seconds_total\n    match: {{service_name: {svc}}}\n")
     agent = Agent(tmp_path, ["--config", str(cfg), "-F", str(FREQ), "--interval", "1s"]).start()
-    wl = start([exe, "7"])
+    wl = start([exe, "60"])
     try:
-        deadline = time.time() + 15
+        deadline = time.time() + 40  # the host may be busy
         while time.time() < deadline:
             m1 = agent.metrics()
-            if (m1.get("i11_kept_cpu_seconds_total") or 0) > 1.0:
+            if (m1.get("i11_changed_cpu_seconds_total") or 0) > 0.5:
                 break
             time.sleep(0.25)
-        assert (m1.get("i11_kept_cpu_seconds_total") or 0) > 1.0, m1.text
+        assert (m1.get("i11_changed_cpu_seconds_total") or 0) > 0.5, m1.text
         cfg.write_text("recording_rules:\n" + kept +
                        f"  - metric: i11_changed_cpu_seconds_total\n    match: {{service_name: {svc}}}\n"
                        "    function: '^hot_b$'\n"
@@ -223,9 +223,15 @@ def test_reload_keeps_unchanged_rules_and_counters_match_profiles(tmp_path):
         agent.send(signal.SIGHUP)
         agent.wait_log("configuration reloaded")
         m2 = agent.metrics()
-        time.sleep(2.5)
-        m3 = agent.metrics()
-        assert wl.wait(timeout=20) == 0
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            time.sleep(0.5)
+            m3 = agent.metrics()
+            if (m3.get("i11_changed_cpu_seconds_total") and m3.get("i11_added_cpu_seconds_total", function="hot_a")
+                    and m3.get("i11_added_cpu_seconds_total", function="hot_b")
+                    and m3.get("i11_kept_cpu_seconds_total") > m2.get("i11_kept_cpu_seconds_total")):
+                break
+        stop(wl)
         time.sleep(3)  # the workload's last windows are counted and written
         m4 = agent.metrics()
     finally:
@@ -234,7 +240,7 @@ def test_reload_keeps_unchanged_rules_and_counters_match_profiles(tmp_path):
     k1, k2, k3 = (m.get("i11_kept_cpu_seconds_total") for m in (m1, m2, m3))
     assert k1 <= k2 < k3, (k1, k2, k3)                     # kept counting, never reset
     c1, c3 = m1.get("i11_changed_cpu_seconds_total"), m3.get("i11_changed_cpu_seconds_total")
-    assert c1 > 1.0 and 0 < c3 < c1, (c1, c3)              # changed: started again from 0
+    assert c1 > 0.5 and 0 < c3 < c1, (c1, c3)              # changed: started again from 0
     assert "# TYPE i11_added_cpu_seconds_total counter" in m2.text, m2.text
     assert m3.get("i11_added_cpu_seconds_total", function="hot_a") > 0, m3.text
     assert m3.get("i11_added_cpu_seconds_total", function="hot_b") > 0, m3.text

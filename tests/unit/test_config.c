@@ -555,7 +555,7 @@ struct bad_case {
 static const struct bad_case bad_cases[] = {
 	{ "unknown key", "frequency: 19\nfrequncy: 20\n",
 	  ":2: unknown key 'frequncy' (known: frequency, interval, idle, per_thread, unwind, hostname, labels, "
-	  "state_dir, log, metrics, limits, exporters)" },
+	  "state_dir, log, metrics, limits, exporters, recording_rules)" },
 	{ "unknown nested key", "exporters:\n  pyroscope:\n    timout: 5s\n",
 	  ":3: unknown key 'exporters.pyroscope.timout' (known: url, api, basic_user, basic_password," },
 	{ "unknown exporter", "exporters:\n  jaeger: {}\n", ":2: unknown key 'exporters.jaeger' (known: dir, pyroscope, otlp, parca)" },
