@@ -953,7 +953,8 @@ int unwind_table_build(Elf *elf, struct unwind_table *ret)
 		if (r < 0)
 			goto out;
 	}
-	qsort(b.fdes, b.nfdes, sizeof(*b.fdes), cmp_fde);
+	if (b.nfdes)
+		qsort(b.fdes, b.nfdes, sizeof(*b.fdes), cmp_fde); /* fdes is NULL when there are none */
 	if (b.nfdes) {
 		r = synth_plt(&b, elf, shstrndx);
 		if (r < 0)
