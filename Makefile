@@ -66,6 +66,8 @@ $(O)/obj/%.o: %.c $(PROTO_HDRS)
 
 # Only the sample stage includes the BPF skeleton.
 $(O)/obj/agent/sample.o: $(O)/prowl.skel.h
+# The flame graph page is assembled into html.o (.incbin).
+$(O)/obj/agent/analyse/html.o: agent/analyse/flame.html
 
 $(O)/prowl: $(O)/obj/agent/main.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

@@ -202,7 +202,14 @@ int profile_add_location(struct profile *p, uint32_t mapping_id, uint64_t addr,
 			 const struct prof_frame *frames, size_t nframes, bool symbolized,
 			 uint32_t *ret_id)
 {
-	struct prof_loc_key k = { .addr = addr, .mapping_id = mapping_id };
+	return profile_add_location_variant(p, mapping_id, addr, 0, frames, nframes, symbolized, ret_id);
+}
+
+int profile_add_location_variant(struct profile *p, uint32_t mapping_id, uint64_t addr, uint32_t variant,
+				 const struct prof_frame *frames, size_t nframes, bool symbolized,
+				 uint32_t *ret_id)
+{
+	struct prof_loc_key k = { .addr = addr, .mapping_id = mapping_id, .variant = variant };
 	uint32_t id, first = p->nlines;
 	bool added;
 	int err;

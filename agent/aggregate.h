@@ -61,6 +61,12 @@ uint32_t profile_find_location(const struct profile *p, uint32_t mapping_id, uin
 int profile_add_location(struct profile *p, uint32_t mapping_id, uint64_t addr,
 			 const struct prof_frame *frames, size_t nframes, bool symbolized,
 			 uint32_t *ret_id);
+/* The same, for a reader of foreign profiles in which one (mapping, address) may
+ * name different frames (no addresses, or kernels of different boots): locations
+ * with different variants stay apart. profile_add_location() is variant 0. */
+int profile_add_location_variant(struct profile *p, uint32_t mapping_id, uint64_t addr, uint32_t variant,
+				 const struct prof_frame *frames, size_t nframes, bool symbolized,
+				 uint32_t *ret_id);
 int profile_labelset(struct profile *p, const struct prof_label_in *labels, size_t n, uint32_t *ret_id);
 /* loc_ids are leaf first. count is in samples. */
 int profile_add_sample(struct profile *p, uint32_t labelset_id, const uint32_t *loc_ids, size_t n, int64_t count);

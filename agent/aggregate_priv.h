@@ -77,7 +77,7 @@ struct profile {
 
 struct prof_loc_key {
 	uint64_t addr;
-	uint32_t mapping_id, _pad;
+	uint32_t mapping_id, variant;
 };
 
 struct prof_sample_key {

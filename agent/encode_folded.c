@@ -2,44 +2,13 @@
  * "process;root;...;leaf count" line per distinct (process, expanded stack). */
 #include "encode.h"
 #include "aggregate_priv.h"
+#include "sbuf.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct sbuf {
-	char *s;
-	size_t len, cap;
-};
-
-static int sbuf_reserve(struct sbuf *b, size_t extra)
-{
-	size_t cap = b->cap ? b->cap : 256;
-	char *s;
-
-	if (b->len + extra + 1 <= b->cap)
-		return 0;
-	while (cap < b->len + extra + 1)
-		cap *= 2;
-	s = realloc(b->s, cap);
-	if (!s)
-		return -ENOMEM;
-	b->s = s;
-	b->cap = cap;
-	return 0;
-}
-
-static int sbuf_putc(struct sbuf *b, char c)
-{
-	if (sbuf_reserve(b, 1))
-		return -ENOMEM;
-	b->s[b->len++] = c;
-	b->s[b->len] = 0;
-	return 0;
-}
 
 /* Appends s with the folded format's separators made harmless: ';' would split
  * a frame and a newline would split a line. Keeps the buffer NUL-terminated. */
@@ -59,25 +28,6 @@ static int sbuf_put_name(struct sbuf *b, const char *s)
 		b->s[b->len++] = c;
 	}
 	b->s[b->len] = 0;
-	return 0;
-}
-
-static int sbuf_printf(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static int sbuf_printf(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	if (n < 0 || sbuf_reserve(b, (size_t)n))
-		return -ENOMEM;
-	va_start(ap, fmt);
-	vsnprintf(b->s + b->len, (size_t)n + 1, fmt, ap);
-	va_end(ap);
-	b->len += (size_t)n;
 	return 0;
 }
 

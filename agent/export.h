@@ -25,6 +25,10 @@ struct export_series {
 	const struct profile *prof;
 };
 
+/* Each profile of a series carries its labels as pprof comments "series_label
+ * NAME=VALUE", so that files on disk say which series they are (prowl report --label). */
+#define PROWL_SERIES_LABEL_COMMENT "series_label "
+
 /* The value of s's series label called name, or NULL if it has none. */
 static inline const char *export_series_label(const struct export_series *s, const char *name)
 {

@@ -1,5 +1,5 @@
 /* main.c: the prowl command line entry point; dispatches to the subcommands
- * (record, agent) and answers --help and --version. */
+ * (record, agent, report, diff) and answers --help and --version. */
 #include <malloc.h>
 #include <stdio.h>
 #include <string.h>
@@ -7,6 +7,7 @@
 #include "agent.h"
 #include "log.h"
 #include "record.h"
+#include "analyse/report.h"
 
 static const char main_usage[] =
 	"Usage: prowl COMMAND [OPTIONS]\n"
@@ -16,6 +17,8 @@ static const char main_usage[] =
 	"Commands:\n"
 	"  record     capture a profile of processes, a command or the whole host to a file\n"
 	"  agent      profile the whole host continuously and export to backends or a directory\n"
+	"  report     merge profiles (files or the agent's directory): top functions, flame graph\n"
+	"  diff       compare two profiles function by function; a CI gate on share increases\n"
 	"\n"
 	"Options:\n"
 	"  -h, --help       this help ('prowl COMMAND --help' for a command's options)\n"
@@ -25,7 +28,8 @@ static const char main_usage[] =
 	"  sudo prowl record -a -d 10s -o host.pb.gz     # whole host for 10 seconds\n"
 	"  sudo prowl record -p 1234 -d 30s              # one process\n"
 	"  sudo prowl record -o run.pb.gz -- ./myprog    # a command until it exits\n"
-	"  pprof -top host.pb.gz                         # read the result\n"
+	"  prowl report -o host.html host.pb.gz          # a flame graph of the result\n"
+	"  prowl diff base.pb.gz new.pb.gz --fail-on-increase 5   # CI regression gate\n"
 	"  sudo prowl agent --pyroscope-url http://127.0.0.1:4040   # continuous profiling\n";
 
 /* Memory is what a profiler on every host is judged by. One malloc arena for
@@ -63,6 +67,10 @@ int main(int argc, char **argv)
 		return record_main(argc - 1, argv + 1);
 	if (strcmp(cmd, "agent") == 0)
 		return agent_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "report") == 0)
+		return report_main(argc - 1, argv + 1);
+	if (strcmp(cmd, "diff") == 0)
+		return diff_main(argc - 1, argv + 1);
 	log_error("unknown command '%s' (see 'prowl --help')", cmd);
 	return 2;
 }

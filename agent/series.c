@@ -376,6 +376,7 @@ int series_table_batch(struct series_table *t, int64_t start_unix_ns, int64_t en
 		       const struct export_series **ret, size_t *ret_n)
 {
 	size_t n = 0;
+	int r;
 
 	free(t->batch);
 	t->batch = calloc(t->nseries ? t->nseries : 1, sizeof(*t->batch));
@@ -387,6 +388,16 @@ int series_table_batch(struct series_table *t, int64_t start_unix_ns, int64_t en
 		if (s->dead || !s->active)
 			continue;
 		profile_set_time(s->prof, start_unix_ns, end_unix_ns - start_unix_ns);
+		for (size_t k = 0; k < s->nlabels; k++) {
+			char *c;
+
+			if (asprintf(&c, PROWL_SERIES_LABEL_COMMENT "%s=%s", s->labels[k].name, s->labels[k].value) < 0)
+				return -ENOMEM;
+			r = profile_add_comment(s->prof, c);
+			free(c);
+			if (r < 0)
+				return r;
+		}
 		t->batch[n++] = (struct export_series){ .labels = s->labels, .nlabels = s->nlabels, .prof = s->prof };
 	}
 	*ret = t->batch;

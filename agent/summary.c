@@ -43,6 +43,14 @@ void summary_print(FILE *f, const struct profile *p, const struct summary_info *
 		fprintf(f, "Warning: %" PRIu64 " samples could not be processed\n", info->ingest_errors);
 	if (info->kernel_addrs_hidden)
 		fprintf(f, "Note: kernel addresses are hidden (kernel.kptr_restrict); kernel frames keep raw addresses\n");
+	summary_print_top(f, p);
+}
+
+void summary_print_top(FILE *f, const struct profile *p)
+{
+	struct profile_stats st;
+
+	profile_get_stats(p, &st);
 	print_top(f, p, false, st.samples);
 	print_top(f, p, true, st.samples);
 }

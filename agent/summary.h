@@ -19,5 +19,7 @@ struct summary_info {
 };
 
 void summary_print(FILE *f, const struct profile *p, const struct summary_info *info);
+/* Only the two top-10 tables (by self, by total), as `prowl report` prints them. */
+void summary_print_top(FILE *f, const struct profile *p);
 
 #endif

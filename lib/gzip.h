@@ -1,5 +1,5 @@
-/* gzip.h: one-shot gzip (RFC 1952) compression of an in-memory buffer, shared by
- * the pprof encoder and the HTTP exporters that send gzip'ed bodies. */
+/* gzip.h: one-shot gzip (RFC 1952) compression and bounded decompression of
+ * in-memory buffers, for the pprof encoder, the HTTP exporters and the pprof reader. */
 #ifndef PROWL_GZIP_H
 #define PROWL_GZIP_H
 
@@ -10,5 +10,11 @@
  * bytes (owned by the caller). Returns 0, or -EFBIG (input too large), -ENOMEM or
  * -ENOBUFS; on error *ret_buf and *ret_len are left as they were. */
 int gzip_compress(const void *in, size_t len, uint8_t **ret_buf, size_t *ret_len);
+
+/* Inflates the gzip stream in[0..len) (members one after another; other trailing
+ * bytes refused) into a
+ * malloc'ed *ret_buf of *ret_len bytes. -EFBIG when the output would pass
+ * max_out bytes, -EBADMSG for a corrupt or truncated stream, -ENOMEM. */
+int gzip_decompress(const void *in, size_t len, size_t max_out, uint8_t **ret_buf, size_t *ret_len);
 
 #endif
