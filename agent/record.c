@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "aggregate.h"
+#include "analyse/html.h"
 #include "encode.h"
 #include "export_file.h"
 #include "ingest.h"
@@ -27,7 +28,7 @@
 #include "summary.h"
 #include "symbolizer.h"
 
-enum { FMT_PPROF, FMT_FOLDED };
+enum { FMT_PPROF, FMT_FOLDED, FMT_HTML };
 #define RECORD_MAX_OUTPUTS 4
 
 struct record_opts {
@@ -70,8 +71,9 @@ static const char record_usage[] =
 	"                            targets exit or Ctrl-C\n"
 	"  -o, --output FILE         output file (default prowl.pb.gz, or prowl.folded); may be\n"
 	"                            given up to 4 times to write several formats of one capture\n"
-	"  -f, --format FMT          pprof (gzip'ed protobuf) or folded; default from each\n"
-	"                            output's name (.folded/.txt -> folded), else pprof\n"
+	"  -f, --format FMT          pprof (gzip'ed protobuf), folded or html (flame graph);\n"
+	"                            default from each output's name (.folded/.txt -> folded,\n"
+	"                            .html -> html), else pprof\n"
 	"      --idle                keep samples of idle CPUs (dropped by default)\n"
 	"      --per-thread          label samples with tid and thread name too\n"
 	"      --unwind MODE         user stacks: dwarf (default: DWARF call frame information,\n"
@@ -90,6 +92,7 @@ static const char record_usage[] =
 	"  sudo prowl record -a -F 99 -d 30s -o host.pb.gz      # the whole host\n"
 	"  sudo prowl record -p 1234 --format folded -o app.folded\n"
 	"  sudo prowl record -o run.pb.gz -- ./myprog --flag    # profile a command until it exits\n"
+	"  sudo prowl record -o run.html -o run.pb.gz -- ./myprog   # a flame graph and the pprof\n"
 	"  pprof -top app.pb.gz; pprof -http=: app.pb.gz         # look at the result\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -156,8 +159,10 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 				o->format = FMT_PPROF;
 			else if (strcmp(optarg, "folded") == 0)
 				o->format = FMT_FOLDED;
+			else if (strcmp(optarg, "html") == 0)
+				o->format = FMT_HTML;
 			else
-				return usage_error("unknown format '%s': use pprof or folded", optarg);
+				return usage_error("unknown format '%s': use pprof, folded or html", optarg);
 			o->format_set = true;
 			break;
 		case 'I':
@@ -220,6 +225,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		if (!o->format_set && ((n > 7 && strcmp(out + n - 7, ".folded") == 0) ||
 				       (n > 4 && strcmp(out + n - 4, ".txt") == 0)))
 			o->formats[i] = FMT_FOLDED;
+		if (!o->format_set && n > 5 && strcmp(out + n - 5, ".html") == 0)
+			o->formats[i] = FMT_HTML;
 	}
 	return 0;
 }
@@ -425,8 +432,21 @@ static int run_capture(struct capture *c, uint64_t *ret_start_wall, uint64_t *re
 	return 0;
 }
 
+/* The flame graph's title: what was profiled. */
+static const char *record_title(const struct record_opts *o, char *buf, size_t n)
+{
+	size_t off = (size_t)snprintf(buf, n, "prowl record: %s", o->all ? "the whole host" : o->cmd ? "" : "pid");
+
+	for (size_t i = 0; o->cmd && o->cmd[i] && off < n; i++)
+		off += (size_t)snprintf(buf + off, n - off, "%s%s", i ? " " : "", o->cmd[i]);
+	for (size_t i = 0; i < o->npids && off < n; i++)
+		off += (size_t)snprintf(buf + off, n - off, "%s%" PRIu32, i ? "," : " ", o->pids[i]);
+	return buf;
+}
+
 static int write_outputs(struct capture *c)
 {
+	char title[512];
 	int ret = 0;
 
 	for (size_t i = 0; i < c->o->noutputs; i++) {
@@ -436,6 +456,8 @@ static int write_outputs(struct capture *c)
 
 		if (c->o->formats[i] == FMT_FOLDED)
 			r = encode_folded(c->prof, (char **)&buf, &len);
+		else if (c->o->formats[i] == FMT_HTML)
+			r = html_write_profile(c->prof, record_title(c->o, title, sizeof(title)), NULL, 0, (char **)&buf, &len);
 		else
 			r = encode_pprof(c->prof, &buf, &len);
 		if (r < 0) {

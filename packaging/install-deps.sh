@@ -8,7 +8,8 @@ PKGS="make gcc clang llvm pkg-config bpftool libbpf-dev libelf-dev libdw-dev lib
  zlib1g-dev protobuf-c-compiler libprotobuf-c-dev libcurl4-openssl-dev libyaml-dev libmicrohttpd-dev \
  libsystemd-dev"
 TEST_PKGS="elfutils protobuf-compiler libcmocka-dev python3 python3-pytest python3-yaml golang-go \
- golang-github-google-pprof-dev linux-perf binutils procps time libc6-dbg prometheus"
+ golang-github-google-pprof-dev linux-perf binutils procps time libc6-dbg prometheus \
+ chromium python3-websocket"
 case "${1:-all}" in
 build) WANT="$PKGS" ;;
 *) WANT="$PKGS $TEST_PKGS" ;;

@@ -1,0 +1,52 @@
+"""reportlib.py: what the report/diff tests share: real captures of cpusplit with the
+split moved (50/30/20, the same again, 20/30/50, and a 20-sample one), made once per
+session, and Google pprof's own shares of a file to check prowl's numbers against."""
+import re
+import types
+
+import pytest
+
+from conftest import pprof, run_prowl, workload
+
+FREQ = 1000   # per CPU; a loaded CI machine still gives a 2 s capture a few hundred samples
+SECONDS = "2"
+FUNCS = ("hot_a", "hot_b", "hot_c", "mix", "worker", "main")
+
+
+@pytest.fixture(scope="session")
+def caps(tmp_path_factory):
+    d = tmp_path_factory.mktemp("report")
+    c = types.SimpleNamespace(dir=d)
+
+    def rec(name, split, secs=SECONDS, freq=FREQ, extra=()):
+        out = d / f"{name}.pb.gz"
+        res = run_prowl(["record", "-F", str(freq), "-q", "-o", str(out), *extra, "--",
+                         workload("cpusplit"), secs, "1", split])
+        assert res.returncode == 0, res.stderr
+        return out
+
+    # record -o x.html writes the flame graph of the very same capture.
+    c.base = rec("base", "50/30/20", extra=("-o", str(d / "base.html")))
+    c.base_html = d / "base.html"
+    c.base2 = rec("base2", "50/30/20")
+    c.new = rec("new", "20/30/50")
+    c.tiny = rec("tiny", "50/30/20", secs="0.8", freq=20)
+    return c
+
+
+def pprof_top(*paths):
+    """{function: (flat %, cum %)} and the total, as Google's pprof computes them (of
+    several files, merged by pprof)."""
+    out = pprof(["-top", "-sample_index=samples", "-nodecount=1000000", "-nodefraction=0",
+                 "-edgefraction=0"] + [str(p) for p in paths[:-1]], str(paths[-1]))
+    total = None
+    rows = {}
+    for line in out.splitlines():
+        m = re.search(r"of (\d+) total", line)
+        if m:
+            total = int(m.group(1))
+        m = re.match(r"^\s*(\d+)\s+([\d.]+)%\s+[\d.]+%\s+(\d+)\s+([\d.]+)%\s+(.+?)(?: \(inline\))?\s*$", line)
+        if m:
+            rows[m.group(5)] = (float(m.group(2)), float(m.group(4)))
+    assert total, out
+    return rows, total
