@@ -311,7 +311,8 @@ int profile_labelset(struct profile *p, const struct prof_label_in *labels, size
 	if (err)
 		goto out;
 	if (added) {
-		memcpy(p->labels + p->nlabels, buf, n * sizeof(*buf));
+		if (n) /* p->labels may still be NULL */
+			memcpy(p->labels + p->nlabels, buf, n * sizeof(*buf));
 		p->lsets[id] = (struct prof_lset){ .first_label = p->nlabels, .nlabels = (uint32_t)n };
 		p->nlabels += (uint32_t)n;
 	}

@@ -390,8 +390,8 @@ static int merge_sample(struct merge *g, const Perftools__Profiles__Sample *s, u
 	const pb_profile *pb = g->m->pb;
 	struct prof_label_in local[8], *labels = local;
 	int64_t count = s->value[g->m->count_idx];
-	uint32_t ls;
-	int r;
+	uint32_t ls = 0; /* no labels */
+	int r = 0;
 
 	if (count == 0)
 		return 0;
@@ -410,7 +410,8 @@ static int merge_sample(struct merge *g, const Perftools__Profiles__Sample *s, u
 			.num_unit = str_at(pb, l->num_unit),
 		};
 	}
-	r = profile_labelset(g->p, labels, s->n_label, &ls);
+	if (s->n_label)
+		r = profile_labelset(g->p, labels, s->n_label, &ls);
 	if (labels != local)
 		free(labels);
 	if (r < 0)

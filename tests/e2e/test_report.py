@@ -24,7 +24,7 @@ def test_captures_have_the_split(caps):
     """The workload did what the other tests assume: 50/30/20, then 20/30/50."""
     for path, want in ((caps.base, (50, 30, 20)), (caps.base2, (50, 30, 20)), (caps.new, (20, 30, 50))):
         rows, total = pprof_top(path)
-        assert total >= 300, f"{path}: only {total} samples"
+        assert total >= 400, f"{path}: only {total} samples"
         for f, w in zip(("hot_a", "hot_b", "hot_c"), want):
             assert abs(rows[f][1] - w) <= 6, (path, f, rows[f], w)
 
@@ -226,13 +226,20 @@ def test_dir_selects_windows_by_time(agent_dir):
 
 def test_dir_diff_ranges(agent_dir):
     root, svc, files = agent_dir
-    mid = name_time(files[2])
+    counts = [pprof_raw(str(f)).total() for f in files]
+    # Split where half the samples are behind (a loaded machine starves some windows).
+    k = next(i for i in range(1, len(files)) if sum(counts[:i]) * 2 >= sum(counts))
+    k = min(k, len(files) - 1)
+    mid = name_time(files[k])
+    # One unchanged workload throughout. Its first windows may hold stacks cut short
+    # while the unwinder loads the process (shares of _start and main move), so the
+    # gate judges the workload's own functions.
     res = run_prowl(["diff", "--dir", str(root), "--service", svc, "--base", f"..{mid}", "--new", f"{mid}..",
-                     "-f", "json", "--fail-on-increase", "5", "--min-samples", "50"])
-    assert res.returncode == 0, res.stderr  # one unchanged workload throughout
+                     "-f", "json", "--fail-on-increase", "5", "--min-samples", "20", "--focus", "^hot_"])
+    assert res.returncode == 0, res.stderr
     d = json.loads(res.stdout)
-    assert d["base"]["files"] == 2 and d["new"]["files"] == len(files) - 2
-    assert d["base"]["samples"] == sum(pprof_raw(str(f)).total() for f in files[:2])
+    assert d["base"]["files"] == k and d["new"]["files"] == len(files) - k
+    assert d["base"]["samples"] == sum(counts[:k]) and d["new"]["samples"] == sum(counts[k:])
 
 
 def bad(args):
