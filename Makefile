@@ -33,7 +33,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
 WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench san-test install workloads tools
+.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -108,12 +108,17 @@ test: all unit workloads tools
 	tests/run.sh $(O) build-san
 
 # Benchmarks (not timed tests): record overhead against perf, the unwinder's
-# per-sample cost and table builds, the agent over 10-minute runs, then recording rules.
-bench: all unit workloads $(O)/bench/rules_bench
+# per-sample cost and table builds, the agent over 10-minute runs, recording rules,
+# then report and diff over 1,000 agent files next to pprof, and the flame graph in Chromium.
+bench: all unit workloads tools $(O)/bench/rules_bench
 	tests/bench/run.sh
 	tests/bench/unwind.sh
 	tests/bench/agent.sh
 	tests/bench/rules.sh
+	tests/bench/report.sh
+
+bench-report: all workloads tools
+	tests/bench/report.sh
 
 install: all
 	install -D -m 0755 $(O)/prowl $(DESTDIR)/usr/local/bin/prowl

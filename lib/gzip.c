@@ -9,6 +9,11 @@
 
 int gzip_compress(const void *in, size_t len, uint8_t **ret_buf, size_t *ret_len)
 {
+	return gzip_compress_level(in, len, Z_DEFAULT_COMPRESSION, ret_buf, ret_len);
+}
+
+int gzip_compress_level(const void *in, size_t len, int level, uint8_t **ret_buf, size_t *ret_len)
+{
 	z_stream zs = {};
 	uint8_t *out = NULL;
 	uLong bound;
@@ -16,7 +21,7 @@ int gzip_compress(const void *in, size_t len, uint8_t **ret_buf, size_t *ret_len
 
 	if (len > UINT_MAX / 2)
 		return -EFBIG;
-	if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+	if (deflateInit2(&zs, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
 		return -ENOMEM;
 	bound = deflateBound(&zs, (uLong)len);
 	out = malloc(bound);

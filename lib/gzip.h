@@ -10,6 +10,8 @@
  * bytes (owned by the caller). Returns 0, or -EFBIG (input too large), -ENOMEM or
  * -ENOBUFS; on error *ret_buf and *ret_len are left as they were. */
 int gzip_compress(const void *in, size_t len, uint8_t **ret_buf, size_t *ret_len);
+/* The same at zlib level 0-9 (1: fastest). */
+int gzip_compress_level(const void *in, size_t len, int level, uint8_t **ret_buf, size_t *ret_len);
 
 /* Inflates the gzip stream in[0..len) (members one after another; other trailing
  * bytes refused) into a

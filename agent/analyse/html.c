@@ -1,5 +1,5 @@
 /* html.c: fills the page template (flame.html, built in) with the view as JSON:
- * function names and files, then the call tree as a string of packed varints. */
+ * function names and files, then the call tree as gzip'ed varints in base64. */
 #include "analyse/html.h"
 
 #include <errno.h>
@@ -12,6 +12,7 @@
 #include "analyse/cli.h"
 #include "analyse/jsonw.h"
 #include "analyse/view.h"
+#include "gzip.h"
 #include "intern.h"
 #include "sbuf.h"
 
@@ -27,22 +28,45 @@ __asm__(".section .rodata\n"
 extern const char prowl_flame_html[];
 
 #define DATA_MARK "@PROWL_DATA@"
+/* zlib level of the node data: at 100k stacks, 5 takes half the time of the default
+ * (6) for a page 2 % larger; 1 saves little more time and adds 13 %. */
+#define GZIP_LEVEL 5
 
-static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/* 5 bits a letter, low bits first; the letter's sixth bit says another follows. */
+/* LEB128: 7 bits a byte, low bits first, the high bit says another byte follows. */
 static int put_varint(struct sbuf *b, uint64_t v)
 {
-	char tmp[16];
+	char tmp[10];
 	size_t n = 0;
 
 	do {
-		unsigned int d = v & 31;
-
-		v >>= 5;
-		tmp[n++] = alphabet[d | (v ? 32 : 0)];
+		tmp[n] = (char)(v & 0x7f);
+		v >>= 7;
+		tmp[n++] |= v ? 0x80 : 0;
 	} while (v);
 	return sbuf_put(b, tmp, n);
+}
+
+static int put_base64(struct sbuf *b, const uint8_t *in, size_t len)
+{
+	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	char *o;
+	int r = sbuf_reserve(b, (len + 2) / 3 * 4);
+
+	if (r)
+		return r;
+	o = b->s + b->len;
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t w = (uint32_t)in[i] << 16 | (i + 1 < len ? (uint32_t)in[i + 1] << 8 : 0) |
+			     (i + 2 < len ? in[i + 2] : 0);
+
+		*o++ = tab[w >> 18];
+		*o++ = tab[w >> 12 & 63];
+		*o++ = i + 1 < len ? tab[w >> 6 & 63] : '=';
+		*o++ = i + 2 < len ? tab[w & 63] : '=';
+	}
+	b->len = (size_t)(o - b->s);
+	b->s[b->len] = 0;
+	return 0;
 }
 
 static uint64_t nonneg(int64_t v)
@@ -50,7 +74,8 @@ static uint64_t nonneg(int64_t v)
 	return v > 0 ? (uint64_t)v : 0;
 }
 
-/* The nodes in depth-first order, children by name. */
+/* The nodes in depth-first order, children by name, as varints: function, levels
+ * up from the previous node's child, line, and the samples of each side. */
 static int put_nodes(struct sbuf *b, const struct view *v)
 {
 	uint32_t n = 0, d = 0, prev_d = 0;
@@ -90,6 +115,9 @@ static int put_data(struct sbuf *b, const struct view *v, const struct html_meta
 {
 	struct intern *files = intern_new();
 	uint32_t *ffile = calloc((size_t)v->nfuncs + 1, sizeof(*ffile));
+	struct sbuf raw = {};
+	uint8_t *gz = NULL;
+	size_t gzlen = 0;
 	int r = -ENOMEM;
 
 	if (!files || !ffile)
@@ -126,13 +154,20 @@ static int put_data(struct sbuf *b, const struct view *v, const struct html_meta
 			r = sbuf_printf(b, "%s%" PRIu32, k++ ? "," : "", f);
 	if (!r)
 		r = sbuf_puts(b, "],\n\"nodes\":\"");
+	/* gzip'ed (the page inflates it with DecompressionStream), then base64. */
 	if (!r)
-		r = put_nodes(b, v);
+		r = put_nodes(&raw, v);
+	if (!r)
+		r = gzip_compress_level(raw.s, raw.len, GZIP_LEVEL, &gz, &gzlen);
+	if (!r)
+		r = put_base64(b, gz, gzlen);
 	if (!r)
 		r = sbuf_puts(b, "\"}");
 out:
 	intern_free(files);
 	free(ffile);
+	sbuf_free(&raw);
+	free(gz);
 	return r;
 }
 

@@ -282,14 +282,20 @@ int report_main(int argc, char **argv)
 	cli_describe(&s, line, sizeof(line));
 	cli_labels(&s, labels, sizeof(labels));
 	if (o.format == RF_TEXT) {
-		printf("%s\n", line);
+		FILE *f = open_memstream(&buf, &len);
+
+		if (!f) {
+			log_error_errno(-errno, "cannot format the report");
+			goto out;
+		}
+		fprintf(f, "%s\n", line);
 		if (labels[0])
-			printf("Series labels: %s\n", labels);
-		summary_print_top(stdout, s.prof);
-		ret = 0;
-		goto out;
+			fprintf(f, "Series labels: %s\n", labels);
+		summary_print_top(f, s.prof);
+		r = fclose(f) ? -ENOMEM : 0;
+	} else {
+		r = encode(&o, &s, &buf, &len);
 	}
-	r = encode(&o, &s, &buf, &len);
 	if (r < 0) {
 		log_error_errno(r, "cannot encode the merged profile as %s", format_names[o.format]);
 		goto out;
@@ -299,7 +305,7 @@ int report_main(int argc, char **argv)
 		log_error("cannot write '%s': %s: choose a writable path with -o", o.output, strerror(-r));
 		goto out;
 	}
-	if (!o.quiet && strcmp(o.output, "-") != 0)
+	if (!o.quiet && o.format != RF_TEXT && strcmp(o.output, "-") != 0)
 		printf("Wrote %s (%s, %zu bytes): %s\n", o.output, format_names[o.format], len, line);
 	ret = 0;
 out:

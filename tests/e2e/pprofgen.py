@@ -102,11 +102,13 @@ class Profile:
         return gzip.compress(bytes(out)) if compress else bytes(out)
 
 
-def many_stacks(n, seed=1, funcs=3000, depth=(8, 28)):
+def many_stacks(n, seed=1, funcs=3000, depth=(8, 28), count_seed=None, boost=None):
     """A profile with n distinct stacks: random walks over a call graph of `funcs`
     functions in which most calls follow a fixed edge, so stacks share prefixes as in
-    real programs."""
+    real programs. count_seed draws other counts for the same stacks, and boost=(name, k)
+    multiplies the counts of stacks through that function: a "new" side for diffs."""
     rnd = random.Random(seed)
+    counts = random.Random(count_seed if count_seed is not None else seed + 1000)
     names = [f"mod{i % 40}::fn_{i}_{'x' * (i % 17)}" for i in range(funcs)]
     succ = [rnd.randrange(funcs) for _ in range(funcs)]
     p = Profile()
@@ -120,5 +122,9 @@ def many_stacks(n, seed=1, funcs=3000, depth=(8, 28)):
         if key in seen:
             continue
         seen.add(key)
-        p.add([names[i] for i in stack], count=rnd.randint(1, 20))
+        frames = [names[i] for i in stack]
+        c = counts.randint(1, 20)
+        if boost and boost[0] in frames:
+            c *= boost[1]
+        p.add(frames, count=c)
     return p
