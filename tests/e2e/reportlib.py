@@ -1,5 +1,5 @@
 """reportlib.py: what the report/diff tests share: real captures of cpusplit with the
-split moved (50/30/20, the same again, 20/30/50, and a 16-sample one), made once per
+split moved (50/30/20, the same again, 20/30/50, and a 10-sample one), made once per
 session, and Google pprof's own shares of a file to check prowl's numbers against."""
 import re
 import types
@@ -30,7 +30,7 @@ def caps(tmp_path_factory):
     c.base_html = d / "base.html"
     c.base2 = rec("base2", "50/30/20")
     c.new = rec("new", "20/30/50")
-    c.tiny = rec("tiny", "50/30/20", secs="0.8c", freq=20)
+    c.tiny = rec("tiny", "50/30/20", secs="0.5c", freq=20)
     return c
 
 

@@ -109,7 +109,7 @@ def test_gate_passes_two_runs_of_the_same_build(caps):
 
 def test_gate_refuses_too_few_samples(caps):
     tiny = pprof_top(caps.tiny)[1]
-    assert tiny <= 20, tiny
+    assert tiny <= 40, tiny  # about 10: 0.5 s of CPU at 20 Hz
     res = run_prowl(["diff", str(caps.base), str(caps.tiny), "--fail-on-increase", "5"])
     assert res.returncode == 4, res.stderr
     line = one_error_line(res)
