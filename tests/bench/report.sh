@@ -127,7 +127,8 @@ log "HTML: first render in headless Chromium (100k distinct stacks, and the corp
 /usr/bin/python3 tests/bench/html_render.py "$TMP" "$PROWL" "$TMP/merged.html" "$TMP/diff.html" >"$TMP/render.md" ||
 	die "the render benchmark failed"
 
-mib() { awk -v k="$1" 'BEGIN { printf "%.0f", k / 1024 }'; }
+mib() { awk -v k="$1" 'BEGIN { printf "%.0f", k / 1024 }'; }     # KiB -> MiB
+mib1() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; } # bytes -> MiB
 row() { printf '| %s | %s | %s | %s |\n' "$1" "${WALL[$2]}" "${CPU[$2]}" "$(mib "${RSS[$2]}")"; }
 {
 	echo "### report and diff over $NFILES agent files"
@@ -141,9 +142,9 @@ row() { printf '| %s | %s | %s | %s |\n' "$1" "${WALL[$2]}" "${CPU[$2]}" "$(mib 
 	echo "|---|---|---|---|"
 	row "\`prowl report --dir\` (top functions)" report_top
 	row "\`prowl report FILE×1000 -o merged.pb.gz\`" report_files
-	row "\`prowl report --dir -o merged.html\` ($(mib $((HTML_BYTES / 1024))) MiB page)" report_html
+	row "\`prowl report --dir -o merged.html\` ($(mib1 "$HTML_BYTES") MiB page)" report_html
 	row "\`prowl diff --dir --base ..MID --new MID..\` (text)" diff_text
-	row "\`prowl diff ... -o diff.html\` ($(mib $((DIFF_BYTES / 1024))) MiB page)" diff_html
+	row "\`prowl diff ... -o diff.html\` ($(mib1 "$DIFF_BYTES") MiB page)" diff_html
 	row "\`pprof -proto FILE×1000\` (Google pprof's merge)" pprof_proto
 	row "\`pprof -top -diff_base FILE×500 FILE×500\`" pprof_diff
 	echo
