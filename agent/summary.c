@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "aggregate.h"
+#include "printable.h"
 
 #define TOP_N 10
 
@@ -18,11 +19,13 @@ static void print_top(FILE *f, const struct profile *p, bool by_total, uint64_t 
 	fprintf(f, "  %7s %7s  %s\n", "self%", "total%", "function");
 	for (int i = 0; i < n; i++) {
 		const char *file = e[i].file ? strrchr(e[i].file, '/') : NULL;
+		char fn[512], fl[256];
 
 		file = file ? file + 1 : e[i].file;
+		/* Names come from the profiled programs: no escape sequences to the terminal. */
 		fprintf(f, "  %6.2f%% %6.2f%%  %s%s%s%s\n", samples ? 100.0 * e[i].self / samples : 0.0,
-			samples ? 100.0 * e[i].total / samples : 0.0, e[i].function, file ? " (" : "",
-			file ? file : "", file ? ")" : "");
+			samples ? 100.0 * e[i].total / samples : 0.0, printable(e[i].function, fn, sizeof(fn)),
+			file ? " (" : "", file ? printable(file, fl, sizeof(fl)) : "", file ? ")" : "");
 	}
 	if (n <= 0)
 		fprintf(f, "  (no samples)\n");

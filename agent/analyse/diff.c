@@ -12,6 +12,7 @@
 #include "analyse/jsonw.h"
 #include "analyse/timespec.h"
 #include "analyse/view.h"
+#include "printable.h"
 
 static double pct(int64_t part, int64_t whole)
 {
@@ -86,6 +87,7 @@ size_t diff_judge(const struct view *v, struct diff_row *rows, size_t n, const s
 		struct diff_row *r = &rows[i];
 		const char *name = view_str(v, v->funcs[r->func].name);
 		const char *sep = "";
+		char safe[512];
 
 		if (g->focus && regexec(g->focus, name, 0, NULL, 0) != 0)
 			continue;
@@ -95,7 +97,7 @@ size_t diff_judge(const struct view *v, struct diff_row *rows, size_t n, const s
 		if (!r->offender_self && !r->offender_total)
 			continue;
 		bad++;
-		fprintf(out, "regression: %s:", name);
+		fprintf(out, "regression: %s:", printable(name, safe, sizeof(safe)));
 		if (r->offender_total) {
 			fprintf(out, " total %.2f%% -> %.2f%% (%+.2f pp > %g pp + %.2f pp noise)", r->base_total,
 				r->new_total, r->d_total, g->max_pp, r->noise_total);
@@ -146,10 +148,11 @@ int diff_text(struct sbuf *b, const struct view *v, const struct diff_row *rows,
 	for (size_t i = 0; i < shown && !r; i++) {
 		const struct diff_row *d = &rows[i];
 		const char *st = status(v, d);
+		char safe[512];
 
 		r = sbuf_printf(b, "   %8.2f %8.2f %+8.2f  %8.2f %8.2f %+8.2f  %s%s%s\n", d->base_self, d->new_self,
 				d->d_self, d->base_total, d->new_total, d->d_total,
-				view_str(v, v->funcs[d->func].name), strcmp(st, "changed") ? "  [" : "",
+				printable(view_str(v, v->funcs[d->func].name), safe, sizeof(safe)), strcmp(st, "changed") ? "  [" : "",
 				strcmp(st, "changed") ? (strcmp(st, "new") ? "gone]" : "new]") : "");
 	}
 	if (!r && shown < n)

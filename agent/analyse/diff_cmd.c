@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "log.h"
 #include "parse.h"
+#include "printable.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_REGRESSION = 3, EXIT_TOO_FEW = 4 };
 enum diff_format { DF_TEXT, DF_JSON, DF_HTML };
@@ -335,8 +336,10 @@ int diff_main(int argc, char **argv)
 		goto out;
 	ret = EXIT_INPUT;
 	if (strcmp(s[0].types, s[1].types) != 0) {
+		char a[256], b[256];
+
 		log_error("the two sides have different sample types (%s vs %s): compare profiles of one kind",
-			  s[0].types, s[1].types);
+			  printable(s[0].types, a, sizeof(a)), printable(s[1].types, b, sizeof(b)));
 		goto out;
 	}
 	if (o.gate.on && (s[0].samples < o.min_samples || s[1].samples < o.min_samples)) {

@@ -17,6 +17,7 @@
 #include "aggregate.h"
 #include "analyse/timespec.h"
 #include "log.h"
+#include "printable.h"
 
 #define NS 1000000000ll
 /* Dir mode names the first few unreadable files, then only counts them. */
@@ -173,8 +174,10 @@ static int merge_msg(struct input_set *s, const struct pprof_msg *m, const char 
 		return 0;
 	}
 	if (s->nfiles && strcmp(info.sample_types, s->types) != 0) {
+		char a[256], b[256];
+
 		set_err(s, "'%s' and '%s' have different sample types (%s vs %s): give profiles of one kind",
-			s->first, path, s->types, info.sample_types);
+			s->first, path, printable(s->types, a, sizeof(a)), printable(info.sample_types, b, sizeof(b)));
 		free(sf);
 		return -EBADMSG;
 	}

@@ -6,35 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 when it is not one. */
-static int utf8_len(const unsigned char *s, uint32_t *ret_cp)
-{
-	uint32_t cp;
-	int n;
-
-	if (s[0] < 0x80) {
-		*ret_cp = s[0];
-		return 1;
-	}
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		n = 2, cp = s[0] & 0x1f;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		n = 3, cp = s[0] & 0x0f;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		n = 4, cp = s[0] & 0x07;
-	else
-		return 0;
-	for (int i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	/* Overlong forms, surrogates and code points past U+10FFFF. */
-	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	*ret_cp = cp;
-	return n;
-}
+#include "printable.h"
 
 int json_str(struct sbuf *b, const char *str)
 {
@@ -43,7 +15,7 @@ int json_str(struct sbuf *b, const char *str)
 
 	while (*s && !r) {
 		uint32_t cp;
-		int n = utf8_len(s, &cp);
+		int n = utf8_seq_len(s, &cp);
 
 		if (n == 0) {
 			r = sbuf_puts(b, "\\ufffd");

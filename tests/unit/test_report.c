@@ -20,6 +20,7 @@
 #include "analyse/view.h"
 #include "encode.h"
 #include "gzip.h"
+#include "printable.h"
 #include "profile.pb-c.h"
 
 typedef Perftools__Profiles__Profile pb_profile;
@@ -443,6 +444,20 @@ static void test_json_escaping(void **state)
 	sbuf_free(&b);
 }
 
+/* Names with escape sequences, C1 codes or broken UTF-8 print as '?', the rest as is. */
+static void test_printable(void **state)
+{
+	char buf[32];
+	const char *clean = "ns::f(int)";
+
+	(void)state;
+	assert_ptr_equal(printable(clean, buf, sizeof(buf)), clean);
+	assert_string_equal(printable("a\x1b[31mb\n", buf, sizeof(buf)), "a?[31mb?");
+	assert_string_equal(printable("\xc2\x9b" "2J \xc3\xa9 \xff", buf, sizeof(buf)), "?2J \xc3\xa9 ?");
+	assert_string_equal(printable("\x7f\xed\xa0\x80", buf, sizeof(buf)), "????"); /* a surrogate: 3 bad bytes */
+	assert_string_equal(printable("\x01" "bcdefghijklmnopqrstuvwxyz0123456789", buf, 8), "?bcdefg");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -453,6 +468,7 @@ int main(void)
 		cmocka_unit_test(test_times),
 		cmocka_unit_test(test_view_and_gate),
 		cmocka_unit_test(test_json_escaping),
+		cmocka_unit_test(test_printable),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
