@@ -65,7 +65,7 @@ static const char report_usage[] =
 	"  prowl report -o app.html app.pb.gz                  # flame graph, one self-contained file\n"
 	"  prowl report --dir /var/lib/prowl/profiles --service nginx --from -1h -o nginx.html\n"
 	"  prowl report --dir /var/lib/prowl/profiles --from 09:00 --to 10:00 -o hour.pb.gz\n"
-	"  prowl report --label process_name=postgres -f folded -o - host.pb.gz | flamegraph.pl > pg.svg\n";
+	"  prowl report --label process_name=postgres -f folded -o - host.pb.gz > pg.folded\n";
 
 struct report_opts {
 	struct input_opts in;
