@@ -219,6 +219,8 @@ def test_unwritable_output(path):
     (["-a", "-d", "soon"], "duration"), (["-a", "-d", "-1s"], "duration"), (["-a", "-d", "0s"], "duration"),
     (["-p", "abc"], "PID"), (["-p", "1,,2"], "PID"), ([], "nothing to profile"), (["-a", "-p", "1"], "only one"),
     (["-a", "--bogus"], "unknown option"), (["-a", "-f", "json"], "format"), (["-a", "-o"], "needs a value"),
+    (["-a", "-d", "500us"], "duration"), (["-a", "-d", "0.5ms"], "duration"), (["-a", "-d", "10ns"], "duration"),
+    (["-a", "--unwind-max-rows", "1000"], "--unwind-max-rows"),
 ])
 def test_usage_errors_exit_2(args, word):
     res = run_prowl(["record"] + args)
