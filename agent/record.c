@@ -596,8 +596,11 @@ int record_main(int argc, char **argv)
 		symbolizer_get_stats(c.sym, &sst);
 		info.lost = cnt.v[PROWL_CNT_LOST];
 		info.kernel_addrs_hidden = sst.kernel_addrs_hidden;
+		info.max_samples = o.freq * (elapsed / 1e9) * (o.all ? sampler_ncpus_active(c.sampler) : 1);
 		summary_print(stdout, c.prof, &info);
 	}
+	if (!c.samples && o.quiet)
+		log_warn("no samples: " SUMMARY_NO_SAMPLES_HINT);
 	if (o.cmd && c.child_done && WIFEXITED(c.child_status) && WEXITSTATUS(c.child_status) && !o.quiet)
 		log_info("the command exited with status %d", WEXITSTATUS(c.child_status));
 	ret = 0;
