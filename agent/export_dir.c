@@ -191,10 +191,10 @@ static void dir_get_stats(struct exporter *e, struct export_stats *ret)
 {
 	struct exporter_dir *d = (struct exporter_dir *)e;
 
-	*ret = d->st;
-	ret->dropped = d->pruned; /* files removed by retention */
-	ret->queue_items = d->nfiles;
-	ret->queue_bytes = d->total_bytes;
+	*ret = d->st; /* writes are synchronous: nothing is ever queued */
+	ret->kept_files = d->nfiles;
+	ret->kept_bytes = d->total_bytes;
+	ret->removed = d->pruned;
 }
 
 static void dir_free(struct exporter *e)

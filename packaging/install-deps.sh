@@ -7,6 +7,7 @@ SUDO=""
 PKGS="make gcc clang llvm pkg-config bpftool libbpf-dev libelf-dev libdw-dev libdebuginfod-dev \
  zlib1g-dev protobuf-c-compiler libprotobuf-c-dev libcurl4-openssl-dev libyaml-dev libmicrohttpd-dev \
  libsystemd-dev"
+# prometheus: the alert tests run the real server (on loopback, started by the test).
 TEST_PKGS="elfutils protobuf-compiler libcmocka-dev python3 python3-pytest python3-yaml golang-go \
  golang-github-google-pprof-dev linux-perf binutils procps time libc6-dbg prometheus"
 case "${1:-all}" in
@@ -21,4 +22,8 @@ if [ -n "$missing" ]; then
 	echo "install-deps: installing:$missing" >&2
 	$SUDO apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+	# Only the tests use Prometheus: the service Debian enables on :9090 is not wanted.
+	case " $missing " in
+	*" prometheus "*) [ -d /run/systemd/system ] && $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true ;;
+	esac
 fi

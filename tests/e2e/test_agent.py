@@ -328,6 +328,12 @@ def test_metrics_endpoint(multi):
             assert m.export(backend, outcome) == 0, (backend, outcome)
         assert m.get("prowl_export_bytes_total", backend=backend) > 0, backend
         assert m.get("prowl_export_queue_items", backend=backend) is not None
+    # The directory exporter writes at once: nothing waits; what it keeps is counted apart.
+    assert m.get("prowl_export_queue_items", backend="dir") == 0
+    assert m.get("prowl_export_queue_bytes", backend="dir") == 0
+    assert m.get("prowl_export_dir_files") >= m.export("dir", "sent") >= 1
+    assert m.get("prowl_export_dir_bytes") == m.get("prowl_export_bytes_total", backend="dir")
+    assert m.get("prowl_export_dir_removed_total") == 0
     st, body, _ = multi.healthz
     assert st == 200, body
     assert multi.notfound[0] == 404

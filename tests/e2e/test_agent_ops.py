@@ -329,7 +329,10 @@ def test_dir_default_exporter_and_retention(tmp_path):
     total = sum(f.stat().st_size for f in prof.rglob("*.pb.gz"))
     assert total <= 1024 * 1024, total
     removed = 2 + kept.count(False)
-    assert m.export("dir", "dropped") <= removed
+    # Retention is not a loss: counted apart from dropped profiles, and nothing is queued.
+    assert m.export("dir", "dropped") == 0 and m.get("prowl_export_queue_items", backend="dir") == 0
+    assert 2 <= m.get("prowl_export_dir_removed_total") <= removed
+    assert m.get("prowl_export_dir_bytes") <= 1024 * 1024
     # One file per window for the workload's series, contiguous windows, read by pprof.
     files = sorted((prof / svc).glob("*.pb.gz"))
     metas = sorted((PprofMeta(f.read_bytes()) for f in files), key=lambda x: x.time_ns)
