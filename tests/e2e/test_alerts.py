@@ -1,27 +1,22 @@
 """test_alerts.py: every alert of packaging/prometheus/prowl-alerts.yaml (the ones
 docs/agent.md suggests), evaluated by a real Prometheus scraping real agents: silent on a
 healthy agent, and true on an agent whose backend is down or that falls behind."""
-import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 
 import pytest
 
 from agentlib import Agent, free_port
 from conftest import ROOT, start, stop, workload
+from promlib import PROMETHEUS, PROMTOOL, Prometheus
 from receiver import Receiver
 
 yaml = pytest.importorskip("yaml")  # Debian python3-yaml
 
 RULES = os.path.join(ROOT, "packaging", "prometheus", "prowl-alerts.yaml")
-PROMETHEUS = shutil.which("prometheus")
-PROMTOOL = shutil.which("promtool")
 SAN = "san" in os.environ.get("PROWL_TEST_BUILD", "")
 
 pytestmark = pytest.mark.skipif(not PROMETHEUS or not PROMTOOL,
@@ -44,62 +39,6 @@ def scaled(expr):
     """expr with its ranges in seconds instead of minutes ([15m] -> [15s]): a test can't
     wait 15 minutes. Metrics, labels, joins and thresholds stay as they are."""
     return re.sub(r"\[(\d+)m\]", r"[\1s]", expr)
-
-
-class Prometheus:
-    """A real Prometheus on loopback: scrapes the targets every second."""
-
-    def __init__(self, tmp_path, targets):
-        self.port = free_port()
-        self.targets = targets
-        cfg = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s", "scrape_timeout": "900ms"},
-               "rule_files": [RULES],
-               "scrape_configs": [{"job_name": "prowl", "static_configs": [{"targets": targets}]}]}
-        self.cfg = tmp_path / "prometheus.yml"
-        self.cfg.write_text(yaml.safe_dump(cfg))
-        self.log = open(tmp_path / "prometheus.log", "w")
-        self.p = subprocess.Popen([PROMETHEUS, f"--config.file={self.cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                                   f"--web.listen-address=127.0.0.1:{self.port}"],
-                                  stdout=self.log, stderr=subprocess.STDOUT)
-
-    def api(self, path, **args):
-        url = f"http://127.0.0.1:{self.port}/api/v1/{path}?" + urllib.parse.urlencode(args)
-        with urllib.request.urlopen(url, timeout=10) as r:
-            body = json.load(r)
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def first_scrape(self, timeout=30):
-        """The time by which every target has been scraped once."""
-        end = time.time() + timeout
-        while time.time() < end:
-            assert self.p.poll() is None, "prometheus exited"
-            try:
-                got = self.api("query", query="up")["result"]
-            except OSError:
-                got = []
-            if len(got) == len(self.targets):
-                return time.time()
-            time.sleep(0.2)
-        raise AssertionError(f"prometheus did not scrape every target within {timeout}s")
-
-    def true_at(self, expr, start, end):
-        """{instance: [label dicts]} of the series for which expr was true at some
-        instant from start to end (one evaluation a second)."""
-        out = {}
-        for r in self.api("query_range", query=expr, start=start, end=end, step=1)["result"]:
-            out.setdefault(r["metric"].get("instance"), []).append(r["metric"])
-        return out
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        self.log.close()
 
 
 @pytest.mark.slow
@@ -135,7 +74,7 @@ def test_alerts_silent_when_healthy_and_fire_when_backend_down(tmp_path):
         while (down.metrics().get("prowl_export_queue_items", backend="pyroscope") or 0) < 1:
             assert time.time() < deadline, down.log()
             time.sleep(0.2)
-        prom = Prometheus(tmp_path, [f"127.0.0.1:{a.metrics_port}" for a in agents])
+        prom = Prometheus(tmp_path, [f"127.0.0.1:{a.metrics_port}" for a in agents], rule_files=[RULES]).start()
         s0 = prom.first_scrape()
         time.sleep(max(0, s0 + 1 - time.time()))
         busy.send(signal.SIGSTOP)
