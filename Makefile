@@ -128,7 +128,7 @@ install: all
 	sed -e 's|/usr/local/bin/prowl|$(BINDIR)/prowl|g' -e 's|/usr/local/share/doc/prowl|$(DOCDIR)|g' \
 	    -e 's|/etc/prowl/|$(SYSCONFDIR)/prowl/|g' packaging/prowl.service > $(DESTDIR)$(UNITDIR)/prowl.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/prowl.service
-	install -m 0644 README.md docs/agent.md docs/configuration.md docs/unwinding.md \
+	install -m 0644 README.md $(filter-out docs/decisions.md,$(wildcard docs/*.md)) \
 	    packaging/prometheus/prowl-alerts.yaml $(DESTDIR)$(DOCDIR)/
 	install -m 0644 packaging/prowl.yaml $(DESTDIR)$(DOCDIR)/agent.yaml.example
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/prowl/agent.yaml ]; then \

@@ -100,7 +100,8 @@ def test_make_install(tmp_path, prefix, unitdir):
     binary = dest / prefix / "bin" / "prowl"
     assert os.access(binary, os.X_OK)
     docdir = dest / prefix / "share" / "doc" / "prowl"
-    for f in ("README.md", "agent.md", "configuration.md", "unwinding.md", "prowl-alerts.yaml", "agent.yaml.example"):
+    for f in ("README.md", "agent.md", "configuration.md", "metrics.md", "unwinding.md", "prowl-alerts.yaml",
+              "agent.yaml.example"):
         assert (docdir / f).is_file(), f
     cfg = dest / "etc" / "prowl" / "agent.yaml"
     assert stat.S_IMODE(cfg.stat().st_mode) == 0o600
