@@ -67,13 +67,13 @@ static void exporter_metrics(FILE *f, const struct agent_snapshot *s)
 	for (unsigned int i = 0; i < s->nexp; i++) {
 		if (strcmp(s->exp_name[i], "dir") != 0)
 			continue;
-		metrics_emit(f, "prowl_export_dir_files", "gauge", "Profiles the directory exporter keeps on disk.", NULL,
-			     s->exp[i].kept_files);
+		metrics_emit(f, "prowl_export_dir_files", "gauge", "Profiles the directory exporter keeps on disk.",
+			     NULL, s->exp[i].kept_files);
 		metrics_emit(f, "prowl_export_dir_bytes", "gauge", "Size of the profiles the directory exporter keeps.",
 			     NULL, s->exp[i].kept_bytes);
 		metrics_emit(f, "prowl_export_dir_removed_total", "counter",
-			     "Profiles the directory exporter removed by retention (exporters.dir.max_age, max_size).", NULL,
-			     s->exp[i].removed);
+			     "Profiles the directory exporter removed by retention (exporters.dir.max_age, max_size).",
+			     NULL, s->exp[i].removed);
 	}
 }
 

@@ -109,8 +109,9 @@ static int parse_unwind_limit(const char *arg, uint32_t min, uint32_t max, const
 	uint64_t v;
 
 	if (parse_u64_range(arg, min, max, &v) < 0) {
-		snprintf(msg, sizeof(msg), "option %s: invalid value '%%s': give a whole number from %" PRIu32 " to %" PRIu32,
-			 flag, min, max);
+		snprintf(msg, sizeof(msg),
+			 "option %s: invalid value '%%s': give a whole number from %" PRIu32 " to %" PRIu32, flag, min,
+			 max);
 		return usage_error(msg, arg);
 	}
 	*ret = (uint32_t)v;
@@ -160,8 +161,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'd':
 			if (parse_duration_ns(optarg, &o->duration_ns) < 0 || o->duration_ns < 1000000)
-				return usage_error("invalid duration '%s': use e.g. 10s, 500ms, 2m, 1h30m, or 10 for seconds",
-						   optarg);
+				return usage_error("invalid duration '%s': use e.g. 10s, 500ms, 2m, 1h30m, or 10 for "
+						   "seconds", optarg);
 			break;
 		case 'o':
 			if (o->noutputs == RECORD_MAX_OUTPUTS)
@@ -192,7 +193,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 				return usage_error("unknown unwind mode '%s': use dwarf or fp", optarg);
 			break;
 		case 'R':
-			r = parse_unwind_limit(optarg, UNWIND_ROWS_MIN, UNWIND_ROWS_MAX, "--unwind-max-rows", &o->unwind_max_rows);
+			r = parse_unwind_limit(optarg, UNWIND_ROWS_MIN, UNWIND_ROWS_MAX, "--unwind-max-rows",
+					       &o->unwind_max_rows);
 			if (r)
 				return r;
 			break;
