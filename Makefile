@@ -120,8 +120,29 @@ bench: all unit workloads tools $(O)/bench/rules_bench
 bench-report: all workloads tools
 	tests/bench/report.sh
 
+# `make install`: the binary, the systemd unit (its paths rewritten for PREFIX and
+# SYSCONFDIR), the documentation, the example alert rules, and an example agent.yaml
+# that never replaces an existing one. DESTDIR stages it all under another root.
+PREFIX     ?= /usr/local
+BINDIR     ?= $(PREFIX)/bin
+DOCDIR     ?= $(PREFIX)/share/doc/prowl
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
+
 install: all
-	install -D -m 0755 $(O)/prowl $(DESTDIR)/usr/local/bin/prowl
+	install -D -m 0755 $(O)/prowl $(DESTDIR)$(BINDIR)/prowl
+	install -d -m 0755 $(DESTDIR)$(UNITDIR) $(DESTDIR)$(DOCDIR)
+	sed -e 's|/usr/local/bin/prowl|$(BINDIR)/prowl|g' -e 's|/usr/local/share/doc/prowl|$(DOCDIR)|g' \
+	    -e 's|/etc/prowl/|$(SYSCONFDIR)/prowl/|g' packaging/prowl.service > $(DESTDIR)$(UNITDIR)/prowl.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/prowl.service
+	install -m 0644 README.md $(filter-out docs/decisions.md,$(wildcard docs/*.md)) \
+	    packaging/prometheus/prowl-alerts.yaml $(DESTDIR)$(DOCDIR)/
+	install -m 0644 packaging/prowl.yaml $(DESTDIR)$(DOCDIR)/agent.yaml.example
+	@if [ -e $(DESTDIR)$(SYSCONFDIR)/prowl/agent.yaml ]; then \
+		echo "keeping $(DESTDIR)$(SYSCONFDIR)/prowl/agent.yaml (the example is $(DESTDIR)$(DOCDIR)/agent.yaml.example)"; \
+	else \
+		install -D -m 0600 packaging/prowl.yaml $(DESTDIR)$(SYSCONFDIR)/prowl/agent.yaml; \
+	fi
 
 clean:
 	rm -rf build build-san

@@ -583,6 +583,7 @@ int agent_main(int argc, char **argv)
 		.unwind_max_rows = a.cfg.limits.unwind_table_rows,
 		.unwind_max_maps = a.cfg.limits.unwind_mappings,
 		.unwind_max_procs = a.cfg.limits.unwind_processes,
+		.unwind_names = { "limits.unwind_table_rows", "limits.unwind_mappings", "limits.unwind_processes" },
 	};
 	if (sampler_open(&so, &a.sampler) < 0)
 		goto out;

@@ -52,17 +52,28 @@ static void exporter_metrics(FILE *f, const struct agent_snapshot *s)
 		snprintf(l, sizeof(l), "backend=\"%s\"", s->exp_name[i]);
 		metrics_emit(f, "prowl_export_bytes_total", "counter", NULL, l, s->exp[i].bytes_sent);
 	}
-	fputs("# HELP prowl_export_queue_items Requests waiting per backend (dir: files kept).\n"
+	fputs("# HELP prowl_export_queue_items Requests waiting to be delivered, per backend.\n"
 	      "# TYPE prowl_export_queue_items gauge\n", f);
 	for (unsigned int i = 0; i < s->nexp; i++) {
 		snprintf(l, sizeof(l), "backend=\"%s\"", s->exp_name[i]);
 		metrics_emit(f, "prowl_export_queue_items", "gauge", NULL, l, s->exp[i].queue_items);
 	}
-	fputs("# HELP prowl_export_queue_bytes Bytes waiting per backend (dir: bytes kept).\n"
+	fputs("# HELP prowl_export_queue_bytes Bytes waiting to be delivered, per backend.\n"
 	      "# TYPE prowl_export_queue_bytes gauge\n", f);
 	for (unsigned int i = 0; i < s->nexp; i++) {
 		snprintf(l, sizeof(l), "backend=\"%s\"", s->exp_name[i]);
 		metrics_emit(f, "prowl_export_queue_bytes", "gauge", NULL, l, s->exp[i].queue_bytes);
+	}
+	for (unsigned int i = 0; i < s->nexp; i++) {
+		if (strcmp(s->exp_name[i], "dir") != 0)
+			continue;
+		metrics_emit(f, "prowl_export_dir_files", "gauge", "Profiles the directory exporter keeps on disk.",
+			     NULL, s->exp[i].kept_files);
+		metrics_emit(f, "prowl_export_dir_bytes", "gauge", "Size of the profiles the directory exporter keeps.",
+			     NULL, s->exp[i].kept_bytes);
+		metrics_emit(f, "prowl_export_dir_removed_total", "counter",
+			     "Profiles the directory exporter removed by retention (exporters.dir.max_age, max_size).",
+			     NULL, s->exp[i].removed);
 	}
 }
 

@@ -16,6 +16,7 @@
 #include <yaml.h>
 
 #include "parse.h"
+#include "unwind.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -112,12 +113,12 @@ static const struct key_def keys[] = {
 	  1000, 100000000, "cache size" },
 	{ "limits.max_processes", K_UINT, FIELD(limits.max_processes), "32768", 16, 4194304,
 	  "process limit" },
-	{ "limits.unwind_table_rows", K_UINT, FIELD(limits.unwind_table_rows), "2097152", 65536, 268435456,
-	  "row limit" },
-	{ "limits.unwind_mappings", K_UINT, FIELD(limits.unwind_mappings), "65536", 1024, 16777216,
-	  "mapping limit" },
-	{ "limits.unwind_processes", K_UINT, FIELD(limits.unwind_processes), "16384", 64, 4194304,
-	  "process limit" },
+	{ "limits.unwind_table_rows", K_UINT, FIELD(limits.unwind_table_rows), "2097152",
+	  UNWIND_ROWS_MIN, UNWIND_ROWS_MAX, "row limit" },
+	{ "limits.unwind_mappings", K_UINT, FIELD(limits.unwind_mappings), "65536",
+	  UNWIND_MAPS_MIN, UNWIND_MAPS_MAX, "mapping limit" },
+	{ "limits.unwind_processes", K_UINT, FIELD(limits.unwind_processes), "16384",
+	  UNWIND_PROCS_MIN, UNWIND_PROCS_MAX, "process limit" },
 	{ "limits.module_memory", K_SIZE, FIELD(limits.module_memory_bytes), "16MiB", MIB, 64 * GIB },
 	{ "limits.debug_inflate_size", K_SIZE, FIELD(limits.debug_inflate_bytes), "512MiB", MIB, 1024 * GIB,
 	  .zero_ok = true },

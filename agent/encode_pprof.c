@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "export.h"
 #include "gzip.h"
 
 typedef Perftools__Profiles__Profile pb_profile;
@@ -45,6 +46,12 @@ struct pb_build {
 	pb_sample **sample_ptrs;
 	int64_t *values;
 	int64_t *comments;
+	/* Labels added to every sample (encode_pprof_labeled): string ids, and each
+	 * sample's label list when there are any. */
+	const struct series_label *xl;
+	size_t nxl;
+	pb_label *xlabels;
+	pb_label **sample_labels;
 };
 
 static void pb_build_free(struct pb_build *b)
@@ -66,6 +73,8 @@ static void pb_build_free(struct pb_build *b)
 	free(b->sample_ptrs);
 	free(b->values);
 	free(b->comments);
+	free(b->xlabels);
+	free(b->sample_labels);
 }
 
 /* calloc(n, size) that also succeeds (non-NULL) for n == 0. */
@@ -74,16 +83,28 @@ static void *alloc_n(size_t n, size_t size)
 	return calloc(n ? n : 1, size);
 }
 
+/* The string id of s: the profile's own, else a new entry at the end of strtab. */
+static int64_t strtab_id(const struct profile *p, struct pb_build *b, size_t *n, const char *s)
+{
+	uint32_t id = intern_find(p->strings, s, strlen(s));
+
+	if (id)
+		return id;
+	b->strtab[*n] = (char *)s;
+	return (int64_t)(*n)++;
+}
+
 /* Builds the string table: index i is string id i, then the extra strings that
- * the profile does not hold already. */
+ * the profile does not hold already (the encoder's, then the added labels'). */
 static int build_strings(const struct profile *p, struct pb_build *b, size_t *ret_n, int64_t *ret_extra)
 {
 	static char empty[] = "";
 	uint32_t nstr = intern_count(p->strings);
 	size_t n = (size_t)nstr + 1;
 
-	b->strtab = alloc_n(n + EXTRA__MAX, sizeof(*b->strtab));
-	if (!b->strtab)
+	b->strtab = alloc_n(n + EXTRA__MAX + 2 * b->nxl, sizeof(*b->strtab));
+	b->xlabels = alloc_n(b->nxl, sizeof(*b->xlabels));
+	if (!b->strtab || !b->xlabels)
 		return -ENOMEM;
 	b->strtab[0] = empty;
 	for (uint32_t i = 1; i <= nstr; i++)
@@ -96,6 +117,11 @@ static int build_strings(const struct profile *p, struct pb_build *b, size_t *re
 			id = (uint32_t)n++;
 		}
 		ret_extra[e] = id;
+	}
+	for (size_t i = 0; i < b->nxl; i++) {
+		b->xlabels[i] = (pb_label)PERFTOOLS__PROFILES__LABEL__INIT;
+		b->xlabels[i].key = strtab_id(p, b, &n, b->xl[i].name);
+		b->xlabels[i].str = strtab_id(p, b, &n, b->xl[i].value);
 	}
 	*ret_n = n;
 	return 0;
@@ -229,10 +255,32 @@ static int build_locations(const struct profile *p, struct pb_build *b, pb_profi
 	return 0;
 }
 
+/* Gives ps its own label list at b->sample_labels[off]: its label set, then each
+ * added label whose key the set does not have already. Returns the next offset. */
+static size_t add_sample_labels(struct pb_build *b, pb_sample *ps, size_t off)
+{
+	pb_label **out = &b->sample_labels[off];
+	size_t n = ps->n_label;
+
+	if (n)
+		memcpy(out, ps->label, n * sizeof(*out));
+	for (size_t x = 0; x < b->nxl; x++) {
+		bool dup = false;
+
+		for (size_t j = 0; j < ps->n_label && !dup; j++)
+			dup = ps->label[j]->key == b->xlabels[x].key;
+		if (!dup)
+			out[n++] = &b->xlabels[x];
+	}
+	ps->n_label = n;
+	ps->label = out;
+	return off + n;
+}
+
 static int build_samples(const struct profile *p, struct pb_build *b, pb_profile *msg)
 {
 	uint32_t nstacks = intern_count(p->stacks), nsamples = intern_count(p->samples);
-	size_t total = 0;
+	size_t total = 0, nxl_ptrs = 0, xl_off = 0;
 
 	/* Labels mirror profile.labels; a label set is a slice of label_ptrs. */
 	b->labels = alloc_n(p->nlabels, sizeof(*b->labels));
@@ -264,7 +312,13 @@ static int build_samples(const struct profile *p, struct pb_build *b, pb_profile
 		total += n;
 	}
 	b->stack_ids = alloc_n(total, sizeof(*b->stack_ids));
-	if (!b->stack_ids)
+	for (uint32_t i = 1; b->nxl && i <= nsamples; i++) {
+		struct prof_sample_key k = profile_sample_key(p, i);
+
+		nxl_ptrs += (k.labelset_id ? p->lsets[k.labelset_id].nlabels : 0) + b->nxl;
+	}
+	b->sample_labels = b->nxl ? alloc_n(nxl_ptrs, sizeof(*b->sample_labels)) : NULL;
+	if (!b->stack_ids || (b->nxl && !b->sample_labels))
 		return -ENOMEM;
 	for (uint32_t s = 1; s <= nstacks; s++) {
 		size_t n;
@@ -294,6 +348,8 @@ static int build_samples(const struct profile *p, struct pb_build *b, pb_profile
 			ps->n_label = ls->nlabels;
 			ps->label = ls->nlabels ? &b->label_ptrs[ls->first_label] : NULL;
 		}
+		if (b->nxl)
+			xl_off = add_sample_labels(b, ps, xl_off);
 		b->sample_ptrs[i - 1] = ps;
 	}
 	msg->n_sample = nsamples;
@@ -301,10 +357,11 @@ static int build_samples(const struct profile *p, struct pb_build *b, pb_profile
 	return 0;
 }
 
-int encode_pprof_raw(const struct profile *p, uint8_t **ret_buf, size_t *ret_len)
+static int encode_raw(const struct profile *p, const struct series_label *xl, size_t nxl, uint8_t **ret_buf,
+		      size_t *ret_len)
 {
 	pb_profile msg = PERFTOOLS__PROFILES__PROFILE__INIT;
-	struct pb_build b = {};
+	struct pb_build b = { .xl = xl, .nxl = nxl };
 	int64_t extra[EXTRA__MAX];
 	uint8_t *buf = NULL;
 	size_t nstr, len;
@@ -365,15 +422,26 @@ out:
 	return err;
 }
 
-int encode_pprof(const struct profile *p, uint8_t **ret_buf, size_t *ret_len)
+int encode_pprof_raw(const struct profile *p, uint8_t **ret_buf, size_t *ret_len)
+{
+	return encode_raw(p, NULL, 0, ret_buf, ret_len);
+}
+
+int encode_pprof_labeled(const struct profile *p, const struct series_label *labels, size_t n, uint8_t **ret_buf,
+			 size_t *ret_len)
 {
 	uint8_t *raw = NULL;
 	size_t len;
 	int err;
 
-	err = encode_pprof_raw(p, &raw, &len);
+	err = encode_raw(p, labels, n, &raw, &len);
 	if (!err)
 		err = gzip_compress(raw, len, ret_buf, ret_len);
 	free(raw);
 	return err;
+}
+
+int encode_pprof(const struct profile *p, uint8_t **ret_buf, size_t *ret_len)
+{
+	return encode_pprof_labeled(p, NULL, 0, ret_buf, ret_len);
 }

@@ -65,7 +65,8 @@ struct http_target {
 struct export_stats {
 	uint64_t sent, retried, dropped, failed; /* requests */
 	uint64_t bytes_sent;
-	uint64_t queue_items, queue_bytes;
+	uint64_t queue_items, queue_bytes;       /* waiting to be delivered */
+	uint64_t kept_files, kept_bytes, removed; /* dir: profiles on disk; removed by retention */
 };
 
 struct exporter;

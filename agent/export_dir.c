@@ -1,5 +1,5 @@
-/* export_dir.c: writes each series of a window to <dir>/<service>/<time>-<hash>.pb.gz
- * atomically, and prunes the oldest files past the age or total-size limit. */
+/* export_dir.c: writes each series of a window, its labels on every sample, to
+ * <dir>/<service>/<time>-<hash>.pb.gz atomically, and prunes past the age or size limit. */
 #include "export_dir.h"
 
 #include <ctype.h>
@@ -162,7 +162,7 @@ static int dir_submit(struct exporter *e, const struct export_batch *b)
 		snprintf(path, sizeof(path), "%s/%s-%08" PRIx32 ".pb.gz", dir, stamp, (uint32_t)h);
 		r = mkdir_p(dir, 0755);
 		if (r == 0)
-			r = encode_pprof(s->prof, &buf, &len);
+			r = encode_pprof_labeled(s->prof, s->labels, s->nlabels, &buf, &len);
 		if (r == 0) {
 			r = export_file_write(path, buf, len);
 			free(buf);
@@ -191,10 +191,10 @@ static void dir_get_stats(struct exporter *e, struct export_stats *ret)
 {
 	struct exporter_dir *d = (struct exporter_dir *)e;
 
-	*ret = d->st;
-	ret->dropped = d->pruned; /* files removed by retention */
-	ret->queue_items = d->nfiles;
-	ret->queue_bytes = d->total_bytes;
+	*ret = d->st; /* writes are synchronous: nothing is ever queued */
+	ret->kept_files = d->nfiles;
+	ret->kept_bytes = d->total_bytes;
+	ret->removed = d->pruned;
 }
 
 static void dir_free(struct exporter *e)

@@ -67,8 +67,8 @@ static const char record_usage[] =
 	"\n"
 	"Options:\n"
 	"  -F, --freq HZ             sampling frequency per CPU, 1-1000 (default 99)\n"
-	"  -d, --duration TIME       stop after TIME (10s, 500ms, 2m, 1h); default: until the\n"
-	"                            targets exit or Ctrl-C\n"
+	"  -d, --duration TIME       stop after TIME: 10s, 500ms, 2m, 1h30m, or a bare number\n"
+	"                            of seconds; default: until the targets exit or Ctrl-C\n"
 	"  -o, --output FILE         output file (default prowl.pb.gz, or prowl.folded); may be\n"
 	"                            given up to 4 times to write several formats of one capture\n"
 	"  -f, --format FMT          pprof (gzip'ed protobuf), folded or html (flame graph);\n"
@@ -79,10 +79,11 @@ static const char record_usage[] =
 	"      --unwind MODE         user stacks: dwarf (default: DWARF call frame information,\n"
 	"                            complete without frame pointers; x86_64) or fp (frame\n"
 	"                            pointers only)\n"
-	"      --unwind-max-rows N   capacity of the unwind tables in rows of 8 bytes\n"
-	"                            (default 2097152 = 16 MiB)\n"
-	"      --unwind-max-mappings N  executable mappings the unwinder tracks (default 65536)\n"
-	"      --unwind-max-procs N  processes the unwinder tracks (default 16384)\n"
+	"      --unwind-max-rows N   capacity of the unwind tables in rows of 8 bytes,\n"
+	"                            65536-268435456 (default 2097152 = 16 MiB)\n"
+	"      --unwind-max-mappings N  executable mappings the unwinder tracks,\n"
+	"                            1024-16777216 (default 65536)\n"
+	"      --unwind-max-procs N  processes the unwinder tracks, 64-4194304 (default 16384)\n"
 	"  -q, --quiet               no status line and no summary\n"
 	"  -v, --verbose             debug messages, libbpf and verifier output\n"
 	"  -h, --help                this help\n"
@@ -102,6 +103,22 @@ static int usage_error(const char *fmt, const char *arg)
 	snprintf(msg, sizeof(msg), fmt, arg);
 	log_error("%s (see 'prowl record --help')", msg);
 	return 2;
+}
+
+/* The unwinder's capacities take the same range as the agent's limits.unwind_* keys. */
+static int parse_unwind_limit(const char *arg, uint32_t min, uint32_t max, const char *flag, uint32_t *ret)
+{
+	char msg[160];
+	uint64_t v;
+
+	if (parse_u64_range(arg, min, max, &v) < 0) {
+		snprintf(msg, sizeof(msg),
+			 "option %s: invalid value '%%s': give a whole number from %" PRIu32 " to %" PRIu32, flag, min,
+			 max);
+		return usage_error(msg, arg);
+	}
+	*ret = (uint32_t)v;
+	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct record_opts *o)
@@ -146,8 +163,9 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			o->freq = v;
 			break;
 		case 'd':
-			if (parse_duration_ns(optarg, &o->duration_ns) < 0)
-				return usage_error("invalid duration '%s': use e.g. 10s, 500ms, 2m or 1h", optarg);
+			if (parse_duration_ns(optarg, &o->duration_ns) < 0 || o->duration_ns < 1000000)
+				return usage_error("invalid duration '%s': use e.g. 10s, 500ms, 2m, 1h30m, or 10 for "
+						   "seconds", optarg);
 			break;
 		case 'o':
 			if (o->noutputs == RECORD_MAX_OUTPUTS)
@@ -180,11 +198,22 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 				return usage_error("unknown unwind mode '%s': use dwarf or fp", optarg);
 			break;
 		case 'R':
+			r = parse_unwind_limit(optarg, UNWIND_ROWS_MIN, UNWIND_ROWS_MAX, "--unwind-max-rows",
+					       &o->unwind_max_rows);
+			if (r)
+				return r;
+			break;
 		case 'M':
+			r = parse_unwind_limit(optarg, UNWIND_MAPS_MIN, UNWIND_MAPS_MAX, "--unwind-max-mappings",
+					       &o->unwind_max_maps);
+			if (r)
+				return r;
+			break;
 		case 'P':
-			if (parse_u64_range(optarg, 1, c == 'R' ? 1u << 28 : 1u << 24, &v) < 0)
-				return usage_error("invalid unwinder limit '%s': give a positive whole number", optarg);
-			*(c == 'R' ? &o->unwind_max_rows : c == 'M' ? &o->unwind_max_maps : &o->unwind_max_procs) = (uint32_t)v;
+			r = parse_unwind_limit(optarg, UNWIND_PROCS_MIN, UNWIND_PROCS_MAX, "--unwind-max-procs",
+					       &o->unwind_max_procs);
+			if (r)
+				return r;
 			break;
 		case 'q':
 			o->quiet = true;
@@ -541,6 +570,7 @@ int record_main(int argc, char **argv)
 		.unwind_max_rows = o.unwind_max_rows,
 		.unwind_max_maps = o.unwind_max_maps,
 		.unwind_max_procs = o.unwind_max_procs,
+		.unwind_names = { "--unwind-max-rows", "--unwind-max-mappings", "--unwind-max-procs" },
 		.cb = on_sample,
 		.cb_ctx = &c,
 	};
@@ -590,8 +620,11 @@ int record_main(int argc, char **argv)
 		symbolizer_get_stats(c.sym, &sst);
 		info.lost = cnt.v[PROWL_CNT_LOST];
 		info.kernel_addrs_hidden = sst.kernel_addrs_hidden;
+		info.max_samples = o.freq * (elapsed / 1e9) * (o.all ? sampler_ncpus_active(c.sampler) : 1);
 		summary_print(stdout, c.prof, &info);
 	}
+	if (!c.samples && o.quiet)
+		log_warn("no samples: " SUMMARY_NO_SAMPLES_HINT);
 	if (o.cmd && c.child_done && WIFEXITED(c.child_status) && WEXITSTATUS(c.child_status) && !o.quiet)
 		log_info("the command exited with status %d", WEXITSTATUS(c.child_status));
 	ret = 0;

@@ -221,7 +221,7 @@ static int start_unwind(struct sampler *s)
 		.procs_fd = bpf_map__fd(s->skel->maps.unwind_procs),
 		.req_time_fd = bpf_map__fd(s->skel->maps.unwind_req_time),
 	};
-	struct unwinder_opts uo = {};
+	struct unwinder_opts uo = { .names = s->opts.unwind_names };
 	int r;
 
 	um.rows_fd = bpf_map__fd(s->skel->maps.unwind_rows);

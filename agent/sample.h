@@ -28,6 +28,7 @@ struct sampler_opts {
 	uint32_t unwind_max_rows;  /* unwind table rows, 8 bytes each (2097152 = 16 MiB) */
 	uint32_t unwind_max_maps;  /* executable mappings of all processes (65536) */
 	uint32_t unwind_max_procs; /* processes (16384) */
+	struct unwind_limit_names unwind_names; /* the settings that raise them, for warnings */
 	sampler_cb cb;
 	void *cb_ctx;
 };

@@ -27,6 +27,7 @@ struct series {
 
 struct proc {
 	uint32_t series; /* index into t->series */
+	bool overflow;   /* filed under "other" because of max_series */
 	char pcomm[PROWL_COMM_LEN];
 	uint64_t last_window;
 };
@@ -211,7 +212,8 @@ static int add_label(struct series *s, const char *name, const char *value)
 	return 0;
 }
 
-/* Finds or creates the series of service svc; returns its index. */
+/* Finds or creates the series of service svc and stores its index in *ret.
+ * Returns 1 if max_series sent it to "other" instead, 0, or a negative errno. */
 static int series_for(struct series_table *t, const char *svc, uint32_t *ret)
 {
 	uint32_t id;
@@ -242,8 +244,8 @@ static int series_for(struct series_table *t, const char *svc, uint32_t *ret)
 		t->key_series_cap = cap;
 	}
 	if (t->st.series >= t->o.max_series && strcmp(svc, "other") != 0) {
-		t->st.series_overflow++;
-		return series_for(t, "other", ret);
+		r = series_for(t, "other", ret);
+		return r < 0 ? r : 1;
 	}
 	/* Reuse a freed slot, else grow. */
 	for (idx = 0; idx < t->nseries && !t->series[idx].dead; idx++)
@@ -342,8 +344,10 @@ static int proc_for(struct series_table *t, const struct prowl_sample *s, struct
 		service_of(t, s->pid, pcomm, svc, sizeof(svc));
 	}
 	r = series_for(t, svc, &p->series);
-	if (r == 0)
+	if (r >= 0) {
+		p->overflow = r > 0;
 		r = u64map_put(&t->procs, s->pid, (uint64_t)(uintptr_t)p);
+	}
 	if (r < 0) {
 		free(p);
 		return r;
@@ -369,6 +373,8 @@ int series_table_ingest(struct series_table *t, const struct prowl_sample *s)
 		return r == -ENOMEM ? r : 0;
 	}
 	se->active = true;
+	if (p->overflow)
+		t->st.series_overflow++;
 	return 0;
 }
 

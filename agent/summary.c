@@ -27,8 +27,6 @@ static void print_top(FILE *f, const struct profile *p, bool by_total, uint64_t 
 			samples ? 100.0 * e[i].total / samples : 0.0, printable(e[i].function, fn, sizeof(fn)),
 			file ? " (" : "", file ? printable(file, fl, sizeof(fl)) : "", file ? ")" : "");
 	}
-	if (n <= 0)
-		fprintf(f, "  (no samples)\n");
 }
 
 void summary_print(FILE *f, const struct profile *p, const struct summary_info *info)
@@ -46,6 +44,15 @@ void summary_print(FILE *f, const struct profile *p, const struct summary_info *
 		fprintf(f, "Warning: %" PRIu64 " samples could not be processed\n", info->ingest_errors);
 	if (info->kernel_addrs_hidden)
 		fprintf(f, "Note: kernel addresses are hidden (kernel.kptr_restrict); kernel frames keep raw addresses\n");
+	if (!st.samples) {
+		fprintf(f, "No samples: %s.\n", SUMMARY_NO_SAMPLES_HINT);
+		return;
+	}
+	if (info->max_samples > 0 && st.samples < 0.05 * info->max_samples)
+		fprintf(f, "Note: what was profiled was on a CPU only %.1f%% of the time (%" PRIu64 " samples), so the "
+			"shares below are rough and may be mostly prowl's own start-up; for a fuller profile, record "
+			"a busy process (-p PID) or a command (-- COMMAND)\n", 100.0 * st.samples / info->max_samples,
+			st.samples);
 	summary_print_top(f, p);
 }
 
@@ -54,6 +61,10 @@ void summary_print_top(FILE *f, const struct profile *p)
 	struct profile_stats st;
 
 	profile_get_stats(p, &st);
+	if (!st.samples) {
+		fprintf(f, "  (no samples)\n");
+		return;
+	}
 	print_top(f, p, false, st.samples);
 	print_top(f, p, true, st.samples);
 }

@@ -452,8 +452,8 @@ full:
 	if (!u->logged_rows_full) {
 		u->logged_rows_full = true;
 		log_warn("unwind table space is full (%" PRIu32 " rows): %s needs %zu rows; its frames are unwound with "
-			 "frame pointers and marked truncated. Raise the unwind row limit to avoid this",
-			 u->m.max_rows, t->path, ut->n);
+			 "frame pointers and marked truncated. Raise %s to avoid this",
+			 u->m.max_rows, t->path, ut->n, u->opts.names.rows ?: "the unwind row limit");
 	}
 }
 
@@ -708,16 +708,16 @@ static void note_capacity(struct unwinder *u, uint32_t pid, bool procs)
 		if (!u->logged_procs_full) {
 			u->logged_procs_full = true;
 			log_warn("the unwinder's process table is full (%" PRIu32 " processes): new processes are unwound "
-				 "with frame pointers and marked truncated. Raise the unwind process limit",
-				 u->m.max_procs);
+				 "with frame pointers and marked truncated. Raise %s",
+				 u->m.max_procs, u->opts.names.procs ?: "the unwind process limit");
 		}
 	} else {
 		u->st.maps_full++;
 		if (!u->logged_maps_full) {
 			u->logged_maps_full = true;
 			log_warn("the unwinder's mapping table is full (%" PRIu32 " mappings): new processes are unwound "
-				 "with frame pointers and marked truncated. Raise the unwind mapping limit",
-				 u->m.max_maps);
+				 "with frame pointers and marked truncated. Raise %s",
+				 u->m.max_maps, u->opts.names.maps ?: "the unwind mapping limit");
 		}
 	}
 }

@@ -26,8 +26,23 @@ struct unwinder_maps {
 	uint32_t max_procs;
 };
 
+/* The range of each capacity, the same for `record`'s flags and the agent's keys. */
+#define UNWIND_ROWS_MIN  65536u
+#define UNWIND_ROWS_MAX  268435456u
+#define UNWIND_MAPS_MIN  1024u
+#define UNWIND_MAPS_MAX  16777216u
+#define UNWIND_PROCS_MIN 64u
+#define UNWIND_PROCS_MAX 4194304u
+
+/* What a person sets to raise each capacity ("--unwind-max-rows",
+ * "limits.unwind_table_rows"): the warnings name it. NULL: a generic phrase. */
+struct unwind_limit_names {
+	const char *rows, *maps, *procs;
+};
+
 struct unwinder_opts {
 	const char *proc_root;   /* "/proc" unless tests point elsewhere */
+	struct unwind_limit_names names;
 };
 
 struct unwind_stats {

@@ -38,8 +38,7 @@ int parse_u64_range(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
 int parse_duration_ns(const char *s, uint64_t *ret)
 {
 	static const struct { const char *suffix; uint64_t ns; } units[] = {
-		{ "ms", 1000000ull }, { "us", 1000ull }, { "ns", 1ull },
-		{ "s", 1000000000ull }, { "m", 60000000000ull }, { "h", 3600000000000ull },
+		{ "ms", 1000000ull }, { "s", 1000000000ull }, { "m", 60000000000ull }, { "h", 3600000000000ull },
 	};
 	uint64_t total = 0;
 	const char *p = s;

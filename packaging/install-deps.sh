@@ -7,12 +7,16 @@ SUDO=""
 PKGS="make gcc clang llvm pkg-config bpftool libbpf-dev libelf-dev libdw-dev libdebuginfod-dev \
  zlib1g-dev protobuf-c-compiler libprotobuf-c-dev libcurl4-openssl-dev libyaml-dev libmicrohttpd-dev \
  libsystemd-dev"
+# prometheus: tests run the real server on loopback (alerts, recording rules).
 TEST_PKGS="elfutils protobuf-compiler libcmocka-dev python3 python3-pytest python3-yaml golang-go \
  golang-github-google-pprof-dev linux-perf binutils procps time libc6-dbg prometheus \
  chromium python3-websocket"
+# node and npm: the Kubernetes manifest test validates with the npm package
+# kubernetes-models (tests/e2e/k8s/). A node from elsewhere that brings npm will do.
 case "${1:-all}" in
 build) WANT="$PKGS" ;;
-*) WANT="$PKGS $TEST_PKGS" ;;
+*) WANT="$PKGS $TEST_PKGS"
+   command -v npm >/dev/null 2>&1 || WANT="$WANT nodejs npm" ;;
 esac
 missing=""
 for p in $WANT; do
@@ -22,4 +26,8 @@ if [ -n "$missing" ]; then
 	echo "install-deps: installing:$missing" >&2
 	$SUDO apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+	# Only the tests use Prometheus: the service Debian enables on :9090 is not wanted.
+	case " $missing " in
+	*" prometheus "*) [ -d /run/systemd/system ] && $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true ;;
+	esac
 fi

@@ -4,6 +4,7 @@ local directory, all at once; profiles are read back with Google's pprof and pro
 import base64
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 import otlp_check
 from agentlib import (NS, Agent, CpuClock, IngestProfile, PprofMeta, assert_close, check_chain,
                       expected_from_until, private_cpusplit, raw_of, shares)
-from conftest import pprof_raw, start, stop, workload
+from conftest import pprof, pprof_raw, start, stop, workload
 from receiver import Receiver
 
 FREQ = 199          # Hz: enough samples for a ±5% share check in a few seconds
@@ -278,6 +279,25 @@ def test_dir_files_read_by_pprof(multi):
         pprof_raw(str(f))
 
 
+def test_dir_files_carry_their_series_labels(multi):
+    """A file copied away from its directory still says which series it is: every
+    sample has the series' labels next to its own (pid, process_name), as Google pprof
+    reads them; other exporters, which send the labels beside the profile, do not."""
+    want = {"service_name": multi.svc, "host_name": multi.hostname, "env": "test", "region": "eu"}
+    files = sorted((multi.agent.state / "profiles" / multi.svc).glob("*.pb.gz"))
+    assert files
+    for f in files:
+        raw = pprof_raw(str(f))
+        assert raw.samples
+        for smp in raw.samples:
+            assert want.items() <= smp["labels"].items(), (f, smp["labels"])
+            assert smp["labels"]["pid"] == str(multi.pid)
+    tags = pprof(["-tags"], str(files[0]))
+    assert re.search(rf"service_name: Total .*\n\s+.*\(\s*100%\): {multi.svc}\n", tags), tags
+    _, mine = cpusplit_ingest(multi)
+    assert "service_name" not in raw_of(multi.dir, "ingest.pb.gz", mine[0].body).samples[0]["labels"]
+
+
 METRICS = [
     "prowl_samples_total", "prowl_lost_samples_total", "prowl_stacks", "prowl_series",
     "prowl_symbol_cache_hits_total", "prowl_symbol_cache_misses_total", "prowl_exports_total",
@@ -308,6 +328,12 @@ def test_metrics_endpoint(multi):
             assert m.export(backend, outcome) == 0, (backend, outcome)
         assert m.get("prowl_export_bytes_total", backend=backend) > 0, backend
         assert m.get("prowl_export_queue_items", backend=backend) is not None
+    # The directory exporter writes at once: nothing waits; what it keeps is counted apart.
+    assert m.get("prowl_export_queue_items", backend="dir") == 0
+    assert m.get("prowl_export_queue_bytes", backend="dir") == 0
+    assert m.get("prowl_export_dir_files") >= m.export("dir", "sent") >= 1
+    assert m.get("prowl_export_dir_bytes") == m.get("prowl_export_bytes_total", backend="dir")
+    assert m.get("prowl_export_dir_removed_total") == 0
     st, body, _ = multi.healthz
     assert st == 200, body
     assert multi.notfound[0] == 404

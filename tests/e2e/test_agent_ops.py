@@ -329,7 +329,10 @@ def test_dir_default_exporter_and_retention(tmp_path):
     total = sum(f.stat().st_size for f in prof.rglob("*.pb.gz"))
     assert total <= 1024 * 1024, total
     removed = 2 + kept.count(False)
-    assert m.export("dir", "dropped") <= removed
+    # Retention is not a loss: counted apart from dropped profiles, and nothing is queued.
+    assert m.export("dir", "dropped") == 0 and m.get("prowl_export_queue_items", backend="dir") == 0
+    assert 2 <= m.get("prowl_export_dir_removed_total") <= removed
+    assert m.get("prowl_export_dir_bytes") <= 1024 * 1024
     # One file per window for the workload's series, contiguous windows, read by pprof.
     files = sorted((prof / svc).glob("*.pb.gz"))
     metas = sorted((PprofMeta(f.read_bytes()) for f in files), key=lambda x: x.time_ns)
@@ -365,3 +368,32 @@ def test_dir_keeps_every_window_across_quick_reloads(tmp_path):
                    key=lambda x: x.time_ns)
     check_chain([(x.time_ns, x.end_ns) for x in metas], 3, "dir windows across reloads")
     assert len(metas) == 4, [(x.time_ns, x.duration_ns) for x in metas]
+
+
+def test_series_overflow_counts_samples(tmp_path):
+    """limits.max_series=1: the first service sampled keeps its series, every other sample
+    goes to service_name="other", and prowl_series_overflow_samples_total counts those
+    samples (it used to count processes: a handful against hundreds of samples)."""
+    (exe_a, _), (exe_b, _) = private_cpusplit(tmp_path), private_cpusplit(tmp_path)
+    agent = Agent(tmp_path, ["--interval", "1s", "-F", "99"], env={"PROWL_LIMITS_MAX_SERIES": "1"})
+    wls = []
+    try:
+        agent.start()
+        wls = [start([exe_a, "3"]), start([exe_b, "3"])]
+        for w in wls:
+            w.wait(timeout=20)
+        time.sleep(2.5)  # their last window is exported and /metrics refreshed
+        m = agent.metrics()
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+        for w in wls:
+            stop(w)
+    prof = agent.state / "profiles"
+    assert len([d for d in prof.iterdir() if d.name != "other"]) >= 1
+    other = sum(pprof_raw(str(f)).total() for f in (prof / "other").glob("*.pb.gz"))
+    counted = m.get("prowl_series_overflow_samples_total")
+    assert other >= 250, other   # at least one workload: 3 s x 99 Hz
+    # The files also hold what was sampled between the /metrics read and the stop.
+    assert 0.7 * other <= counted <= other, (counted, other)
+    assert m.get("prowl_series") <= 2

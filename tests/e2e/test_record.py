@@ -219,6 +219,8 @@ def test_unwritable_output(path):
     (["-a", "-d", "soon"], "duration"), (["-a", "-d", "-1s"], "duration"), (["-a", "-d", "0s"], "duration"),
     (["-p", "abc"], "PID"), (["-p", "1,,2"], "PID"), ([], "nothing to profile"), (["-a", "-p", "1"], "only one"),
     (["-a", "--bogus"], "unknown option"), (["-a", "-f", "json"], "format"), (["-a", "-o"], "needs a value"),
+    (["-a", "-d", "500us"], "duration"), (["-a", "-d", "0.5ms"], "duration"), (["-a", "-d", "10ns"], "duration"),
+    (["-a", "--unwind-max-rows", "1000"], "--unwind-max-rows"),
 ])
 def test_usage_errors_exit_2(args, word):
     res = run_prowl(["record"] + args)
@@ -274,3 +276,66 @@ def test_whole_host_100hz_60s_loses_nothing(tmp_path):
     assert raw.total(dd) > 0
     # The summary names the hottest functions.
     assert "Top 10 functions by self" in res.stdout and "hot_a" in res.stdout
+
+
+def test_duration_bare_number_is_seconds(tmp_path):
+    """`-d 2` is two seconds, as the help and the README say (and as in the agent's file)."""
+    out = tmp_path / "x.pb.gz"
+    res = run_prowl(["record", "-a", "-d", "2", "-o", str(out)])
+    assert res.returncode == 0, res.stderr
+    secs = float(re.search(r"samples in ([\d.]+)s", res.stdout).group(1))
+    assert 1.9 <= secs <= 3.0, res.stdout
+    assert "a bare number" in run_prowl(["record", "--help"]).stdout
+
+
+UNWIND_LIMITS = [("--unwind-max-rows", "PROWL_LIMITS_UNWIND_TABLE_ROWS", 65536, 268435456),
+                 ("--unwind-max-mappings", "PROWL_LIMITS_UNWIND_MAPPINGS", 1024, 16777216),
+                 ("--unwind-max-procs", "PROWL_LIMITS_UNWIND_PROCESSES", 64, 4194304)]
+
+
+@pytest.mark.parametrize("flag,env,lo,hi", UNWIND_LIMITS)
+def test_unwind_limits_take_the_agents_range(flag, env, lo, hi):
+    """record's unwinder flags accept exactly what the agent's limits.unwind_* keys do."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}
+    for v, ok in ((lo - 1, False), (lo, True), (hi, True), (hi + 1, False)):
+        rec = run_prowl(["record", flag, str(v), "-p", "999999", "-d", "1s", "-o", "/tmp/prowl-unused.pb.gz"])
+        agent = subprocess.run([PROWL, "agent", "--check"], capture_output=True, text=True, timeout=20,
+                               env=dict(base, **{env: str(v)}))
+        assert (rec.returncode != 2) == ok and (agent.returncode == 0) == ok, (v, rec.stderr, agent.stderr)
+        if not ok:
+            assert f"from {lo} to {hi}" in one_error_line(rec) and f"from {lo} to {hi}" in agent.stderr
+
+
+def test_zero_samples_says_why_and_what_to_do(tmp_path):
+    """A sleeping target: exit 0 and a valid file, and one line that says nothing ran
+    and what to do instead (on stdout in the summary; on stderr with -q)."""
+    p = start(["sleep", "30"])
+    try:
+        out = tmp_path / "x.pb.gz"
+        res = run_prowl(["record", "-p", str(p.pid), "-d", "1s", "-o", str(out)])
+        quiet = run_prowl(["record", "-q", "-p", str(p.pid), "-d", "1s", "-o", str(tmp_path / "q.pb.gz")])
+    finally:
+        stop(p)
+    assert res.returncode == 0 and quiet.returncode == 0, res.stderr + quiet.stderr
+    assert pprof_raw(str(out)).total() == 0
+    for text in ([l for l in res.stdout.splitlines() if l.startswith("No samples")],
+                 [l for l in quiet.stderr.splitlines() if "no samples" in l]):
+        assert len(text) == 1, res.stdout + quiet.stderr
+        assert "ran on a CPU" in text[0] and "-p PID" in text[0] and "-- COMMAND" in text[0] and "--idle" in text[0]
+    assert "(no samples)" not in res.stdout and "Top 10" not in res.stdout
+
+
+def test_mostly_idle_target_gets_a_note(tmp_path):
+    """A target on a CPU about 2% of the time: the summary says the shares are rough."""
+    p = start(["/usr/bin/python3", "-c", "import time\nwhile True:\n    t = time.time()\n"
+               "    while time.time() - t < 0.001: pass\n    time.sleep(0.05)"])
+    try:
+        time.sleep(0.3)
+        res = run_prowl(["record", "-p", str(p.pid), "-F", "99", "-d", "3s", "-o", str(tmp_path / "x.pb.gz")])
+    finally:
+        stop(p)
+    assert res.returncode == 0, res.stderr
+    note = [l for l in res.stdout.splitlines() if l.startswith("Note: what was profiled")]
+    assert len(note) == 1, res.stdout
+    pct = float(re.search(r"only ([\d.]+)% of the time", note[0]).group(1))
+    assert 0 < pct < 5, note

@@ -1,98 +1,33 @@
 """test_recording_rules.py: recording rules end to end: a real Prometheus (Debian's
 package) scrapes the agent and alerts on rate() of a rule's counter; reloads keep the
 counters of unchanged rules; counters agree with the exported profiles; bad rules exit 2."""
-import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
-import urllib.parse
-import urllib.request
 
 import pytest
 
-from agentlib import Agent, CpuClock, PprofMeta, free_port, private_cpusplit
+import promlib
+from agentlib import Agent, CpuClock, PprofMeta, private_cpusplit
 from conftest import PROWL, ROOT, pprof_raw, start, stop
 
-PROMETHEUS = shutil.which("prometheus")
-PROMTOOL = shutil.which("promtool")
+PROMETHEUS, PROMTOOL = promlib.PROMETHEUS, promlib.PROMTOOL
 FREQ = 99
 PERIOD_S = (10**9 // FREQ) / 1e9  # the agent's period: 1e9 / frequency ns, truncated
 CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}
 METRIC = "i11_workload_function_cpu_seconds_total"
 
 
-class Prometheus:
-    """A real Prometheus server on a free loopback port with its own config, rule file and
-    storage directory, scraping the agent every second."""
+class Prometheus(promlib.Prometheus):
+    """Debian's Prometheus scraping the agent every second, with these rules."""
 
     def __init__(self, tmp_path, agent_port, rules_yaml):
-        self.dir = tmp_path / "prometheus"
-        self.dir.mkdir()
-        self.port = free_port()
-        (self.dir / "rules.yml").write_text(rules_yaml)
-        (self.dir / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n  evaluation_interval: 1s\n"
-            f"rule_files: ['{self.dir / 'rules.yml'}']\n"
-            "scrape_configs:\n  - job_name: prowl\n"
-            f"    static_configs:\n      - targets: ['127.0.0.1:{agent_port}']\n")
-        self.log_path = self.dir / "prometheus.log"
-        self.p = None
-
-    def start(self, timeout=30):
-        self._log = open(self.log_path, "w")
-        self.p = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={self.dir / 'prometheus.yml'}",
-             f"--storage.tsdb.path={self.dir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}",
-             "--log.level=warn"], stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            assert self.p.poll() is None, f"prometheus exited:\n{self.log_path.read_text()}"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/-/ready", timeout=2) as r:
-                    if r.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"prometheus not ready in {timeout}s:\n{self.log_path.read_text()}")
-
-    def stop(self):
-        if self.p and self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        if self.p:
-            self._log.close()
-
-    def api(self, path, **params):
-        url = f"http://127.0.0.1:{self.port}/api/v1/{path}"
-        if params:
-            url += "?" + urllib.parse.urlencode(params)
-        with urllib.request.urlopen(url, timeout=10) as r:
-            body = json.load(r)
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr, at=None):
-        """{frozenset(labels): value} of an instant query (at: unix seconds)."""
-        params = {"query": expr}
-        if at is not None:
-            params["time"] = f"{at:.3f}"
-        data = self.api("query", **params)
-        assert data["resultType"] == "vector", data
-        return {frozenset(r["metric"].items()): float(r["value"][1]) for r in data["result"]}
+        super().__init__(tmp_path, [f"127.0.0.1:{agent_port}"], rules_yaml=rules_yaml)
 
     def by_function(self, svc, at=None):
         return {dict(k)["function"]: v for k, v in self.query(f'{METRIC}{{service_name="{svc}"}}', at).items()}
-
-    def alerts(self, name):
-        return [a for a in self.api("alerts")["alerts"] if a["labels"].get("alertname") == name]
 
 
 ALERT_RULES = f"""groups:

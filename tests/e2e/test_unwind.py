@@ -335,16 +335,33 @@ def test_new_process_exec_is_loaded(tmp_path):
 
 
 def test_table_capacity_hit_is_logged_and_marked(tmp_path):
-    """Too small a row capacity for libc: one warning, and libc's frames end in
-    a marker that names it (frame pointers were tried from there)."""
-    raw, res = record(tmp_path, [workload("unw_split"), "30", "2"], 2, freq=199,
-                      extra=["--unwind-max-rows", "3000"])
+    """The smallest row capacity (65536, the agent's minimum too) holds Debian's python3
+    (libpython is linked in) but then not libc: one warning that names libc and the flag
+    to raise, and libc's frames end in a marker that names it (frame pointers were tried
+    from there)."""
+    raw, res = record(tmp_path, ["/usr/bin/python3", "-c", "while True: pass"], 2, freq=199,
+                      extra=["--unwind-max-rows", "65536"])
     warn = [l for l in res.stderr.splitlines() if "unwind table space is full" in l]
     assert len(warn) == 1, res.stderr
+    assert "libc.so.6 needs" in warn[0] and "Raise --unwind-max-rows" in warn[0], warn
     ours = prowl_samples(raw)
     marked = sum(c for c, fr in ours if fr and fr[-1] == "[truncated: no unwind table for libc.so.6]")
     assert marked / sum(c for c, _ in ours) >= 0.9
-    assert not any(complete(fr) and "start_thread" in fr and "clone3" not in fr for _, fr in ours)
+
+
+def test_agent_capacity_warning_names_its_key(tmp_path):
+    """The agent's warning names the configuration key, not record's flag."""
+    from agentlib import Agent
+    p = start(["/usr/bin/python3", "-c", "while True: pass"])
+    agent = Agent(tmp_path, ["--interval", "1s", "-F", "99"], env={"PROWL_LIMITS_UNWIND_TABLE_ROWS": "65536"})
+    try:
+        agent.start()
+        agent.wait_log(r"unwind table space is full .* Raise limits\.unwind_table_rows to avoid this")
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+        stop(p)
+    assert "--unwind-max-rows" not in agent.log()
 
 
 def test_unwind_flag_usage():

@@ -569,6 +569,7 @@ static const struct bad_case bad_cases[] = {
 	{ "bad interval", "interval: soon\n", ":1: interval: invalid duration 'soon': use e.g. 10s, 500ms" },
 	{ "interval too long", "interval: 2h\n", ":1: interval: duration '2h' out of range: use 1s to 1h" },
 	{ "interval too short", "interval: 500ms\n", ":1: interval: duration '500ms' out of range" },
+	{ "microseconds", "limits:\n  shutdown_flush: 500us\n", ":2: limits.shutdown_flush: invalid duration '500us'" },
 	{ "bad timeout", "exporters:\n  pyroscope:\n    url: http://p\n    timeout: soon\n",
 	  ":4: exporters.pyroscope.timeout: invalid duration 'soon': use e.g. 10s, 500ms" },
 	{ "bad size", "exporters:\n  dir:\n    max_size: 1XB\n",

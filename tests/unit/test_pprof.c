@@ -14,6 +14,7 @@
 
 #include "aggregate.h"
 #include "encode.h"
+#include "export.h"
 #include "profile.pb-c.h"
 #include "testutil.h"
 
@@ -311,6 +312,61 @@ static void test_pprof_empty(void **state)
 	profile_free(p);
 }
 
+/* The value of the label key of sample smp, or NULL; fails if the key is there twice. */
+static const char *label_of(const pb_profile *m, const Perftools__Profiles__Sample *smp, const char *key)
+{
+	const char *v = NULL;
+
+	for (size_t i = 0; i < smp->n_label; i++) {
+		if (strcmp(str(m, smp->label[i]->key), key) != 0)
+			continue;
+		assert_null(v);
+		v = smp->label[i]->str ? str(m, smp->label[i]->str) : "(num)";
+	}
+	return v;
+}
+
+static void test_pprof_labeled(void **state)
+{
+	static const struct series_label extra[] = {
+		{ "service_name", "nginx" }, { "host_name", "web-1" }, { "process_name", "not-this" },
+	};
+	struct small s;
+	uint8_t *gz, *raw;
+	size_t gzlen, len;
+	pb_profile *m;
+
+	(void)state;
+	small_build(&s);
+	/* One sample without a label set: it gets every added label. */
+	assert_int_equal(profile_add_sample(s.p, 0, (uint32_t[]){ s.loc_main }, 1, 4), 0);
+	assert_int_equal(encode_pprof_labeled(s.p, extra, 3, &gz, &gzlen), 0);
+	raw = gunzip(gz, gzlen, &len);
+	m = perftools__profiles__profile__unpack(NULL, len, raw);
+	assert_non_null(m);
+	assert_int_equal(m->n_sample, 3);
+	for (size_t i = 0; i < m->n_sample; i++) {
+		const Perftools__Profiles__Sample *smp = m->sample[i];
+		bool own = smp->n_location_id > 1;
+
+		assert_string_equal(label_of(m, smp, "service_name"), "nginx");
+		assert_string_equal(label_of(m, smp, "host_name"), "web-1");
+		/* A label set's own value wins over an added label of the same key. */
+		assert_string_equal(label_of(m, smp, "process_name"), own ? "app" : "not-this");
+		assert_true(own ? label_of(m, smp, "pid") != NULL : label_of(m, smp, "pid") == NULL);
+		assert_int_equal(smp->n_label, own ? 4 : 3);
+	}
+	perftools__profiles__profile__free_unpacked(m, NULL);
+	free(raw);
+	free(gz);
+	/* Without added labels, the same profile carries only its own. */
+	m = decode(s.p);
+	for (size_t i = 0; i < m->n_sample; i++)
+		assert_null(label_of(m, m->sample[i], "service_name"));
+	perftools__profiles__profile__free_unpacked(m, NULL);
+	profile_free(s.p);
+}
+
 static void write_file(const char *path, const void *buf, size_t len)
 {
 	FILE *f = fopen(path, "wb");
@@ -513,6 +569,7 @@ int main(void)
 		cmocka_unit_test(test_pprof_decode),
 		cmocka_unit_test(test_pprof_mapping_flags),
 		cmocka_unit_test(test_pprof_empty),
+		cmocka_unit_test(test_pprof_labeled),
 		cmocka_unit_test(test_pprof_protoc),
 		cmocka_unit_test(test_pprof_tool),
 		cmocka_unit_test(test_folded),

@@ -1,0 +1,131 @@
+"""test_install.py: `make install` into a scratch DESTDIR, and the unit with the secrets
+drop-in that docs/configuration.md shows; systemd-analyze verifies both in a scratch root
+(no chroot: --root), which must hold the unit, what it runs and systemd's own units."""
+import os
+import re
+import shutil
+import stat
+import subprocess
+
+import pytest
+
+from conftest import BUILD, PROWL, ROOT
+
+pytestmark = pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="systemd-analyze not installed")
+
+UNIT = os.path.join(ROOT, "packaging", "prowl.service")
+
+
+def systemd_root(root):
+    """What systemd-analyze --root needs besides the unit: the targets the unit depends
+    on by default and the ExecReload command. Copies, as symlinks would resolve inside."""
+    shutil.copytree("/lib/systemd/system", root / "usr" / "lib" / "systemd" / "system", symlinks=True,
+                    dirs_exist_ok=True)
+    (root / "bin").mkdir(exist_ok=True)
+    shutil.copy2("/bin/kill", root / "bin" / "kill")
+    return root
+
+
+def verify(root, unit="prowl.service"):
+    """(problems, dump): what systemd-analyze verify says about the unit (nothing when it
+    is fine), and the settings of the unit as systemd loaded them, drop-ins applied."""
+    cmd = ["systemd-analyze", f"--root={root}", "verify", unit]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    problems = ([f"exit {res.returncode}"] if res.returncode else []) + \
+        [l for l in (res.stdout + res.stderr).splitlines() if l.strip()]
+    dbg = subprocess.run(cmd, capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, SYSTEMD_LOG_LEVEL="debug"))
+    dump = {}
+    for m in re.finditer(r"^\t\t(DropIn Path|EnvironmentFile|Documentation|Fragment Path): (.*)$",
+                         dbg.stdout + dbg.stderr, re.M):
+        dump.setdefault(m.group(1), []).append(m.group(2))
+    for m in re.finditer(r"^\t\t\t(Command Line): (.*)$", dbg.stdout + dbg.stderr, re.M):
+        dump.setdefault(m.group(1), []).append(m.group(2))
+    return problems, dump
+
+
+def doc_block(path, first_line):
+    """The fenced block of a document whose first line is first_line."""
+    text = open(os.path.join(ROOT, path)).read()
+    for block in re.findall(r"^```[a-z]*\n(.*?)^```$", text, re.M | re.S):
+        if block.splitlines()[0].strip().startswith(first_line):
+            return block
+    raise AssertionError(f"{path} has no block starting with {first_line!r}")
+
+
+def test_secrets_dropin_of_the_docs_applies(tmp_path):
+    """The drop-in of docs/configuration.md, next to the unit: systemd-analyze verify has
+    nothing to say, systemd loads the drop-in, and the files it names exist (a comment
+    after a value would have become part of the path)."""
+    root = systemd_root(tmp_path / "root")
+    block = doc_block("docs/configuration.md", "# /etc/systemd/system/prowl.service.d/")
+    dropin = block.splitlines()[0].split()[1]
+    # One name for the secrets file: both guides show /etc/prowl/agent.env, as the unit reads.
+    env_block = doc_block("docs/configuration.md", "# /etc/prowl/agent.env")
+    doc_block("docs/agent.md", "# /etc/prowl/agent.env")
+    assert all(re.fullmatch(r"PROWL_[A-Z_]+=\S+", l) for l in env_block.splitlines()[1:]), env_block
+    files = {"/etc/systemd/system/prowl.service": open(UNIT).read(), dropin: block,
+             "/etc/prowl/agent.env": env_block}
+    for path, text in files.items():
+        p = root / path.lstrip("/")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    (root / "usr/local/bin").mkdir(parents=True)
+    shutil.copy2(PROWL, root / "usr/local/bin/prowl")
+    problems, dump = verify(root)
+    assert not problems, problems
+    assert dump.get("DropIn Path") == [str(root / dropin.lstrip("/"))], dump
+    envs = dump["EnvironmentFile"]
+    assert len(envs) == 2, envs                      # the unit's and the drop-in's
+    for e in envs:
+        assert (root / e.lstrip("-").lstrip("/")).is_file(), f"EnvironmentFile={e} names no file"
+    assert "EnvironmentFile=-/etc/prowl/agent.env" in open(UNIT).read()
+
+
+def make_install(dest, *args):
+    return subprocess.run(["make", "-s", "install", f"O={os.path.relpath(BUILD, ROOT)}", f"DESTDIR={dest}"] + list(args),
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("prefix,unitdir", [(None, "usr/local/lib/systemd/system"), ("/usr", "usr/lib/systemd/system")])
+def test_make_install(tmp_path, prefix, unitdir):
+    """Binary, unit, docs, alert rules and an example configuration land under DESTDIR
+    and PREFIX; the unit's paths point at what was installed and pass systemd-analyze
+    verify; a second install keeps a configuration the operator edited."""
+    dest = tmp_path / "dest"
+    args = [f"PREFIX={prefix}"] if prefix else []
+    res = make_install(dest, *args)
+    assert res.returncode == 0, res.stdout + res.stderr
+    prefix = (prefix or "/usr/local").lstrip("/")
+    binary = dest / prefix / "bin" / "prowl"
+    assert os.access(binary, os.X_OK)
+    docdir = dest / prefix / "share" / "doc" / "prowl"
+    for f in ("README.md", "agent.md", "configuration.md", "metrics.md", "unwinding.md", "prowl-alerts.yaml",
+              "agent.yaml.example"):
+        assert (docdir / f).is_file(), f
+    cfg = dest / "etc" / "prowl" / "agent.yaml"
+    assert stat.S_IMODE(cfg.stat().st_mode) == 0o600
+    unit = dest / unitdir / "prowl.service"
+    assert unit.is_file()
+    problems, dump = verify(systemd_root(dest))
+    assert not problems, problems
+    assert dump["Fragment Path"] == [str(unit)]
+    # Every path the unit names is one that was installed.
+    (doc,) = dump["Documentation"]
+    assert doc.startswith("file:/") and (dest / doc[len("file:/"):]).is_file(), doc
+    (cmd,) = dump["Command Line"][:1]
+    exe, _, rest = cmd.partition(" ")
+    assert (dest / exe.lstrip("/")) == binary, cmd
+    conf = re.search(r"--config (\S+)", rest).group(1)
+    assert (dest / conf.lstrip("/")) == cfg
+    # The installed example is a valid configuration.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}
+    res = subprocess.run([str(binary), "agent", "--config", str(cfg), "--check"], capture_output=True, text=True,
+                         env=env, timeout=30)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    # An edited configuration survives the next install.
+    cfg.write_text("frequency: 49\n")
+    res = make_install(dest, *args)
+    assert res.returncode == 0, res.stderr
+    assert cfg.read_text() == "frequency: 49\n"
+    assert "keeping" in res.stdout and str(cfg) in res.stdout
