@@ -54,6 +54,7 @@ struct agent {
 	uint64_t reloads, reload_errors;
 	uint64_t watchdog_usec, next_watchdog;
 	uint64_t stop_mono;   /* when SIGTERM was seen: shutdown_timeout counts from here */
+	bool reload_pending;  /* a load runs on the reloader's thread: poll more often */
 	int argc;
 	char **argv;
 };
@@ -575,7 +576,7 @@ static int run(struct agent *a)
 		struct agent_config nc = {};
 		uint64_t now;
 
-		r = sampler_poll(a->sampler, 100);
+		r = sampler_poll(a->sampler, a->reload_pending ? 10 : 100);
 		if (r < 0)
 			return log_error_errno(r, "reading samples failed");
 		now = clock_mono_ns();
@@ -587,9 +588,11 @@ static int run(struct agent *a)
 			got_hup = 0;
 			sd_notify(0, "RELOADING=1");
 			reloader_request(a->reloader);
+			a->reload_pending = true;
 		}
 		r = reloader_poll(a->reloader, &nc);
 		if (r != 0) {
+			a->reload_pending = false;
 			if (r > 0)
 				apply_config(a, nc);
 			else
