@@ -126,13 +126,13 @@ def test_restart_during_outage_delivers_every_window_once(tmp_path):
     try:
         first.start()
         t_start1 = time.time()
-        time.sleep(4.0)
+        time.sleep(3.0)
         t_stop1 = time.time()
         assert first.stop() == 0, first.log()
         m = re.search(r"otlp: (\d+) undelivered profiles \(\d+ bytes\) kept in the spool", first.log())
         assert m, first.log()
         spooled = int(m.group(1))
-        assert spooled >= 4, first.log()
+        assert spooled >= 3, first.log()
 
         rx.start()
         second = Agent(tmp_path, args, env=env, name="agent")  # the same state directory
@@ -204,7 +204,7 @@ def test_sighup_with_deep_yaml_loses_nothing(tmp_path):
         cfg.write_text("[" * 40000 + "]" * 40000 + "\n")
         agent.send(signal.SIGHUP)
         agent.wait_log("reload failed")
-        time.sleep(2.5)
+        time.sleep(1.5)
         m = agent.metrics()
         assert agent.stop() == 0, agent.log()
     finally:
@@ -219,7 +219,7 @@ def test_sighup_with_deep_yaml_loses_nothing(tmp_path):
     assert m.get("prowl_sampling_frequency_hertz") == 499, "the old configuration was not kept"
     assert re.search(r"agent\.yaml:1: nested more than 64 levels deep", agent.log())
     metas = sorted((PprofMeta(f.read_bytes()) for f in (prof / svc).glob("*.pb.gz")), key=lambda x: x.time_ns)
-    assert len(metas) >= 4
+    assert len(metas) >= 3
     check_chain([(x.time_ns, x.end_ns) for x in metas], 1, "windows around the refused reload")
     assert all(x.period == NS // 499 for x in metas), "a window was sampled with other settings"
 
@@ -239,7 +239,7 @@ def test_huge_error_body_is_not_read(tmp_path):
         rx.wait_for(1, timeout=10)
         time.sleep(0.5)
         c0, n0 = cpu_seconds(agent.pid), len(rx.requests)
-        time.sleep(3.0)
+        time.sleep(2.0)
         c1, n1 = cpu_seconds(agent.pid), len(rx.requests)
         assert agent.stop() == 0, agent.log()
     finally:
