@@ -24,6 +24,9 @@
 #include "log.h"
 #include "mkdir_p.h"
 #include "metrics.h"
+#include "reload.h"
+#include "sender.h"
+#include "spool.h"
 
 extern char **environ;
 
@@ -41,6 +44,8 @@ struct agent {
 	uint64_t retiring_deadline[4 * AGENT_MAX_EXPORTERS];
 	unsigned int nretiring;
 	struct metrics_server *metrics;
+	struct reloader *reloader;
+	struct spool *spool;  /* NULL: no HTTP exporter yet, or the directory is unusable */
 	struct agent_snapshot snap;
 	int64_t window_start_wall;
 	uint64_t window_start_mono, window_end_mono;
@@ -48,6 +53,8 @@ struct agent {
 	uint64_t windows, windows_cut;
 	uint64_t reloads, reload_errors;
 	uint64_t watchdog_usec, next_watchdog;
+	uint64_t stop_mono;   /* when SIGTERM was seen: shutdown_timeout counts from here */
+	bool reload_pending;  /* a load runs on the reloader's thread: poll more often */
 	int argc;
 	char **argv;
 };
@@ -72,20 +79,87 @@ static int on_sample(void *ctx, const struct prowl_sample *s, size_t size)
 	return series_table_ingest(a->series, s) == -ENOMEM ? -ENOMEM : 0;
 }
 
-static void free_exporters(struct agent *a, uint32_t flush_ms)
+/* What e did not deliver goes to the exporter of the same kind in a->exp (a
+ * reload replaced e) or, failing that, to the spool; then e is freed. */
+static void retire(struct agent *a, struct exporter *e, bool stopping)
 {
-	/* The sender logs and counts whatever is left when the deadline passes. */
+	struct sender_request **reqs = NULL;
+	size_t n = 0;
+
+	if (e->ops->take_pending && (a->spool || !stopping) && e->ops->take_pending(e, &reqs, &n) == 0) {
+		struct exporter *to = NULL;
+
+		for (unsigned int i = 0; !stopping && i < a->nexp; i++)
+			if (a->exp[i] != e && strcmp(a->exp[i]->ops->kind, e->ops->kind) == 0)
+				to = a->exp[i];
+		if (to) {
+			for (size_t i = 0; i < n; i++)
+				to->ops->requeue(to, reqs[i]);
+		} else if (a->spool) {
+			spool_put(a->spool, e->ops->kind, reqs, n);
+		} else {
+			log_warn("%s: %zu undelivered profiles dropped: the spool is not available", e->name, n);
+			for (size_t i = 0; i < n; i++)
+				sender_request_free(reqs[i]);
+		}
+		free(reqs);
+	}
+	e->ops->free(e); /* drops (and logs) whatever is still queued */
+}
+
+static uint32_t ms_until(uint64_t deadline)
+{
+	uint64_t now = clock_mono_ns();
+
+	return now >= deadline ? 0 : (uint32_t)((deadline - now + 999999) / 1000000);
+}
+
+/* Every exporter, retiring ones too, delivers what it holds until one common
+ * deadline (their senders work in parallel); the rest goes to the spool. */
+static void stop_exporters(struct agent *a, uint64_t deadline)
+{
+	for (unsigned int i = 0; i < a->nexp; i++)
+		a->exp[i]->ops->flush(a->exp[i], ms_until(deadline));
+	for (unsigned int i = 0; i < a->nretiring; i++)
+		a->retiring[i]->ops->flush(a->retiring[i], ms_until(deadline));
+	for (unsigned int i = 0; i < a->nretiring; i++)
+		retire(a, a->retiring[i], true);
+	a->nretiring = 0;
 	for (unsigned int i = 0; i < a->nexp; i++) {
-		a->exp[i]->ops->flush(a->exp[i], flush_ms);
-		a->exp[i]->ops->free(a->exp[i]);
+		retire(a, a->exp[i], true);
 		a->exp[i] = NULL;
 	}
 	a->nexp = 0;
-	for (unsigned int i = 0; i < a->nretiring; i++) {
-		a->retiring[i]->ops->flush(a->retiring[i], flush_ms);
-		a->retiring[i]->ops->free(a->retiring[i]);
-	}
-	a->nretiring = 0;
+}
+
+/* Queues what the spool holds for e's kind ahead of new windows. */
+static void requeue_spooled(struct agent *a, struct exporter *e)
+{
+	struct sender_request **reqs;
+	size_t n;
+
+	if (!a->spool || !e->ops->requeue || spool_take(a->spool, e->ops->kind, &reqs, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++)
+		e->ops->requeue(e, reqs[i]);
+	free(reqs);
+}
+
+static bool any_http(const struct agent_config *c)
+{
+	return c->exporters.pyroscope.enabled || c->exporters.otlp.enabled || c->exporters.parca.enabled;
+}
+
+static void open_spool(struct agent *a, const struct agent_config *c)
+{
+	struct spool_opts o = {
+		.state_dir = c->state_dir,
+		.max_bytes = c->spool.max_bytes,
+		.max_age_ns = c->spool.max_age_ms * 1000000ull,
+	};
+
+	if (!a->spool && any_http(c))
+		spool_open(&o, &a->spool); /* logs why not; the agent runs on without */
 }
 
 /* Frees retired exporters once their queue is empty or their grace time is over;
@@ -100,8 +174,7 @@ static void reap_retiring(struct agent *a, uint64_t now)
 
 		e->ops->get_stats(e, &st);
 		if (st.queue_items == 0 || now >= a->retiring_deadline[i]) {
-			e->ops->flush(e, 0);
-			e->ops->free(e);
+			retire(a, e, false);
 			continue;
 		}
 		a->retiring[k] = e;
@@ -280,6 +353,9 @@ static void publish(struct agent *a)
 	series_table_get_stats(a->series, &s->series);
 	symbolizer_get_stats(a->sym, &s->sym);
 	s->has_unwind = sampler_unwind_stats(a->sampler, &s->unwind) == 0;
+	s->has_spool = a->spool != NULL;
+	if (a->spool)
+		spool_get_stats(a->spool, &s->spool);
 	s->nexp = a->nexp;
 	for (unsigned int i = 0; i < a->nexp; i++) {
 		a->exp[i]->ops->get_stats(a->exp[i], &s->exp[i]);
@@ -391,27 +467,29 @@ static int start_metrics(struct agent *a, const struct agent_config *c)
 				    &a->metrics);
 }
 
-/* SIGHUP: loads the configuration again; on success ends the current window with
- * the old settings and continues with the new ones. The sampler keeps running, so
- * no sample is lost; a bad file leaves everything as it was. */
-static void reload(struct agent *a)
+/* SIGHUP: the configuration is loaded again on the reloader's thread (see run());
+ * once it is valid, the current window ends with the old settings and the new ones
+ * apply. The sampler keeps running, so no sample is lost; a bad file leaves
+ * everything as it was. */
+static void reload_failed(struct agent *a)
 {
-	struct agent_config nc = {};
+	a->reload_errors++;
+	log_error("configuration reload failed; keeping the running configuration");
+	sd_notify(0, "READY=1");
+}
+
+static void apply_config(struct agent *a, struct agent_config nc)
+{
 	struct series_table *old_series = a->series;
 	struct rules *rules = NULL;
 	struct exporter *old_exp[AGENT_MAX_EXPORTERS], *backup[AGENT_MAX_EXPORTERS];
 	unsigned int old_nexp = a->nexp;
 	int r;
 
-	sd_notify(0, "RELOADING=1");
-	r = agent_config_load(a->argc, a->argv, environ, &nc);
-	if (r == 0)
-		r = make_rules(&nc, &rules);
+	r = make_rules(&nc, &rules);
 	if (r != 0) {
-		a->reload_errors++;
-		log_error("configuration reload failed; keeping the running configuration");
 		agent_config_free(&nc);
-		sd_notify(0, "READY=1");
+		reload_failed(a);
 		return;
 	}
 	end_window(a, true);
@@ -438,11 +516,9 @@ static void reload(struct agent *a)
 		}
 		memcpy(a->exp, backup, sizeof(a->exp));
 		a->nexp = old_nexp;
-		a->reload_errors++;
-		log_error("configuration reload failed; keeping the running configuration");
 		rules_free(rules);
 		agent_config_free(&nc);
-		sd_notify(0, "READY=1");
+		reload_failed(a);
 		return;
 	}
 	/* Rules that did not change keep counting where they were. */
@@ -451,16 +527,26 @@ static void reload(struct agent *a)
 	a->rules = rules;
 	publish_rules(a);
 	/* Exporters whose settings changed keep delivering what they hold, for up
-	 * to limits.shutdown_flush, without holding up sampling. */
+	 * to shutdown_timeout, without holding up sampling; then what is left goes
+	 * to the new exporter of the same kind, or to the spool. */
 	for (unsigned int i = 0; i < old_nexp; i++) {
 		if (!old_exp[i])
 			continue;
 		if (a->nretiring == sizeof(a->retiring) / sizeof(a->retiring[0])) {
-			old_exp[i]->ops->free(old_exp[i]);
+			retire(a, old_exp[i], false);
 			continue;
 		}
 		a->retiring[a->nretiring] = old_exp[i];
-		a->retiring_deadline[a->nretiring++] = clock_mono_ns() + (uint64_t)nc.limits.shutdown_flush_ms * 1000000ull;
+		a->retiring_deadline[a->nretiring++] = clock_mono_ns() + (uint64_t)nc.shutdown_timeout_ms * 1000000ull;
+	}
+	open_spool(a, &nc);
+	for (unsigned int i = 0; i < a->nexp; i++) {
+		bool kept = false;
+
+		for (unsigned int k = 0; k < old_nexp; k++)
+			kept |= a->exp[i] == backup[k];
+		if (!kept)
+			requeue_spooled(a, a->exp[i]);
 	}
 	series_table_free(old_series);
 	if (nc.frequency != a->cfg.frequency && sampler_set_freq(a->sampler, nc.frequency) < 0)
@@ -487,17 +573,30 @@ static int run(struct agent *a)
 	int r;
 
 	for (;;) {
+		struct agent_config nc = {};
 		uint64_t now;
 
-		r = sampler_poll(a->sampler, 100);
+		r = sampler_poll(a->sampler, a->reload_pending ? 10 : 100);
 		if (r < 0)
 			return log_error_errno(r, "reading samples failed");
 		now = clock_mono_ns();
-		if (got_stop)
+		if (got_stop) {
+			a->stop_mono = now;
 			break;
+		}
 		if (got_hup) {
 			got_hup = 0;
-			reload(a);
+			sd_notify(0, "RELOADING=1");
+			reloader_request(a->reloader);
+			a->reload_pending = true;
+		}
+		r = reloader_poll(a->reloader, &nc);
+		if (r != 0) {
+			a->reload_pending = false;
+			if (r > 0)
+				apply_config(a, nc);
+			else
+				reload_failed(a);
 			next_publish = 0; /* /metrics shows the reload at once */
 		}
 		if (now >= a->window_end_mono) {
@@ -569,10 +668,18 @@ int agent_main(int argc, char **argv)
 		log_error_errno(r, "cannot set up the symbolizer");
 		goto out;
 	}
+	open_spool(&a, &a.cfg);
 	if (make_series(&a, &a.cfg) < 0 || make_rules(&a.cfg, &a.rules) < 0 ||
 	    make_exporters(&a, &a.cfg, NULL, NULL, 0) < 0)
 		goto out;
 	publish_rules(&a);
+	for (unsigned int i = 0; i < a.nexp; i++)
+		requeue_spooled(&a, a.exp[i]);
+	r = reloader_new(argc, argv, NULL, &a.reloader);
+	if (r < 0) {
+		log_error_errno(r, "cannot start the configuration loader");
+		goto out;
+	}
 	so = (struct sampler_opts){
 		.freq = a.cfg.frequency,
 		.idle = a.cfg.idle,
@@ -611,18 +718,22 @@ int agent_main(int argc, char **argv)
 	if (run(&a) < 0)
 		goto out;
 
-	/* Stop: the last partial window goes to every exporter within the deadline. */
+	/* Stop: the last partial window goes to every exporter; what they cannot
+	 * deliver by shutdown_timeout after the signal goes to the spool. */
 	sd_notify(0, "STOPPING=1");
-	log_info("%s: flushing the last window and stopping", strsignal(got_stop));
+	log_info("%s: flushing the last window and stopping (at most %ums)", strsignal(got_stop),
+		 a.cfg.shutdown_timeout_ms);
 	sampler_stop(a.sampler);
 	end_window(&a, true);
 	/* /metrics shows the last window's counts while the exporters flush. */
 	publish(&a);
-	free_exporters(&a, a.cfg.limits.shutdown_flush_ms);
+	stop_exporters(&a, a.stop_mono + (uint64_t)a.cfg.shutdown_timeout_ms * 1000000ull);
 	ret = 0;
 out:
 	metrics_server_stop(a.metrics);
-	free_exporters(&a, 0);
+	reloader_free(a.reloader);
+	stop_exporters(&a, 0);
+	spool_free(a.spool);
 	sampler_free(a.sampler);
 	series_table_free(a.series);
 	rules_free(a.rules);

@@ -11,6 +11,7 @@
 #include "export.h"
 #include "sample.h"
 #include "series.h"
+#include "spool.h"
 #include "symbolizer.h"
 
 #define AGENT_MAX_EXPORTERS 4
@@ -27,6 +28,8 @@ struct agent_snapshot {
 	struct symbolizer_stats sym;
 	struct unwind_stats unwind;
 	bool has_unwind;                  /* false with --unwind=fp */
+	struct spool_stats spool;
+	bool has_spool;                   /* false without HTTP exporters */
 	struct export_stats exp[AGENT_MAX_EXPORTERS];
 	char exp_name[AGENT_MAX_EXPORTERS][16];
 	unsigned int nexp;

@@ -117,6 +117,45 @@ static void unwind_metrics(FILE *f, const struct agent_snapshot *s)
 	metrics_emit(f, "prowl_unwind_capacity_hits_total", "counter", NULL, "limit=\"processes\"", s->unwind.procs_full);
 }
 
+static void spool_metrics(FILE *f, const struct spool_stats *sp)
+{
+	static const struct {
+		const char *reason;
+		size_t off;
+	} drops[] = {
+		{ "max_age", offsetof(struct spool_stats, dropped_age) },
+		{ "max_size", offsetof(struct spool_stats, dropped_size) },
+		{ "damaged", offsetof(struct spool_stats, damaged) },
+		{ "write_error", offsetof(struct spool_stats, write_lost) },
+	};
+	char l[64];
+
+	metrics_emit(f, "prowl_spool_bytes", "gauge", "Bytes of undelivered profiles kept in state_dir/spool.", NULL,
+		     sp->bytes);
+	metrics_emit(f, "prowl_spool_files", "gauge", "Files in state_dir/spool.", NULL, sp->files);
+	fputs("# HELP prowl_spool_loaded_total Profiles read back from the spool and queued, by backend.\n"
+	      "# TYPE prowl_spool_loaded_total counter\n", f);
+	for (unsigned int i = 0; i < sp->nkinds; i++) {
+		snprintf(l, sizeof(l), "backend=\"%s\"", sp->kinds[i].kind);
+		metrics_emit(f, "prowl_spool_loaded_total", "counter", NULL, l, sp->kinds[i].loaded);
+	}
+	fputs("# HELP prowl_spool_written_total Undelivered profiles written to the spool, by backend.\n"
+	      "# TYPE prowl_spool_written_total counter\n", f);
+	for (unsigned int i = 0; i < sp->nkinds; i++) {
+		snprintf(l, sizeof(l), "backend=\"%s\"", sp->kinds[i].kind);
+		metrics_emit(f, "prowl_spool_written_total", "counter", NULL, l, sp->kinds[i].written);
+	}
+	fputs("# HELP prowl_spool_dropped_total Spooled profiles dropped, by reason (the caps, damaged files, "
+	      "write errors).\n# TYPE prowl_spool_dropped_total counter\n", f);
+	for (size_t k = 0; k < sizeof(drops) / sizeof(drops[0]); k++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)sp + drops[k].off, sizeof(v));
+		snprintf(l, sizeof(l), "reason=\"%s\"", drops[k].reason);
+		metrics_emit(f, "prowl_spool_dropped_total", "counter", NULL, l, v);
+	}
+}
+
 void agent_metrics_render(void *ctx, FILE *f)
 {
 	struct agent_snapshot *snap = ctx, s;
@@ -184,6 +223,8 @@ void agent_metrics_render(void *ctx, FILE *f)
 	metrics_emit(f, "prowl_config_reloads_total", "counter", "Configuration reloads.", "result=\"ok\"", s.reloads);
 	metrics_emit(f, "prowl_config_reloads_total", "counter", NULL, "result=\"error\"", s.reload_errors);
 	exporter_metrics(f, &s);
+	if (s.has_spool)
+		spool_metrics(f, &s.spool);
 	if (getrusage(RUSAGE_SELF, &ru) == 0)
 		metrics_emit(f, "process_cpu_seconds_total", "counter", "prowl's own user and system CPU time.", NULL,
 			     ru.ru_utime.tv_sec + ru.ru_stime.tv_sec + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6);

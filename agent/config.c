@@ -26,6 +26,8 @@
 #define MAX_LABEL_NAME   128
 #define MAX_LABEL_VALUE  1024
 #define MAX_KEY_PATH     128
+#define MAX_DEPTH        64   /* nesting of mappings and lists in the file */
+#define MAX_ANCHORS      256  /* anchors and aliases: libyaml looks each up in a list */
 
 #define MS_PER_S ((uint64_t)1000)
 #define MS_PER_M (60 * MS_PER_S)
@@ -101,6 +103,9 @@ static const struct key_def keys[] = {
 	{ "hostname", K_STRING, FIELD(hostname), "" },
 	{ "labels", K_LABELS, 0, 0, "" },
 	{ "state_dir", K_PATH, FIELD(state_dir), "/var/lib/prowl" },
+	{ "shutdown_timeout", K_DURATION, FIELD(shutdown_timeout_ms), "10s", 100, 10 * MS_PER_M },
+	{ "spool.max_size", K_SIZE, FIELD(spool.max_bytes), "64MiB", MIB, 16 * GIB },
+	{ "spool.max_age", K_DURATION, FIELD(spool.max_age_ms), "1h", MS_PER_M, 168 * MS_PER_H },
 	{ "log.level", K_ENUM, FIELD(log.level), "info", .what = "log level", .names = level_names },
 	{ "log.format", K_ENUM, FIELD(log.format), "logfmt", .what = "log format", .names = format_names },
 	{ "metrics.enabled", K_BOOL, FIELD(metrics.enabled), "true" },
@@ -122,7 +127,6 @@ static const struct key_def keys[] = {
 	{ "limits.module_memory", K_SIZE, FIELD(limits.module_memory_bytes), "16MiB", MIB, 64 * GIB },
 	{ "limits.debug_inflate_size", K_SIZE, FIELD(limits.debug_inflate_bytes), "512MiB", MIB, 1024 * GIB,
 	  .zero_ok = true },
-	{ "limits.shutdown_flush", K_DURATION, FIELD(limits.shutdown_flush_ms), "5s", 1, 10 * MS_PER_M },
 	{ "exporters.dir.enabled", K_BOOL, FIELD(exporters.dir.enabled), "true" },
 	{ "exporters.dir.path", K_PATH, FIELD(exporters.dir.path), "" },
 	{ "exporters.dir.max_age", K_DURATION, FIELD(exporters.dir.max_age_ms), "24h",
@@ -141,6 +145,13 @@ static const struct key_def keys[] = {
 };
 
 #define NKEYS ARRAY_SIZE(keys)
+
+/* Keys that were replaced: a file that still has one is told the new name. */
+static const struct {
+	const char *old, *now;
+} renamed[] = {
+	{ "limits.shutdown_flush", "shutdown_timeout" },
+};
 
 enum origin_kind { ORIGIN_DEFAULT = 0, ORIGIN_FILE, ORIGIN_ENV, ORIGIN_FLAG };
 
@@ -792,6 +803,10 @@ static int walk_mapping(struct load *l, yaml_document_t *d, yaml_node_t *map, co
 			}
 			r = walk_mapping(l, d, vn, path);
 		} else {
+			for (size_t i = 0; i < ARRAY_SIZE(renamed); i++)
+				if (strcmp(renamed[i].old, path) == 0)
+					return cfg_error(l, &o, NULL, false, "'%s' was replaced by '%s' (top level): "
+							 "rename it", path, renamed[i].now);
 			known_keys(prefix, known, sizeof(known));
 			return cfg_error(l, &o, NULL, false, "unknown key '%s%s%s' (known: %s)", prefix,
 					 *prefix ? "." : "", name, known);
@@ -838,7 +853,8 @@ static int read_file(const char *path, char **ret_buf, size_t *ret_len, mode_t *
 	size_t len = 0;
 	int fd, r = 0;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO named as the config file must not hang the agent. */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {
@@ -882,6 +898,50 @@ out:
 	return r;
 }
 
+/* Walks the file's events once before libyaml builds the document, and refuses a
+ * file nested deeper than MAX_DEPTH or with more than MAX_ANCHORS anchors and
+ * aliases: building such a document costs time that grows with their square (5 s
+ * for 40,000 levels). Syntax errors are left to the load, which meets them as soon. */
+static int check_shape(const struct load *l, const char *buf, size_t len)
+{
+	yaml_parser_t p;
+	yaml_event_t ev;
+	unsigned int depth = 0, anchors = 0;
+	int r = 0;
+
+	if (!yaml_parser_initialize(&p))
+		return log_error_errno(-ENOMEM, "cannot load the configuration");
+	yaml_parser_set_input_string(&p, (const unsigned char *)buf, len);
+	while (r == 0 && yaml_parser_parse(&p, &ev)) {
+		yaml_event_type_t type = ev.type;
+		unsigned long line = (unsigned long)ev.start_mark.line + 1;
+
+		if (type == YAML_MAPPING_START_EVENT || type == YAML_SEQUENCE_START_EVENT) {
+			anchors += (type == YAML_MAPPING_START_EVENT ? ev.data.mapping_start.anchor
+								      : ev.data.sequence_start.anchor) != NULL;
+			if (++depth > MAX_DEPTH) {
+				log_error("%s:%lu: nested more than %d levels deep: a configuration needs at most 4",
+					  l->path, line, MAX_DEPTH);
+				r = -EINVAL;
+			}
+		} else if (type == YAML_MAPPING_END_EVENT || type == YAML_SEQUENCE_END_EVENT) {
+			depth--;
+		} else if (type == YAML_ALIAS_EVENT || (type == YAML_SCALAR_EVENT && ev.data.scalar.anchor)) {
+			anchors++;
+		}
+		if (r == 0 && anchors > MAX_ANCHORS) {
+			log_error("%s:%lu: more than %d anchors and aliases (&name, *name): write the values out",
+				  l->path, line, MAX_ANCHORS);
+			r = -EINVAL;
+		}
+		yaml_event_delete(&ev);
+		if (type == YAML_STREAM_END_EVENT)
+			break;
+	}
+	yaml_parser_delete(&p);
+	return r;
+}
+
 static int load_file(struct load *l)
 {
 	yaml_parser_t parser;
@@ -898,6 +958,11 @@ static int load_file(struct load *l)
 		log_error("cannot read config file '%s': %s", l->path,
 			  r == -EFBIG ? "larger than 1 MiB" : r == -EINVAL ? "not a regular file" : strerror(-r));
 		return r == -ENOMEM ? r : -EINVAL;
+	}
+	r = check_shape(l, buf, len);
+	if (r < 0) {
+		free(buf);
+		return r;
 	}
 	if (!yaml_parser_initialize(&parser)) {
 		free(buf);
@@ -959,6 +1024,21 @@ static const char *env_lookup(char **envp, const char *name)
 	return NULL;
 }
 
+/* The variable that replaced the one named e[0..n), in buf; NULL if none did. */
+static const char *renamed_env(const char *e, size_t n, char *buf, size_t size)
+{
+	char old[MAX_KEY_PATH];
+
+	for (size_t i = 0; i < ARRAY_SIZE(renamed); i++) {
+		env_name(&(struct key_def){ .path = renamed[i].old }, old, sizeof(old));
+		if (strlen(old) == n && strncmp(old, e, n) == 0) {
+			env_name(find_key(renamed[i].now), buf, size);
+			return buf;
+		}
+	}
+	return NULL;
+}
+
 static int load_env(struct load *l, char **envp)
 {
 	char name[MAX_KEY_PATH];
@@ -984,8 +1064,11 @@ static int load_env(struct load *l, char **envp)
 				k = &keys[i];
 		}
 		if (!k) {
-			log_warn("unknown environment variable %.*s ignored (see docs/configuration.md for the "
-				 "PROWL_* variables)", (int)n, *e);
+			if (renamed_env(*e, n, name, sizeof(name)))
+				log_warn("environment variable %.*s ignored: it was replaced by %s", (int)n, *e, name);
+			else
+				log_warn("unknown environment variable %.*s ignored (see docs/configuration.md for the "
+					 "PROWL_* variables)", (int)n, *e);
 			continue;
 		}
 		r = set_value(l, k, eq + 1, &o);

@@ -45,6 +45,12 @@ struct agent_config {
 	struct config_label *labels;
 	size_t nlabels;
 	char *state_dir;
+	uint32_t shutdown_timeout_ms; /* SIGTERM: one deadline for every exporter's flush */
+
+	struct {
+		uint64_t max_bytes;   /* undelivered profiles kept across a restart, all backends */
+		uint64_t max_age_ms;  /* ... and for how long */
+	} spool;
 
 	struct {
 		enum log_level level;
@@ -67,7 +73,6 @@ struct agent_config {
 		uint32_t unwind_processes;   /* ... processes */
 		uint64_t debug_inflate_bytes; /* inflated debug files in state_dir; 0: in memory */
 		uint64_t module_memory_bytes; /* heap of the symbolizer's open object files */
-		uint32_t shutdown_flush_ms;
 	} limits;
 
 	struct {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 struct profile;
+struct sender_request;
 
 /* A series label (Prometheus style name=value). */
 struct series_label {
@@ -79,6 +80,11 @@ struct exporter_ops {
 	int (*flush)(struct exporter *e, uint32_t deadline_ms);
 	void (*get_stats)(struct exporter *e, struct export_stats *ret);
 	void (*free)(struct exporter *e);
+	/* Exporters with a send queue (HTTP) only, NULL otherwise. requeue: queues a
+	 * request read back from the spool (taking it). take_pending: stops delivery
+	 * and hands back what was not delivered, oldest first (see sender_stop). */
+	int (*requeue)(struct exporter *e, struct sender_request *req);
+	int (*take_pending)(struct exporter *e, struct sender_request ***ret, size_t *n);
 };
 
 struct exporter {

@@ -56,6 +56,16 @@ void exporter_http_get_stats(struct exporter *e, struct export_stats *ret)
 	sender_get_stats(((struct exporter_http *)e)->snd, ret);
 }
 
+int exporter_http_requeue(struct exporter *e, struct sender_request *req)
+{
+	return sender_enqueue(((struct exporter_http *)e)->snd, req);
+}
+
+int exporter_http_take_pending(struct exporter *e, struct sender_request ***ret, size_t *n)
+{
+	return sender_stop(((struct exporter_http *)e)->snd, ret, n);
+}
+
 void exporter_http_destroy(struct exporter_http *h)
 {
 	sender_free(h->snd);

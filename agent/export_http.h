@@ -36,6 +36,8 @@ int exporter_http_new(size_t size, const struct exporter_ops *ops, const char *n
 /* exporter_ops entries for any struct that embeds exporter_http first. */
 int exporter_http_flush(struct exporter *e, uint32_t deadline_ms);
 void exporter_http_get_stats(struct exporter *e, struct export_stats *ret);
+int exporter_http_requeue(struct exporter *e, struct sender_request *req);
+int exporter_http_take_pending(struct exporter *e, struct sender_request ***ret, size_t *n);
 /* exporter_http_destroy() then frees e itself: for backends that own nothing more.
  * Accepts NULL. A backend that owns more frees that, calls exporter_http_destroy()
  * and frees itself. */

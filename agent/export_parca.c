@@ -222,6 +222,8 @@ static const struct exporter_ops parca_ops = {
 	.flush = exporter_http_flush,
 	.get_stats = exporter_http_get_stats,
 	.free = exporter_http_free,
+	.requeue = exporter_http_requeue,
+	.take_pending = exporter_http_take_pending,
 };
 
 int exporter_parca_new(const struct http_target *t, struct exporter **ret)

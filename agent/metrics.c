@@ -6,12 +6,27 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
+#include "clock.h"
 #include "log.h"
 #include "parse.h"
+
+/* Idle connections are closed after CONN_TIMEOUT_S, so that clients that connect
+ * and send nothing cannot hold the endpoint; CONN_LIMIT connections at once, at most
+ * CONN_PER_IP of them from one address, leave room for the liveness probe and the
+ * scraper next to a crowd of idle ones (fds and 32 KiB of buffer each). */
+#define CONN_TIMEOUT_S   5u
+#define CONN_LIMIT       256u
+#define CONN_PER_IP      128u
+/* libmicrohttpd's own messages: at most LOG_BURST a minute (a client can cause one
+ * per connection), then one line that says how many were left out. */
+#define LOG_BURST        10u
+#define LOG_WINDOW_NS    (60ull * 1000000000ull)
 
 struct metrics_server {
 	struct MHD_Daemon *d;
@@ -19,7 +34,42 @@ struct metrics_server {
 	metrics_health_fn health;
 	void *ctx;
 	unsigned int port;
+	pthread_mutex_t log_lock;
+	uint64_t log_window_start;
+	unsigned int log_count, log_skipped;
 };
+
+/* MHD_OPTION_EXTERNAL_LOGGER: libmicrohttpd's messages as prowl's own lines, in
+ * the configured log format, rate-limited. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	struct metrics_server *m = cls;
+	uint64_t now = clock_mono_ns();
+	unsigned int skipped = 0;
+	char buf[512];
+	size_t n;
+
+	pthread_mutex_lock(&m->log_lock);
+	if (now - m->log_window_start >= LOG_WINDOW_NS) {
+		skipped = m->log_skipped;
+		m->log_window_start = now;
+		m->log_count = m->log_skipped = 0;
+	}
+	if (m->log_count >= LOG_BURST) {
+		m->log_skipped++;
+		pthread_mutex_unlock(&m->log_lock);
+		return;
+	}
+	m->log_count++;
+	pthread_mutex_unlock(&m->log_lock);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	n = strlen(buf);
+	while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		buf[--n] = 0;
+	if (skipped)
+		log_warn("metrics endpoint: %u more messages in the last minute were not logged", skipped);
+	log_warn("metrics endpoint: %s", buf);
+}
 
 void metrics_emit(FILE *f, const char *name, const char *type, const char *help, const char *labels, double v)
 {
@@ -132,7 +182,7 @@ int metrics_server_start(const char *address, metrics_render_fn render, metrics_
 	struct sockaddr_storage ss;
 	socklen_t len;
 	const union MHD_DaemonInfo *info;
-	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
 
 	if (parse_address(address, &ss, &len) < 0) {
 		log_error("invalid metrics address '%s': use HOST:PORT, e.g. 127.0.0.1:9464", address);
@@ -144,14 +194,19 @@ int metrics_server_start(const char *address, metrics_render_fn render, metrics_
 	m->render = render;
 	m->health = health;
 	m->ctx = ctx;
+	pthread_mutex_init(&m->log_lock, NULL);
+	m->log_window_start = clock_mono_ns();
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
-	m->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, m, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)16, MHD_OPTION_CONNECTION_TIMEOUT,
-				(unsigned int)10, MHD_OPTION_END);
+	/* The logger first: libmicrohttpd uses its own for options before it. */
+	m->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m,
+				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, CONN_LIMIT,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, CONN_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
+				CONN_TIMEOUT_S, MHD_OPTION_END);
 	if (!m->d) {
 		int e = errno ? errno : EADDRINUSE;
 
+		pthread_mutex_destroy(&m->log_lock);
 		free(m);
 		log_error("cannot serve metrics on %s: %s: choose another metrics address or disable metrics",
 			  address, strerror(e));
@@ -170,5 +225,6 @@ void metrics_server_stop(struct metrics_server *m)
 	if (!m)
 		return;
 	MHD_stop_daemon(m->d);
+	pthread_mutex_destroy(&m->log_lock);
 	free(m);
 }

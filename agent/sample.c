@@ -73,7 +73,7 @@ static int libbpf_print(enum libbpf_print_level lvl, const char *fmt, va_list ap
 		if (strncmp(line, "libbpf: ", 8) == 0)
 			line += 8;
 		if (libbpf_verbose)
-			fprintf(stderr, "libbpf: %s\n", line);
+			log_debug("libbpf: %s", line);
 		snprintf(libbpf_log[libbpf_log_n++ % LIBBPF_LOG_KEEP], sizeof(libbpf_log[0]), "%s", line);
 	}
 	free(msg);
@@ -320,7 +320,7 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 
 			log_error("last lines from libbpf and the verifier:");
 			for (unsigned int i = first; i < libbpf_log_n; i++)
-				fprintf(stderr, "  %s\n", libbpf_log[i % LIBBPF_LOG_KEEP]);
+				log_error("  %s", libbpf_log[i % LIBBPF_LOG_KEEP]);
 		}
 		goto fail;
 	}

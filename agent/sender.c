@@ -27,7 +27,8 @@
 #define BACKOFF_BASE_MS        500u
 #define BACKOFF_CAP_MS         30000u
 #define RETRY_AFTER_CAP_MS     300000u /* a Retry-After beyond 5 min is clamped */
-#define REPLY_SNIPPET          200     /* bytes of a rejection's body quoted in the log */
+#define REPLY_SNIPPET          256     /* bytes of a rejection's body quoted in the log */
+#define REPLY_MAX_BYTES        (64u << 10) /* the transfer stops past this much body */
 #define DROP_WARN_INTERVAL_NS  (60ll * 1000000000ll)
 #define NSEC_PER_MSEC          1000000ll
 #define NSEC_PER_SEC           1000000000ll
@@ -55,8 +56,11 @@ struct sender {
 	CURLM *multi; /* holds the connection cache; lets sender_free wake a transfer */
 	CURL *curl;
 	char errbuf[CURL_ERROR_SIZE];
-	char reply[REPLY_SNIPPET + 1];
+	char reply[REPLY_SNIPPET];
+	char reply_text[4 * REPLY_SNIPPET + 4]; /* escaped for the log */
 	size_t reply_len;
+	uint64_t reply_total; /* body bytes received, up to REPLY_MAX_BYTES + one read */
+	bool reply_cut;       /* the body was longer than REPLY_MAX_BYTES: transfer stopped */
 	uint64_t rng;
 	uint64_t fail_streak; /* consecutive retryable failures */
 
@@ -103,6 +107,8 @@ void sender_request_free(struct sender_request *req)
 {
 	if (!req)
 		return;
+	if (req->on_free)
+		req->on_free(req);
 	free(req->path);
 	free(req->content_type);
 	free(req->content_encoding);
@@ -123,23 +129,32 @@ static int path_len_for_log(const char *path)
 	return n > 200 ? 200 : (int)n;
 }
 
-/* Makes the reply snippet printable on one line. */
+/* The start of the reply's body on one line: printable ASCII as it is, every other
+ * byte (and the backslash) escaped, "..." when there was more. */
 static const char *reply_text(struct sender *s)
 {
-	size_t n = s->reply_len;
+	size_t n = s->reply_len, k = 0;
 
+	while (n > 0 && (s->reply[n - 1] == '\n' || s->reply[n - 1] == '\r' || s->reply[n - 1] == ' '))
+		n--;
+	if (!n)
+		return "(empty body)";
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s->reply[i];
 
-		if (c < 0x20 || c == 0x7f)
-			s->reply[i] = ' ';
+		if (c == '\\')
+			k += (size_t)snprintf(s->reply_text + k, sizeof(s->reply_text) - k, "\\\\");
+		else if (c < 0x20 || c >= 0x7f)
+			k += (size_t)snprintf(s->reply_text + k, sizeof(s->reply_text) - k, "\\x%02x", c);
+		else
+			s->reply_text[k++] = (char)c;
 	}
-	while (n > 0 && s->reply[n - 1] == ' ')
-		n--;
-	s->reply[n] = 0;
-	return n ? s->reply : "(empty body)";
+	snprintf(s->reply_text + k, sizeof(s->reply_text) - k, "%s", s->reply_total > s->reply_len ? "..." : "");
+	return s->reply_text;
 }
 
+/* Keeps the start of the body for the log and stops the transfer (a write error)
+ * once more than REPLY_MAX_BYTES came: a backend's answer is never read whole. */
 static size_t on_reply(char *data, size_t size, size_t nmemb, void *userdata)
 {
 	struct sender *s = userdata;
@@ -149,7 +164,12 @@ static size_t on_reply(char *data, size_t size, size_t nmemb, void *userdata)
 		room = n;
 	memcpy(s->reply + s->reply_len, data, room);
 	s->reply_len += room;
-	return n; /* the rest is read and discarded */
+	s->reply_total += n;
+	if (s->reply_total > REPLY_MAX_BYTES) {
+		s->reply_cut = true;
+		return 0;
+	}
+	return n;
 }
 
 static int on_progress(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
@@ -317,7 +337,7 @@ static enum outcome attempt_once(struct sender *s, const struct sender_request *
 {
 	struct curl_slist *hdrs = NULL;
 	curl_off_t retry_after = 0;
-	char *url = NULL, what[CURL_ERROR_SIZE + 64];
+	char *url = NULL, what[4 * REPLY_SNIPPET + CURL_ERROR_SIZE];
 	enum outcome o;
 	long code = 0;
 	CURLcode rc;
@@ -332,6 +352,8 @@ static enum outcome attempt_once(struct sender *s, const struct sender_request *
 		goto retry;
 	}
 	s->reply_len = 0;
+	s->reply_total = 0;
+	s->reply_cut = false;
 	s->errbuf[0] = 0;
 	curl_easy_setopt(s->curl, CURLOPT_URL, url);
 	curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, hdrs);
@@ -344,6 +366,9 @@ static enum outcome attempt_once(struct sender *s, const struct sender_request *
 		o = OUT_ABORTED;
 		goto out;
 	}
+	/* A body cut short by on_reply: the status line is what counts. */
+	if (rc == CURLE_WRITE_ERROR && s->reply_cut)
+		rc = CURLE_OK;
 	if (rc != CURLE_OK) {
 		snprintf(what, sizeof(what), "%s", s->errbuf[0] ? s->errbuf : curl_easy_strerror(rc));
 		if (curl_error_is_permanent(rc)) {
@@ -389,7 +414,7 @@ static void deliver(struct sender *s)
 	struct sender_request *req = s->cur;
 	uint64_t delay_ms, retry_after_ms;
 	unsigned attempt = 0;
-	bool gave_up = false, burst_over = false;
+	bool gave_up = false, burst_over = false, done = true;
 	uint64_t burst_drops = 0;
 	enum outcome o;
 
@@ -397,8 +422,10 @@ static void deliver(struct sender *s)
 		pthread_mutex_unlock(&s->lock);
 		o = attempt_once(s, req, &retry_after_ms);
 		pthread_mutex_lock(&s->lock);
-		if (o == OUT_ABORTED)
+		if (o == OUT_ABORTED) {
+			done = false;
 			break;
+		}
 		if (o == OUT_SENT) {
 			s->st.sent++;
 			s->st.bytes_sent += req->len;
@@ -419,8 +446,10 @@ static void deliver(struct sender *s)
 			}
 			break;
 		}
-		if (s->cur_dropped || atomic_load(&s->stop))
+		if (s->cur_dropped || atomic_load(&s->stop)) {
+			done = false;
 			break;
+		}
 		if (o == OUT_FAILED) {
 			s->st.failed++;
 			s->st.queue_items--;
@@ -444,9 +473,14 @@ static void deliver(struct sender *s)
 				if (pthread_cond_timedwait(&s->wake, &s->lock, &until) == ETIMEDOUT)
 					break;
 		}
-		if (s->cur_dropped || atomic_load(&s->stop))
+		if (s->cur_dropped || atomic_load(&s->stop)) {
+			done = false;
 			break;
+		}
 	}
+	/* Stopping: the request stays s->cur, for sender_stop() to hand back. */
+	if (!done && !s->cur_dropped)
+		return;
 	s->cur = NULL;
 	s->cur_dropped = false;
 	pthread_mutex_unlock(&s->lock);
@@ -511,6 +545,8 @@ int sender_enqueue(struct sender *s, struct sender_request *req)
 		sender_request_free(req);
 		return -ENOMEM;
 	}
+	if (!req->queued_unix_ns)
+		req->queued_unix_ns = clock_wall_ns();
 	cap = s->t.buffer_bytes;
 	if (req->len > cap) {
 		/* Larger than the whole buffer: it can never be queued. */
@@ -600,21 +636,60 @@ void sender_get_stats(struct sender *s, struct export_stats *ret)
 	pthread_mutex_unlock(&s->lock);
 }
 
+/* Stops the worker, cutting a transfer under way short. */
+static void stop_thread(struct sender *s)
+{
+	if (!s->thread_started)
+		return;
+	pthread_mutex_lock(&s->lock);
+	atomic_store(&s->stop, true);
+	pthread_cond_broadcast(&s->wake);
+	pthread_cond_broadcast(&s->idle);
+	pthread_mutex_unlock(&s->lock);
+	curl_multi_wakeup(s->multi);
+	pthread_join(s->thread, NULL);
+	s->thread_started = false;
+}
+
+int sender_stop(struct sender *s, struct sender_request ***ret, size_t *ret_n)
+{
+	struct sender_request **v;
+	size_t n = 0;
+
+	stop_thread(s);
+	v = calloc(s->st.queue_items + 1, sizeof(*v));
+	if (!v)
+		return -ENOMEM; /* sender_free() drops and counts them */
+	if (s->cur && !s->cur_dropped)
+		v[n++] = s->cur;
+	else
+		sender_request_free(s->cur);
+	s->cur = NULL;
+	while (s->head && n < s->st.queue_items + 1) {
+		struct qitem *next = s->head->next;
+
+		v[n++] = s->head->req;
+		free(s->head);
+		s->head = next;
+	}
+	s->tail = NULL;
+	s->st.queue_items = 0;
+	s->st.queue_bytes = 0;
+	*ret = v;
+	*ret_n = n;
+	return 0;
+}
+
 void sender_free(struct sender *s)
 {
 	uint64_t left;
 
 	if (!s)
 		return;
-	if (s->thread_started) {
-		pthread_mutex_lock(&s->lock);
-		atomic_store(&s->stop, true);
-		pthread_cond_broadcast(&s->wake);
-		pthread_cond_broadcast(&s->idle);
-		pthread_mutex_unlock(&s->lock);
-		curl_multi_wakeup(s->multi);
-		pthread_join(s->thread, NULL);
-	}
+	stop_thread(s);
+	/* A request kept by a stop is in queue_items (counted below); a dropped one is not. */
+	sender_request_free(s->cur);
+	s->cur = NULL;
 	left = s->st.queue_items;
 	while (s->head) {
 		struct qitem *next = s->head->next;

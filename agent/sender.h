@@ -18,6 +18,12 @@ struct sender_request {
 	char **headers;         /* extra "Name: value" lines, NULL-terminated, or NULL */
 	uint8_t *body;
 	size_t len;
+	int64_t queued_unix_ns; /* when first queued; set by sender_enqueue when 0 */
+	/* When set, sender_request_free() calls it first. A request read back from the
+	 * spool removes its file this way once it is finished with for good: delivered,
+	 * refused or dropped. sender_stop() hands requests back without freeing them. */
+	void (*on_free)(struct sender_request *req);
+	void *on_free_ctx;
 };
 
 /* name is for logs ("pyroscope"); t is copied. */
@@ -28,7 +34,11 @@ int sender_enqueue(struct sender *s, struct sender_request *req);
 /* Waits until the queue is empty or deadline_ms passed; returns requests left. */
 int sender_flush(struct sender *s, uint32_t deadline_ms);
 void sender_get_stats(struct sender *s, struct export_stats *ret);
-void sender_free(struct sender *s); /* stops the thread; drops what is queued; accepts NULL */
+/* Stops delivery now, cutting a transfer under way short, and hands back what was
+ * not delivered, oldest first, in a malloc'ed array the caller frees (with each
+ * request). Afterwards only sender_get_stats and sender_free may be called. */
+int sender_stop(struct sender *s, struct sender_request ***ret, size_t *n);
+void sender_free(struct sender *s); /* stops the thread; drops (and counts) what is queued; accepts NULL */
 void sender_request_free(struct sender_request *req);
 
 #endif

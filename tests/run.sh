@@ -4,6 +4,8 @@
 # Usage: tests/run.sh [BUILD_DIR...]   (default: build build-san)
 set -u
 cd "$(dirname "$0")/.."
+# The sanitizer build stops at the first undefined behaviour, so the test fails.
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}halt_on_error=1:print_stacktrace=1"
 passed=0
 failed=0
 failures=()

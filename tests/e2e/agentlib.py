@@ -15,7 +15,7 @@ import time
 import urllib.error
 import urllib.request
 
-from conftest import PROWL, ROOT, pprof_raw
+from conftest import PROWL, ROOT, pprof_raw, watch_stderr
 
 PROTO_DIR = os.path.join(ROOT, "proto")
 NS = 1_000_000_000
@@ -51,6 +51,7 @@ class Agent:
 
     def start(self, timeout=20):
         self._log = open(self.log_path, "w")
+        watch_stderr(self.log_path)
         self.p = subprocess.Popen(self.wrapper + [PROWL] + self.args, stdout=subprocess.DEVNULL, stderr=self._log, env=self.env)
         deadline = time.time() + timeout
         while time.time() < deadline:

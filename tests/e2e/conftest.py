@@ -19,6 +19,47 @@ WORKLOADS = os.path.join(BUILD, "workloads")
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long captures, skipped by --quick (sanitizer) runs")
 
+# Undefined behaviour fails the test it happens in, whatever else the test checks:
+# the sanitizer build halts on the first report (-fno-sanitize-recover=undefined, and
+# halt_on_error here), and the report on a prowl process's stderr fails the test:
+# run_prowl checks it at once, and the files that Agent and watch_stderr() name are
+# checked after each test (ASan+UBSan reports go to stderr whatever log_path says).
+os.environ["UBSAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("UBSAN_OPTIONS", ""), "halt_on_error=1",
+                                                     "print_stacktrace=1"]))
+SAN_REPORT = re.compile(r"runtime error:|ERROR: (Address|Leak)Sanitizer")
+_watched = {}  # path of a file that holds a prowl process's stderr -> bytes already checked
+
+
+def watch_stderr(path):
+    """Has the file at path (a prowl process's stderr, about to be written from its
+    start) checked for sanitizer reports after each test."""
+    _watched[str(path)] = 0
+
+
+def san_report(text):
+    """The sanitizer report in text, or None."""
+    m = SAN_REPORT.search(text or "")
+    return text[max(0, m.start() - 200):m.start() + 3000] if m else None
+
+
+@pytest.fixture(autouse=True)
+def _no_sanitizer_report():
+    yield
+    found = []
+    for path, done in list(_watched.items()):
+        try:
+            with open(path, errors="replace") as f:
+                f.seek(done)
+                text = f.read()
+        except OSError:
+            del _watched[path]
+            continue
+        _watched[path] = done + len(text.encode(errors="replace"))
+        rep = san_report(text)
+        if rep:
+            found.append(f"{path}:\n{rep}")
+    assert not found, "a sanitizer report (undefined behaviour or a memory error):\n" + "\n".join(found)
+
 
 def workload(name):
     path = os.path.join(WORKLOADS, name)
@@ -30,7 +71,10 @@ def run_prowl(args, timeout=120, **kw):
     """Runs prowl to completion; returns CompletedProcess with text output."""
     env = dict(os.environ)
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
-    return subprocess.run([PROWL] + args, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+    res = subprocess.run([PROWL] + args, capture_output=True, text=True, timeout=timeout, env=env, **kw)
+    rep = san_report(res.stderr)
+    assert not rep, f"a sanitizer report from prowl {' '.join(args)}:\n{rep}"
+    return res
 
 
 def start(cmd, **kw):

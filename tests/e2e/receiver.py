@@ -55,6 +55,7 @@ class Request:
     body: bytes
     status: int      # what the receiver answered
     time: float      # time.time() on arrival
+    answer_sent: int = 0  # bytes of the answer's body the client took before it hung up
 
     def header(self, name, default=None):
         return self.headers.get(name.lower(), default)
@@ -156,14 +157,22 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(n) if n > 0 else b""
 
     def _send(self, status, body=b"", ctype="text/plain", extra=None):
+        """Answers; returns how many body bytes went out before the client hung up."""
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         for k, v in (extra or {}).items():
             self.send_header(k, v)
         self.end_headers()
+        sent = 0
         if self.command != "HEAD":
-            self.wfile.write(body)
+            view = memoryview(body)
+            try:
+                while sent < len(body):
+                    sent += self.wfile.write(view[sent:sent + (1 << 20)])
+            except OSError:
+                self.close_connection = True
+        return sent
 
     def _handle(self):
         rx = self.server.receiver
@@ -177,12 +186,12 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, b"ready\n")
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
-        ans = rx._record(self.command, url, headers, raw)
+        ans, req = rx._record(self.command, url, headers, raw)
         rx._wait_delay()
         extra = {}
         if ans.retry_after is not None:
             extra["Retry-After"] = str(ans.retry_after)
-        self._send(ans.status, ans.body, extra=extra)
+        req.answer_sent = self._send(ans.status, ans.body, extra=extra)
 
     do_POST = do_PUT = do_GET = do_HEAD = do_DELETE = do_PATCH = _handle
 
@@ -323,7 +332,7 @@ class Receiver:
             self._write(req)
         if self.verbose:
             print(f"receiver: {method} {url.path} {len(body)} bytes -> {ans.status}", file=sys.stderr, flush=True)
-        return ans
+        return ans, req
 
     def _write(self, req):
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", req.path.strip("/")) or "root"

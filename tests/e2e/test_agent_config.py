@@ -4,6 +4,7 @@ where it is; --check prints the effective configuration with secrets masked."""
 import os
 import re
 import subprocess
+import time
 
 import pytest
 
@@ -76,7 +77,12 @@ CASES = [
     ("env-max-stacks", [], {"PROWL_LIMITS_MAX_STACKS_PER_WINDOW": "999"}, None, r"PROWL_LIMITS_MAX_STACKS_PER_WINDOW=999: invalid stack limit"),
     ("env-symbol-cache", [], {"PROWL_LIMITS_SYMBOL_CACHE_ENTRIES": "x"}, None, r"PROWL_LIMITS_SYMBOL_CACHE_ENTRIES=x: invalid cache size"),
     ("env-max-processes", [], {"PROWL_LIMITS_MAX_PROCESSES": "15"}, None, r"PROWL_LIMITS_MAX_PROCESSES=15: invalid process limit"),
-    ("env-shutdown-flush", [], {"PROWL_LIMITS_SHUTDOWN_FLUSH": "0"}, None, r"PROWL_LIMITS_SHUTDOWN_FLUSH=0: duration '0' out of range"),
+    ("env-shutdown-timeout", [], {"PROWL_SHUTDOWN_TIMEOUT": "0"}, None,
+     r"PROWL_SHUTDOWN_TIMEOUT=0: duration '0' out of range: use 100ms to 10m"),
+    ("env-spool-max-size", [], {"PROWL_SPOOL_MAX_SIZE": "1KiB"}, None,
+     r"PROWL_SPOOL_MAX_SIZE=1KiB: size '1KiB' out of range: use 1MiB to 16GiB"),
+    ("env-spool-max-age", [], {"PROWL_SPOOL_MAX_AGE": "30s"}, None,
+     r"PROWL_SPOOL_MAX_AGE=30s: duration '30s' out of range: use 1m to 168h"),
     ("env-dir-enabled", [], {"PROWL_DIR_ENABLED": "nah"}, None, r"PROWL_DIR_ENABLED=nah: invalid boolean"),
     ("env-dir-max-age", [], {"PROWL_DIR_MAX_AGE": "30s"}, None, r"PROWL_DIR_MAX_AGE=30s: duration '30s' out of range: use 1m to 87600h"),
     ("env-dir-max-size", [], {"PROWL_DIR_MAX_SIZE": "1KiB"}, None, r"PROWL_DIR_MAX_SIZE=1KiB: size '1KiB' out of range: use 1MiB"),
@@ -124,7 +130,14 @@ CASES = [
     ("yaml-max-stacks", [], {}, "limits:\n  max_stacks_per_window: 10\n", rf"{F}:2: limits.max_stacks_per_window: invalid stack limit '10'"),
     ("yaml-symbol-cache", [], {}, "limits:\n  symbol_cache_entries: 10\n", rf"{F}:2: limits.symbol_cache_entries: invalid cache size '10'"),
     ("yaml-max-processes", [], {}, "limits:\n  max_processes: 1\n", rf"{F}:2: limits.max_processes: invalid process limit '1'"),
-    ("yaml-shutdown-flush", [], {}, "limits:\n  shutdown_flush: 11m\n", rf"{F}:2: limits.shutdown_flush: duration '11m' out of range"),
+    ("yaml-shutdown-timeout", [], {}, "shutdown_timeout: 11m\n", rf"{F}:1: shutdown_timeout: duration '11m' out of range"),
+    ("yaml-shutdown-flush-renamed", [], {}, "limits:\n  shutdown_flush: 5s\n",
+     rf"{F}:2: 'limits.shutdown_flush' was replaced by 'shutdown_timeout'"),
+    ("yaml-spool-max-size", [], {}, "spool:\n  max_size: 10\n", rf"{F}:2: spool.max_size: size '10' out of range"),
+    ("yaml-spool-max-age", [], {}, "spool:\n  max_age: 1000h\n", rf"{F}:2: spool.max_age: duration '1000h' out of range"),
+    ("yaml-deep", [], {}, "labels:\n  env: " + "[" * 40000 + "]" * 40000 + "\n", rf"{F}:2: nested more than 64 levels deep"),
+    ("yaml-anchors", [], {}, "x: [" + ", ".join(f"&a{i} v" for i in range(300)) + "]\n",
+     rf"{F}:1: more than 256 anchors and aliases"),
     ("yaml-dir-enabled", [], {}, "exporters:\n  dir:\n    enabled: 2\n", rf"{F}:3: exporters.dir.enabled: invalid boolean '2'"),
     ("yaml-dir-max-age", [], {}, "exporters:\n  dir:\n    max_age: 1s\n", rf"{F}:3: exporters.dir.max_age: duration '1s' out of range"),
     ("yaml-dir-max-size", [], {}, "exporters:\n  dir:\n    max_size: 1KB\n", rf"{F}:3: exporters.dir.max_size: size '1KB' out of range"),
@@ -246,6 +259,35 @@ def test_unknown_env_variable_warns_once(tmp_path):
     assert res.returncode == 0
     lines = [l for l in res.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and "PROWL_FREQUNCY" in lines[0], lines
+
+
+def test_renamed_env_variable_names_its_successor(tmp_path):
+    res = agent(["--check"], cwd=tmp_path, env={"PROWL_LIMITS_SHUTDOWN_FLUSH": "5s"})
+    assert res.returncode == 0
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "PROWL_LIMITS_SHUTDOWN_FLUSH ignored: it was replaced by PROWL_SHUTDOWN_TIMEOUT" in lines[0], lines
+
+
+def test_deep_yaml_is_refused_quickly(tmp_path):
+    """An 80 KB file nested 40,000 levels deep took 4 CPU-seconds to refuse; the
+    depth limit refuses it before libyaml builds the document."""
+    (tmp_path / "deep.yaml").write_text("[" * 40000 + "]" * 40000 + "\n")
+    (tmp_path / "flat.yaml").write_text("[]\n")
+    times = {}
+    for name in ("flat.yaml", "deep.yaml"):
+        best = None
+        for _ in range(3):  # the best of three: the host is shared
+            t0 = time.monotonic()
+            res = agent(["--config", name, "--check"], cwd=tmp_path)
+            dt = time.monotonic() - t0
+            best = dt if best is None else min(best, dt)
+            assert res.returncode == 2, res.stderr
+        times[name] = best
+        line = one_line(res)
+    assert re.search(r"deep.yaml:1: nested more than 64 levels deep", line), line
+    # The process start (and a sanitizer runtime's) is the same for both files.
+    assert times["deep.yaml"] - times["flat.yaml"] < 0.1, times
+    assert times["deep.yaml"] < 0.1 or "san" in PROWL, times
 
 
 def test_help_exits_0():

@@ -156,7 +156,7 @@ def rejecting(tmp_path_factory):
     dead = free_port()
     agent = Agent(d, ["--pyroscope-url", rx.url, "--otlp-url", f"http://127.0.0.1:{dead}", "--dir",
                       str(d / "profiles"), "--interval", "1s", "-F", "49"],
-                  env={"PROWL_LIMITS_SHUTDOWN_FLUSH": "1s"})
+                  env={"PROWL_SHUTDOWN_TIMEOUT": "1s"})
     res = type("R", (), {})()
     load = start([workload("cpusplit"), "12"])  # so that samples keep coming on a quiet host
     try:
@@ -206,9 +206,10 @@ def test_unreachable_backend_at_start(rejecting):
     assert r.m2.export("dir", "sent") > r.m1.export("dir", "sent") > 0
     assert r.m2.export("otlp", "retried") >= 1 and r.m2.export("otlp", "sent") == 0
     assert r.health[0] == 200
-    # Stopping with an unreachable backend waits only limits.shutdown_flush (1s here).
+    # Stopping with an unreachable backend waits only shutdown_timeout (1s here), and
+    # what was not delivered is kept in the spool for the next start.
     assert r.stop_seconds < 3, r.stop_seconds
-    assert re.search(r"level=warn .*otlp: \d+ .*not delivered", r.log), r.log
+    assert re.search(r"level=info .*otlp: \d+ undelivered profiles \(\d+ bytes\) kept in the spool", r.log), r.log
     files = list(r.dir.glob("*/*.pb.gz"))
     assert files
     pprof_raw(str(files[0]))
@@ -237,6 +238,7 @@ def test_sighup_reload_changes_labels_without_losing_samples(tmp_path):
         t_reload = time.time()
         agent.send(signal.SIGHUP)
         agent.wait_log("configuration reloaded")
+        t_reloaded = time.time()  # the new settings apply between t_reload and now
         time.sleep(2.5)
         write("broken", extra="bogus_key: 1\n")
         t_broken = time.time()
@@ -258,18 +260,22 @@ def test_sighup_reload_changes_labels_without_losing_samples(tmp_path):
     assert any(re.search(r"agent\.yaml:3: unknown key 'bogus_key'", l) for l in err), err
     assert any("keeping the running configuration" in l for l in err), err
 
-    mine = sorted((p for p in (IngestProfile(r) for r in rx.requests) if p.service == svc),
+    # Only this test's series is decoded: other processes on the host are not ours.
+    mine = sorted((IngestProfile(r) for r in rx.requests if r.arg("name").startswith(svc + "{")),
                   key=lambda p: p.meta.time_ns)
     assert len(mine) >= 5, [(p.frm, p.labels) for p in mine]
     windows = [(p.meta.time_ns, p.meta.end_ns) for p in mine]
     check_chain(windows, 2, "windows across the reloads")
-    for p in mine:
-        want = "before" if p.meta.end_ns / NS <= t_reload + 0.3 else "after"
-        assert p.labels.get("env") == want, (p.meta.time_ns / NS, t_reload, p.labels)
-    assert [p.labels["env"] for p in mine].count("before") >= 1
+    # The reload (loaded on a thread of its own) ends a window at one instant between
+    # the signal and its log line: the windows up to there say env=before, all after
+    # it env=after.
+    envs = [p.labels.get("env") for p in mine]
+    k = envs.count("before")
+    assert k >= 1 and envs == ["before"] * k + ["after"] * (len(envs) - k), envs
+    cut = mine[k - 1].meta.end_ns / NS
+    assert t_reload - 0.05 <= cut <= t_reloaded + 0.05, (t_reload, cut, t_reloaded)
     # The broken file changed nothing: windows after it still say env=after.
     assert any(p.meta.time_ns / NS > t_broken for p in mine)
-    assert all(p.labels["env"] == "after" for p in mine if p.meta.time_ns / NS > t_reload + 0.3)
     # No sample lost or doubled across the reload. Bounds from both sides: at least
     # the workload's CPU time (schedstat) x freq, at most its wall time x freq (one
     # busy thread cannot be on a CPU longer). On 2 busy CPUs, timer sampling is

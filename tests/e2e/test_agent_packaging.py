@@ -59,8 +59,8 @@ def test_unit_settings():
     for k in ("ProtectKernelTunables", "ProtectKernelLogs", "PrivateUsers", "PrivatePIDs", "SystemCallFilter"):
         assert svc(k) in (None, "no", "false"), f"{k}={svc(k)} breaks BPF or symbolization"
     assert svc("ProtectProc") in (None, "default")
-    # The stop timeout leaves room for the flush (limits.shutdown_flush = 5s).
-    assert int(svc("TimeoutStopSec").rstrip("s")) >= 10
+    # The stop timeout leaves room for the flush (shutdown_timeout) and the spool.
+    assert int(svc("TimeoutStopSec").rstrip("s")) >= default_shutdown_timeout() + 10
     assert ("Install", "WantedBy") in s
 
 
@@ -194,6 +194,15 @@ def test_example_config_passes_check(tmp_path):
     assert res.stderr == "", res.stderr
 
 
+def default_shutdown_timeout():
+    res = subprocess.run([PROWL, "agent", "--check"], capture_output=True, text=True, timeout=30,
+                         env={k: v for k, v in os.environ.items() if not k.startswith("PROWL_")})
+    assert res.returncode == 0, res.stderr
+    m = re.fullmatch(r"(\d+)s", str(yaml.safe_load(res.stdout)["shutdown_timeout"]))
+    assert m, res.stdout
+    return int(m.group(1))
+
+
 def test_daemonset_and_configmap(tmp_path):
     docs = [d for d in yaml.safe_load_all(open(os.path.join(K8S, "daemonset.yaml"))) if d]
     ds = next(d for d in docs if d["kind"] == "DaemonSet")
@@ -214,6 +223,9 @@ def test_daemonset_and_configmap(tmp_path):
     mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
     assert "/sys/kernel/debug" not in mounts and "/sys/fs/bpf" not in mounts
     vols = {v["name"]: v for v in spec["volumes"]}
+    # The spool in the state directory outlives the pod; the stop has time to use it.
+    assert vols[mounts[env["PROWL_STATE_DIR"]["value"]]["name"]].get("hostPath"), "state_dir dies with the pod"
+    assert spec["terminationGracePeriodSeconds"] >= default_shutdown_timeout() + 10
     cfg_mount = next(m for m in c["volumeMounts"] if m["mountPath"] == "/etc/prowl")
     assert vols[cfg_mount["name"]]["configMap"]["name"] == cm["metadata"]["name"]
     assert cm["metadata"]["namespace"] == ds["metadata"]["namespace"]

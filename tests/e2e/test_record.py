@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import (PROWL, one_error_line, pprof, pprof_raw, run_prowl, start, stop,
+from conftest import (PROWL, one_error_line, pprof, pprof_raw, run_prowl, start, stop, watch_stderr,
                       workload)
 
 CPUSPLIT = "cpusplit"
@@ -175,6 +175,39 @@ def test_sigint_writes_valid_file(tmp_path):
     raw = pprof_raw(str(out))
     assert raw.total() > 50
     assert not [f for f in os.listdir(tmp_path) if "prowl-tmp" in f]
+
+
+def fd_targets(pid):
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass  # closed meanwhile
+    return out
+
+
+def test_sigkill_leaves_nothing(tmp_path):
+    """A capture killed with SIGKILL leaves no file behind (its output has no name
+    until it is complete), and an older file under the output's name stays as it was."""
+    outdir = tmp_path / "out"
+    outdir.mkdir()
+    (outdir / "kept.pb.gz").write_bytes(b"an older profile")
+    for name in ("new.pb.gz", "kept.pb.gz"):
+        err = tmp_path / f"{name}.stderr"
+        watch_stderr(err)
+        with open(err, "w") as f:
+            pr = subprocess.Popen([PROWL, "record", "-a", "-o", str(outdir / name)], stdout=subprocess.DEVNULL, stderr=f)
+        # Until the output is open: an fd on a file in outdir, named or not.
+        deadline = time.time() + 20
+        while not any(t.startswith(str(outdir)) for t in fd_targets(pr.pid)):
+            assert time.time() < deadline and pr.poll() is None, "record never opened its output"
+            time.sleep(0.05)
+        time.sleep(0.5)
+        pr.kill()
+        pr.wait()
+    assert sorted(os.listdir(outdir)) == ["kept.pb.gz"]
+    assert (outdir / "kept.pb.gz").read_bytes() == b"an older profile"
 
 
 def test_sigterm_writes_valid_file(tmp_path):

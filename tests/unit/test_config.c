@@ -152,7 +152,9 @@ static void test_defaults(void **state)
 	assert_int_equal(c.limits.max_stacks_per_window, 200000);
 	assert_int_equal(c.limits.symbol_cache_entries, 100000);
 	assert_int_equal(c.limits.max_processes, 32768);
-	assert_int_equal(c.limits.shutdown_flush_ms, 5000);
+	assert_int_equal(c.shutdown_timeout_ms, 10000);
+	assert_int_equal(c.spool.max_bytes, 64ull << 20);
+	assert_int_equal(c.spool.max_age_ms, 3600ull * 1000);
 	/* The embedded default: the directory exporter, nothing else. */
 	assert_true(c.exporters.dir.enabled);
 	assert_string_equal(c.exporters.dir.path, "/var/lib/prowl/profiles");
@@ -201,7 +203,8 @@ static void test_full_file(void **state)
 			     "  max_stacks_per_window: 5000\n"
 			     "  symbol_cache_entries: 2000\n"
 			     "  max_processes: 1024\n"
-			     "  shutdown_flush: 1500ms\n"
+			     "shutdown_timeout: 1500ms\n"
+			     "spool: {max_size: 128MiB, max_age: 2h}\n"
 			     "exporters:\n"
 			     "  dir:\n"
 			     "    enabled: true\n"
@@ -256,7 +259,9 @@ static void test_full_file(void **state)
 	assert_int_equal(c.limits.max_stacks_per_window, 5000);
 	assert_int_equal(c.limits.symbol_cache_entries, 2000);
 	assert_int_equal(c.limits.max_processes, 1024);
-	assert_int_equal(c.limits.shutdown_flush_ms, 1500);
+	assert_int_equal(c.shutdown_timeout_ms, 1500);
+	assert_int_equal(c.spool.max_bytes, 128ull << 20);
+	assert_int_equal(c.spool.max_age_ms, 2 * 3600 * 1000);
 	assert_true(c.exporters.dir.enabled);
 	assert_string_equal(c.exporters.dir.path, "/data/profiles");
 	assert_int_equal(c.exporters.dir.max_age_ms, 2 * 3600 * 1000);
@@ -555,7 +560,7 @@ struct bad_case {
 static const struct bad_case bad_cases[] = {
 	{ "unknown key", "frequency: 19\nfrequncy: 20\n",
 	  ":2: unknown key 'frequncy' (known: frequency, interval, idle, per_thread, unwind, hostname, labels, "
-	  "state_dir, log, metrics, limits, exporters, recording_rules)" },
+	  "state_dir, shutdown_timeout, spool, log, metrics, limits, exporters, recording_rules)" },
 	{ "unknown nested key", "exporters:\n  pyroscope:\n    timout: 5s\n",
 	  ":3: unknown key 'exporters.pyroscope.timout' (known: url, api, basic_user, basic_password," },
 	{ "unknown exporter", "exporters:\n  jaeger: {}\n", ":2: unknown key 'exporters.jaeger' (known: dir, pyroscope, otlp, parca)" },
@@ -569,7 +574,7 @@ static const struct bad_case bad_cases[] = {
 	{ "bad interval", "interval: soon\n", ":1: interval: invalid duration 'soon': use e.g. 10s, 500ms" },
 	{ "interval too long", "interval: 2h\n", ":1: interval: duration '2h' out of range: use 1s to 1h" },
 	{ "interval too short", "interval: 500ms\n", ":1: interval: duration '500ms' out of range" },
-	{ "microseconds", "limits:\n  shutdown_flush: 500us\n", ":2: limits.shutdown_flush: invalid duration '500us'" },
+	{ "microseconds", "shutdown_timeout: 500us\n", ":1: shutdown_timeout: invalid duration '500us'" },
 	{ "bad timeout", "exporters:\n  pyroscope:\n    url: http://p\n    timeout: soon\n",
 	  ":4: exporters.pyroscope.timeout: invalid duration 'soon': use e.g. 10s, 500ms" },
 	{ "bad size", "exporters:\n  dir:\n    max_size: 1XB\n",
@@ -726,6 +731,42 @@ static void test_unreadable_file(void **state)
 	assert_string_equal(err, expect);
 }
 
+/* A FIFO named as the config file is refused at once, not waited on; so is a file
+ * nested deeper than 64 levels, with the line where it goes too deep. */
+static void test_hostile_files(void **state)
+{
+	struct agent_config c;
+	struct capture cap;
+	char fifo[160], expect[512], *err, *deep;
+	const char *path;
+	int r;
+
+	(void)state;
+	snprintf(fifo, sizeof(fifo), "%s/fifo.yaml", tmpdir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	capture_begin(&cap, 2);
+	r = load(&c, NULL, ARGS("--config", fifo));
+	err = capture_end(&cap);
+	assert_int_equal(r, -EINVAL);
+	snprintf(expect, sizeof(expect), "prowl: error: cannot read config file '%s': not a regular file\n", fifo);
+	assert_string_equal(err, expect);
+
+	deep = calloc(1, 200);
+	assert_non_null(deep);
+	strcpy(deep, "log:\n  level: info\nlabels:\n  x: ");
+	for (int i = 0; i < 63; i++) /* the file and labels are 2 levels: the 63rd [ is the 65th */
+		strcat(deep, i < 62 ? "[" : "\n  [");
+	path = write_file("deep.yaml", deep);
+	free(deep);
+	capture_begin(&cap, 2);
+	r = load(&c, NULL, ARGS("--config", path));
+	err = capture_end(&cap);
+	assert_int_equal(r, -EINVAL);
+	snprintf(expect, sizeof(expect), "prowl: error: %s:5: nested more than 64 levels deep: a configuration "
+		 "needs at most 4\n", path);
+	assert_string_equal(err, expect);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -740,6 +781,7 @@ int main(void)
 		cmocka_unit_test(test_unknown_env_warns),
 		cmocka_unit_test(test_invalid),
 		cmocka_unit_test(test_unreadable_file),
+		cmocka_unit_test(test_hostile_files),
 	};
 
 	log_set_prefix("prowl");

@@ -27,6 +27,7 @@
 #include "export_pyroscope.h"
 #include "pyroscope_push.pb-c.h"
 #include "sender.h"
+#include "testutil.h"
 
 #define MAX_RECS    64
 #define MAX_HEADERS 32
@@ -62,6 +63,8 @@ struct srv {
 	int fail_status;
 	int retry_after; /* seconds, sent with fail_status when > 0 */
 	const char *reply;
+	uint64_t big_reply; /* answer with this many bytes ('x') instead of reply */
+	uint64_t big_sent;  /* ... of which the client took this many */
 	int hang_ms;     /* hold each answer this long (until stopped) */
 	char *tls_key, *tls_cert; /* PEM: serve HTTPS */
 	bool stopping;
@@ -121,6 +124,21 @@ static enum MHD_Result on_header(void *cls, enum MHD_ValueKind kind, const char 
 	return MHD_YES;
 }
 
+static ssize_t big_body(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct srv *s = cls;
+	size_t n = s->big_reply - pos < max ? (size_t)(s->big_reply - pos) : max;
+
+	memset(buf, 'x', n);
+	/* "B", a control character and a backslash first: the log escapes them. */
+	for (uint64_t p = pos; p < 3 && p < pos + n; p++)
+		buf[p - pos] = "B\x01\\"[p];
+	pthread_mutex_lock(&s->lock);
+	s->big_sent = pos + n;
+	pthread_mutex_unlock(&s->lock);
+	return (ssize_t)n;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
 				  const char *version, const char *upload_data, size_t *upload_data_size,
 				  void **con_cls)
@@ -177,8 +195,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	}
 	pthread_mutex_unlock(&s->lock);
 
-	resp = MHD_create_response_from_buffer(strlen(s->reply ? s->reply : ""), (void *)(s->reply ? s->reply : ""),
-					       MHD_RESPMEM_MUST_COPY);
+	if (s->big_reply)
+		resp = MHD_create_response_from_callback(s->big_reply, 65536, big_body, s, NULL);
+	else
+		resp = MHD_create_response_from_buffer(strlen(s->reply ? s->reply : ""),
+						       (void *)(s->reply ? s->reply : ""), MHD_RESPMEM_MUST_COPY);
 	if (!resp)
 		return MHD_NO;
 	if (status == s->fail_status && s->retry_after > 0) {
@@ -323,52 +344,23 @@ static void sleep_ms(unsigned ms)
 	nanosleep(&ts, NULL);
 }
 
-/* ---- stderr capture, to check what a person would read ---- */
-
-static int saved_stderr = -1;
-static FILE *cap_file;
-
-static void capture_begin(void)
-{
-	fflush(stderr);
-	cap_file = tmpfile();
-	assert_non_null(cap_file);
-	saved_stderr = dup(2);
-	assert_true(saved_stderr >= 0);
-	assert_true(dup2(fileno(cap_file), 2) >= 0);
-}
-
-/* Returns what was logged (malloc'ed); echoes it to the real stderr. */
-static char *capture_end(void)
-{
-	char *text;
-	long n;
-
-	fflush(stderr);
-	dup2(saved_stderr, 2);
-	close(saved_stderr);
-	saved_stderr = -1;
-	n = ftell(cap_file);
-	assert_true(n >= 0);
-	text = calloc(1, (size_t)n + 1);
-	assert_non_null(text);
-	rewind(cap_file);
-	assert_int_equal(fread(text, 1, (size_t)n, cap_file), (size_t)n);
-	fclose(cap_file);
-	fputs(text, stderr);
-	return text;
-}
-
-static int count_substr(const char *hay, const char *needle)
-{
-	int n = 0;
-
-	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
-		n++;
-	return n;
-}
-
 /* ---- sender tests ---- */
+
+/* Sends one request over t and waits for the queue to drain; returns what was
+ * logged meanwhile (malloc'ed) and the stats in *st. */
+static char *deliver_one(const struct http_target *t, const char *path, const char *body, size_t len,
+			 struct export_stats *st)
+{
+	struct sender *snd;
+
+	capture_begin();
+	assert_int_equal(sender_new("test", t, &snd), 0);
+	assert_int_equal(sender_enqueue(snd, make_req(path, (const uint8_t *)body, len)), 0);
+	assert_int_equal(sender_flush(snd, 5000), 0);
+	sender_get_stats(snd, st);
+	sender_free(snd);
+	return capture_end();
+}
 
 static void test_delivery_headers(void **state)
 {
@@ -455,7 +447,6 @@ static void test_retry_503(void **state)
 {
 	struct export_stats st;
 	struct http_target t;
-	struct sender *snd;
 	struct srv s;
 	char url[64], *log;
 	int ok = 0;
@@ -467,13 +458,7 @@ static void test_retry_503(void **state)
 	s.reply = "overloaded";
 	srv_start(&s, 0);
 	target_init(&t, url, sizeof(url), s.port);
-	capture_begin();
-	assert_int_equal(sender_new("test", &t, &snd), 0);
-	assert_int_equal(sender_enqueue(snd, make_req("/ingest?a=1", (const uint8_t *)"payload", 7)), 0);
-	assert_int_equal(sender_flush(snd, 5000), 0);
-	sender_get_stats(snd, &st);
-	sender_free(snd);
-	log = capture_end();
+	log = deliver_one(&t, "/ingest?a=1", "payload", 7, &st);
 
 	assert_int_equal(s.n, 3);
 	for (int i = 0; i < s.n; i++) {
@@ -551,7 +536,7 @@ static void test_no_retry_400(void **state)
 	assert_int_equal(st.retried, 0);
 	assert_int_equal(st.sent, 0);
 	assert_int_equal(st.queue_items, 0);
-	assert_int_equal(count_substr(log, "prowl: error: test: POST /ingest rejected with HTTP 400: bad profile: missing name\n"), 1);
+	assert_int_equal(count_substr(log, "prowl: error: test: POST /ingest rejected with HTTP 400: bad profile:\\x0amissing name\n"), 1);
 	assert_null(strstr(log, "very-secret-token"));
 	free(log);
 	srv_fini(&s);
@@ -561,7 +546,6 @@ static void test_max_retries(void **state)
 {
 	struct export_stats st;
 	struct http_target t;
-	struct sender *snd;
 	struct srv s;
 	char url[64], *log;
 
@@ -570,13 +554,7 @@ static void test_max_retries(void **state)
 	srv_start(&s, 0);
 	target_init(&t, url, sizeof(url), s.port);
 	t.max_retries = 2;
-	capture_begin();
-	assert_int_equal(sender_new("test", &t, &snd), 0);
-	assert_int_equal(sender_enqueue(snd, make_req("/x", (const uint8_t *)"b", 1)), 0);
-	assert_int_equal(sender_flush(snd, 5000), 0);
-	sender_get_stats(snd, &st);
-	sender_free(snd);
-	log = capture_end();
+	log = deliver_one(&t, "/x", "b", 1, &st);
 
 	assert_int_equal(s.n, 3); /* first try + 2 retries */
 	assert_int_equal(st.retried, 2);
@@ -676,6 +654,16 @@ static void test_buffer_cap_drops_oldest(void **state)
 	srv_fini(&s);
 }
 
+/* A server that takes requests and holds every answer for 10 s; t points at it. */
+static void start_hung(struct srv *s, struct http_target *t, char *url, size_t size)
+{
+	srv_init(s, 200);
+	s->hang_ms = 10000;
+	srv_start(s, 0);
+	target_init(t, url, size, s->port);
+	t->timeout_ms = 20000;
+}
+
 static void test_flush_bounded_when_hung(void **state)
 {
 	struct http_target t;
@@ -685,11 +673,7 @@ static void test_flush_bounded_when_hung(void **state)
 	int64_t t0, dt;
 
 	(void)state;
-	srv_init(&s, 200);
-	s.hang_ms = 10000;
-	srv_start(&s, 0);
-	target_init(&t, url, sizeof(url), s.port);
-	t.timeout_ms = 20000;
+	start_hung(&s, &t, url, sizeof(url));
 	capture_begin();
 	assert_int_equal(sender_new("test", &t, &snd), 0);
 	assert_int_equal(sender_enqueue(snd, make_req("/x", (const uint8_t *)"b", 1)), 0);
@@ -703,6 +687,77 @@ static void test_flush_bounded_when_hung(void **state)
 	log = capture_end();
 	assert_true(dt < 1500000000);
 	assert_non_null(strstr(log, "1 queued profiles (1 bytes) not delivered before shutdown"));
+	free(log);
+	srv_fini(&s);
+}
+
+/* A 400 with a 200 MB body: the transfer stops after 64 KiB, the rejection is
+ * still a rejection, and the log quotes the first 256 bytes, escaped. */
+static void test_huge_error_body(void **state)
+{
+	struct export_stats st;
+	struct http_target t;
+	struct srv s;
+	char url[64], *log, want[300];
+
+	(void)state;
+	srv_init(&s, 400);
+	s.big_reply = 200ull << 20;
+	srv_start(&s, 0);
+	target_init(&t, url, sizeof(url), s.port);
+	log = deliver_one(&t, "/ingest", "b", 1, &st);
+	srv_halt(&s);
+
+	assert_int_equal(s.n, 1);
+	assert_int_equal(st.failed, 1);
+	assert_int_equal(st.retried, 0);
+	/* 64 KiB, plus what the loopback socket buffers held when the client hung up. */
+	assert_true(s.big_sent < (32u << 20));
+	strcpy(want, "B\\x01\\\\");
+	memset(want + strlen(want), 'x', 253);
+	strcpy(want + 7 + 253, "...\n");
+	assert_int_equal(count_substr(log, "rejected with HTTP 400: "), 1);
+	assert_non_null(strstr(log, want));
+	free(log);
+	srv_fini(&s);
+}
+
+/* sender_stop hands back, oldest first, what a hung backend did not take (the
+ * request under way first), and nothing is counted as dropped. */
+static void test_stop_hands_back(void **state)
+{
+	struct sender_request **reqs;
+	struct export_stats st;
+	struct http_target t;
+	struct sender *snd;
+	struct srv s;
+	char url[64], *log;
+	size_t n;
+
+	(void)state;
+	start_hung(&s, &t, url, sizeof(url));
+	capture_begin();
+	assert_int_equal(sender_new("test", &t, &snd), 0);
+	assert_int_equal(sender_enqueue(snd, make_req("/a", (const uint8_t *)"1", 1)), 0);
+	assert_int_equal(sender_enqueue(snd, make_req("/b", (const uint8_t *)"22", 2)), 0);
+	assert_int_equal(sender_enqueue(snd, make_req("/c", (const uint8_t *)"333", 3)), 0);
+	assert_int_equal(sender_flush(snd, 300), 3);
+	assert_int_equal(sender_stop(snd, &reqs, &n), 0);
+	sender_get_stats(snd, &st);
+	sender_free(snd);
+	log = capture_end();
+
+	assert_int_equal(n, 3);
+	assert_string_equal(reqs[0]->path, "/a");
+	assert_string_equal(reqs[1]->path, "/b");
+	assert_string_equal(reqs[2]->path, "/c");
+	assert_true(reqs[0]->queued_unix_ns > 0 && reqs[0]->queued_unix_ns <= reqs[2]->queued_unix_ns);
+	for (size_t i = 0; i < n; i++)
+		sender_request_free(reqs[i]);
+	free(reqs);
+	assert_int_equal(st.dropped + st.sent + st.failed, 0);
+	assert_int_equal(st.queue_items, 0);
+	assert_null(strstr(log, "not delivered"));
 	free(log);
 	srv_fini(&s);
 }
@@ -1129,6 +1184,8 @@ int main(void)
 		cmocka_unit_test(test_refused_then_recovers),
 		cmocka_unit_test(test_buffer_cap_drops_oldest),
 		cmocka_unit_test(test_flush_bounded_when_hung),
+		cmocka_unit_test(test_huge_error_body),
+		cmocka_unit_test(test_stop_hands_back),
 		cmocka_unit_test(test_tls),
 		cmocka_unit_test(test_bad_args),
 		cmocka_unit_test(test_pyroscope_ingest),

@@ -1,5 +1,5 @@
 /* testutil.h: small helpers the unit tests share (gunzip a body, run a shell
- * command); static inline, so each test includes only this header. */
+ * command, capture stderr); static, so each test includes only this header. */
 #ifndef PROWL_TESTUTIL_H
 #define PROWL_TESTUTIL_H
 
@@ -12,7 +12,9 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <zlib.h>
 
 /* Inflates the gzip stream in[0..len) into a malloc'ed buffer; fails the test on
@@ -58,6 +60,50 @@ static inline int run_cmd(const char *fmt, ...)
 	va_end(ap);
 	st = system(cmd);
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* stderr capture, to check what a person would read: capture_end() returns what
+ * was written since capture_begin() (malloc'ed) and echoes it to the real stderr. */
+static int saved_stderr = -1;
+static FILE *cap_file;
+
+static inline void capture_begin(void)
+{
+	fflush(stderr);
+	cap_file = tmpfile();
+	assert_non_null(cap_file);
+	saved_stderr = dup(2);
+	assert_true(saved_stderr >= 0);
+	assert_true(dup2(fileno(cap_file), 2) >= 0);
+}
+
+static inline char *capture_end(void)
+{
+	char *text;
+	long n;
+
+	fflush(stderr);
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	saved_stderr = -1;
+	n = ftell(cap_file);
+	assert_true(n >= 0);
+	text = calloc(1, (size_t)n + 1);
+	assert_non_null(text);
+	rewind(cap_file);
+	assert_int_equal(fread(text, 1, (size_t)n, cap_file), (size_t)n);
+	fclose(cap_file);
+	fputs(text, stderr);
+	return text;
+}
+
+static inline int count_substr(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
 }
 
 #endif
