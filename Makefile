@@ -15,15 +15,16 @@ ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 CFLAGS   ?= -O2 -g
 CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
 	    -D_GNU_SOURCE -DPROWL_VERSION='"$(VERSION)"' -DPROWL_GIT_REV='"$(GIT_REV)"'
-INCLUDES := -I$(O) -I$(O)/proto -Ibpf -Ilib -Iagent -Isymbolizer
+# Source folders: each stage's folder and its sub-folders (see README.md, "How it works").
+SRC_DIRS := lib lib/containers symbolizer symbolizer/object symbolizer/unwind agent agent/analyse
+INCLUDES := -I$(O) -I$(O)/proto -Ibpf $(addprefix -I,$(SRC_DIRS))
 LDLIBS   := -lbpf -ldw -lelf -lprotobuf-c -lz -lcurl -lyaml -lmicrohttpd -lsystemd -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRCS   := $(wildcard lib/*.c) $(wildcard symbolizer/*.c) $(filter-out agent/main.c,$(wildcard agent/*.c)) \
-	      $(wildcard agent/*/*.c)
+LIB_SRCS   := $(filter-out agent/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 PROTOS     := $(wildcard proto/*.proto)
 PROTO_OBJS := $(patsubst proto/%.proto,$(O)/obj/proto/%.pb-c.o,$(PROTOS))
 PROTO_HDRS := $(patsubst proto/%.proto,$(O)/proto/%.pb-c.h,$(PROTOS))
