@@ -30,6 +30,7 @@
 
 #include "intern.h"
 #include "clock.h"
+#include "extent.h"
 #include "log.h"
 #include "procmaps.h"
 #include "u64map.h"
@@ -41,144 +42,6 @@
 #define BACKOFF_MIN_NS    (250ull * 1000 * 1000)    /* quiet time after a useless refresh... */
 #define BACKOFF_MAX_NS    (8ull * 1000 * 1000 * 1000) /* ...doubling up to this */
 #define SWEEP_NS          (5ull * 1000 * 1000 * 1000) /* liveness sweep of known pids */
-
-/* ---- extents of the two arrays ---- */
-
-struct extent {
-	uint32_t start, len;
-	uint64_t freed_ns; /* limbo only */
-};
-
-struct space {
-	struct extent *free; /* sorted by start, coalesced */
-	size_t nfree, capfree;
-	struct extent *limbo;
-	size_t nlimbo, caplimbo;
-	uint64_t total, used;
-};
-
-static int space_init(struct space *s, uint32_t total)
-{
-	memset(s, 0, sizeof(*s));
-	s->free = malloc(sizeof(*s->free) * 16);
-	if (!s->free)
-		return -ENOMEM;
-	s->capfree = 16;
-	s->total = total;
-	if (total)
-		s->free[s->nfree++] = (struct extent){ 0, total, 0 };
-	return 0;
-}
-
-static void space_fini(struct space *s)
-{
-	free(s->free);
-	free(s->limbo);
-	memset(s, 0, sizeof(*s));
-}
-
-static int space_alloc(struct space *s, uint32_t len, uint32_t *ret)
-{
-	for (size_t i = 0; i < s->nfree; i++) {
-		if (s->free[i].len < len)
-			continue;
-		*ret = s->free[i].start;
-		s->free[i].start += len;
-		s->free[i].len -= len;
-		if (!s->free[i].len) {
-			memmove(&s->free[i], &s->free[i + 1], (s->nfree - i - 1) * sizeof(*s->free));
-			s->nfree--;
-		}
-		s->used += len;
-		return 0;
-	}
-	return -ENOSPC;
-}
-
-static int space_release(struct space *s, uint32_t start, uint32_t len)
-{
-	size_t i = 0;
-
-	while (i < s->nfree && s->free[i].start < start)
-		i++;
-	/* Merge with the previous and/or next free extent. */
-	if (i > 0 && s->free[i - 1].start + s->free[i - 1].len == start) {
-		s->free[i - 1].len += len;
-		if (i < s->nfree && start + len == s->free[i].start) {
-			s->free[i - 1].len += s->free[i].len;
-			memmove(&s->free[i], &s->free[i + 1], (s->nfree - i - 1) * sizeof(*s->free));
-			s->nfree--;
-		}
-	} else if (i < s->nfree && start + len == s->free[i].start) {
-		s->free[i].start = start;
-		s->free[i].len += len;
-	} else {
-		if (s->nfree == s->capfree) {
-			struct extent *v = realloc(s->free, 2 * s->capfree * sizeof(*v));
-
-			if (!v)
-				return -ENOMEM; /* the space is lost, not corrupted */
-			s->free = v;
-			s->capfree *= 2;
-		}
-		memmove(&s->free[i + 1], &s->free[i], (s->nfree - i) * sizeof(*s->free));
-		s->free[i] = (struct extent){ start, len, 0 };
-		s->nfree++;
-	}
-	s->used -= len;
-	return 0;
-}
-
-/* Frees an extent after the grace period. */
-static void space_defer(struct space *s, uint32_t start, uint32_t len)
-{
-	if (!len)
-		return;
-	if (s->nlimbo == s->caplimbo) {
-		size_t cap = s->caplimbo ? s->caplimbo * 2 : 16;
-		struct extent *v = realloc(s->limbo, cap * sizeof(*v));
-
-		if (!v) { /* no memory for the list: release now, the race is tiny */
-			space_release(s, start, len);
-			return;
-		}
-		s->limbo = v;
-		s->caplimbo = cap;
-	}
-	s->limbo[s->nlimbo++] = (struct extent){ start, len, clock_mono_ns() };
-}
-
-/* Releases limbo extents older than the grace period; with wait, sleeps until
- * all are. Returns how many were released. */
-static size_t space_reclaim(struct space *s, bool wait)
-{
-	uint64_t now = clock_mono_ns();
-	size_t j = 0, n = 0;
-
-	if (wait && s->nlimbo) {
-		uint64_t newest = 0;
-
-		for (size_t i = 0; i < s->nlimbo; i++)
-			if (s->limbo[i].freed_ns > newest)
-				newest = s->limbo[i].freed_ns;
-		if (newest + GRACE_NS > now) {
-			struct timespec ts = { 0, (long)(newest + GRACE_NS - now) };
-
-			nanosleep(&ts, NULL);
-		}
-		now = clock_mono_ns();
-	}
-	for (size_t i = 0; i < s->nlimbo; i++) {
-		if (s->limbo[i].freed_ns + GRACE_NS <= now) {
-			space_release(s, s->limbo[i].start, s->limbo[i].len);
-			n++;
-		} else {
-			s->limbo[j++] = s->limbo[i];
-		}
-	}
-	s->nlimbo = j;
-	return n;
-}
 
 /* ---- tables ---- */
 
@@ -215,7 +78,7 @@ struct unwinder {
 	struct unwinder_opts opts;
 	struct unwinder_maps m;
 	char *proc_root;
-	struct space rows, maps;
+	struct extent_space rows, maps;
 	struct intern *keys;         /* "i:dev:ino", "b:buildid", "vdso" -> key id */
 	struct table **by_key;       /* key id -> table */
 	size_t by_key_cap;
@@ -262,7 +125,8 @@ int unwinder_new(const struct unwinder_opts *opts, const struct unwinder_maps *m
 	u->keys = intern_new();
 	if (!u->proc_root || !u->keys)
 		goto fail;
-	if ((r = space_init(&u->rows, maps->max_rows)) < 0 || (r = space_init(&u->maps, maps->max_maps)) < 0)
+	if ((r = extent_init(&u->rows, maps->max_rows, GRACE_NS)) < 0 ||
+	    (r = extent_init(&u->maps, maps->max_maps, GRACE_NS)) < 0)
 		goto fail;
 	u->st.rows_capacity = maps->max_rows;
 	u->st.maps_capacity = maps->max_maps;
@@ -311,8 +175,8 @@ void unwinder_free(struct unwinder *u)
 	free(u->tables);
 	free(u->by_key);
 	intern_free(u->keys);
-	space_fini(&u->rows);
-	space_fini(&u->maps);
+	extent_fini(&u->rows);
+	extent_fini(&u->maps);
 	free(u->proc_root);
 	free(u);
 }
@@ -400,7 +264,7 @@ static bool evict_one(struct unwinder *u)
 	}
 	if (!victim)
 		return false;
-	space_defer(&u->rows, victim->row_first, victim->nrows);
+	extent_defer(&u->rows, victim->row_first, victim->nrows);
 	victim->state = T_FAILED; /* rebuilt on next use */
 	victim->capacity_fail = true;
 	victim->failed_ns = 0;
@@ -423,15 +287,15 @@ static void table_store(struct unwinder *u, struct table *t, const struct unwind
 	/* BPF's binary search takes at most 25 steps: 32M rows per table. */
 	if (ut->n > u->m.max_rows || ut->n > (1u << 25))
 		goto full;
-	space_reclaim(&u->rows, false);
-	while (space_alloc(&u->rows, (uint32_t)ut->n, &first) < 0) {
-		if (space_reclaim(&u->rows, true))
+	extent_reclaim(&u->rows, false);
+	while (extent_alloc(&u->rows, (uint32_t)ut->n, &first) < 0) {
+		if (extent_reclaim(&u->rows, true))
 			continue;
 		if (!evict_one(u))
 			goto full;
 	}
 	if (map_window_write(u->m.rows_fd, sizeof(*ut->rows), first, ut->rows, ut->n) < 0) {
-		space_release(&u->rows, first, (uint32_t)ut->n);
+		extent_release(&u->rows, first, (uint32_t)ut->n);
 		t->state = T_FAILED;
 		t->failed_ns = clock_mono_ns();
 		u->st.table_build_errors++;
@@ -666,7 +530,7 @@ static void proc_release(struct unwinder *u, struct uproc *p)
 	p->tables = NULL;
 	p->ntables = 0;
 	if (p->map_count) {
-		space_defer(&u->maps, p->map_first, p->map_count);
+		extent_defer(&u->maps, p->map_first, p->map_count);
 		p->map_count = 0;
 	}
 }
@@ -821,23 +685,23 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 			t->last_used_ns = now;
 		}
 	}
-	space_reclaim(&u->maps, false);
-	r = space_alloc(&u->maps, (uint32_t)pm.n, &first);
-	if (r < 0 && space_reclaim(&u->maps, true))
-		r = space_alloc(&u->maps, (uint32_t)pm.n, &first);
+	extent_reclaim(&u->maps, false);
+	r = extent_alloc(&u->maps, (uint32_t)pm.n, &first);
+	if (r < 0 && extent_reclaim(&u->maps, true))
+		r = extent_alloc(&u->maps, (uint32_t)pm.n, &first);
 	if (r < 0) {
 		note_capacity(u, pid, false);
 		goto undo;
 	}
 	r = map_window_write(u->m.maps_fd, sizeof(*ents), first, ents, pm.n);
 	if (r < 0) {
-		space_release(&u->maps, first, (uint32_t)pm.n);
+		extent_release(&u->maps, first, (uint32_t)pm.n);
 		goto undo;
 	}
 	val = (struct prowl_unwind_proc){ first, (uint32_t)pm.n };
 	if (bpf_map_update_elem(u->m.procs_fd, &pid, &val, BPF_ANY) < 0) {
 		r = -errno;
-		space_release(&u->maps, first, (uint32_t)pm.n);
+		extent_release(&u->maps, first, (uint32_t)pm.n);
 		if (r == -E2BIG || r == -ENOMEM || r == -ENOSPC)
 			note_capacity(u, pid, true);
 		goto undo;
@@ -848,7 +712,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 			/* Published but not tracked: take it back. */
 			free(p);
 			bpf_map_delete_elem(u->m.procs_fd, &pid);
-			space_defer(&u->maps, first, (uint32_t)pm.n);
+			extent_defer(&u->maps, first, (uint32_t)pm.n);
 			r = -ENOMEM;
 			goto undo;
 		}
@@ -968,8 +832,8 @@ void unwinder_work(struct unwinder *u)
 	}
 	if (now >= u->next_sweep_ns) {
 		sweep(u);
-		space_reclaim(&u->rows, false);
-		space_reclaim(&u->maps, false);
+		extent_reclaim(&u->rows, false);
+		extent_reclaim(&u->maps, false);
 		u->next_sweep_ns = now + SWEEP_NS;
 	}
 }

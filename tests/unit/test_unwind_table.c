@@ -19,9 +19,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
 #include "unwind_table.h"
 
 #define LIBC "/lib/x86_64-linux-gnu/libc.so.6"
@@ -460,6 +462,30 @@ static void test_libc_special_rows(void **state)
 	unwind_table_free(&t);
 }
 
+/* Objects without a single FDE (no .eh_frame, or an empty one) give an empty
+ * table, not an error; this once passed NULL to qsort(), which UBSan aborts on. */
+static void test_no_fdes(void **state)
+{
+	static const char *const kinds[] = { "-static", "-shared -fPIC" };
+	char dir[] = "/tmp/prowl-test-nofde.XXXXXX", obj[PATH_MAX];
+	struct unwind_table t;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_int_equal(run_cmd("printf 'void _start(void) { for (;;); }\\n' > %s/nofde.c", dir), 0);
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		snprintf(obj, sizeof(obj), "%s/nofde%zu", dir, i);
+		assert_int_equal(run_cmd("cc -nostdlib %s -O1 -fno-asynchronous-unwind-tables -fno-unwind-tables "
+					 "-o %s %s/nofde.c", kinds[i], obj, dir), 0);
+		assert_int_equal(unwind_table_build_file(obj, &t), 0);
+		assert_int_equal(t.n, 0);
+		assert_int_equal(t.st.fdes, 0);
+		assert_null(unwind_table_find(&t, t.base));
+		unwind_table_free(&t);
+	}
+	assert_int_equal(run_cmd("rm -rf %s", dir), 0);
+}
+
 static void test_not_elf(void **state)
 {
 	struct unwind_table t;
@@ -509,6 +535,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_ldso_against_eu_readelf),
 		cmocka_unit_test(test_libc_special_rows),
 		cmocka_unit_test(test_not_elf),
+		cmocka_unit_test(test_no_fdes),
 	};
 
 	if (argc > 1)
