@@ -61,7 +61,9 @@ $(O)/obj/proto/%.pb-c.o: $(O)/proto/%.pb-c.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wno-unused-parameter $(INCLUDES) -c $< -o $@
 
-$(O)/obj/%.o: %.c $(PROTO_HDRS)
+# Objects depend on the Makefile too: a change of flags or of the folder layout
+# (headers moved, so the .d files name paths that are gone) rebuilds them all.
+$(O)/obj/%.o: %.c $(PROTO_HDRS) Makefile
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
 

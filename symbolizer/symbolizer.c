@@ -1,6 +1,6 @@
-/* symbolizer.c: the resolve stage's front: per-process mapping tables, the
- * module registry (deduplicated by build id / file identity) and the frame cache,
- * each bounded by a cap with LRU eviction so memory stays flat over months. */
+/* symbolizer.c: the resolve stage's front: per-process mapping tables, a module per
+ * object of the object cache, and the frame cache, each bounded by a cap with LRU
+ * eviction so memory stays flat over months. */
 #include "symbolizer.h"
 
 #include <errno.h>
@@ -23,6 +23,7 @@
 #include "intern.h"
 #include "kallsyms.h"
 #include "lru.h"
+#include "objcache.h"
 #include "procmaps.h"
 #include "u64map.h"
 
@@ -67,7 +68,9 @@ struct proc {
 struct symbolizer {
 	char *proc_root, *kallsyms_path;
 	struct intern *scratch;   /* strings of the symbolizer_frames() call under way */
-	struct intern *keys;      /* module identity keys */
+	struct objcache *objs;    /* where object files come from (shared with the unwinder) */
+	struct u64map by_obj;     /* object id -> module (not owned) */
+	struct intern *keys;      /* keys of modules without an object: "s:name", "f:dev:ino:path" */
 	struct module **by_key;   /* key id -> module (not owned) */
 	uint32_t by_key_cap;
 	struct module **mods;     /* id - 1 -> module (owned) */
@@ -113,6 +116,7 @@ static size_t heap_in_use(void)
 /* Closes open module v (on the open LRU) and forgets its measured heap. */
 static void close_open_module(struct symbolizer *s, struct module *v)
 {
+	dwarf_ctx_free(v);
 	module_close(v);
 	lru_unlink(&v->open_link);
 	s->nopen--;
@@ -182,23 +186,20 @@ static void module_sync(struct symbolizer *s, struct module *m)
  * gone (fallback names then), -ENOMEM. */
 static int module_ready(struct symbolizer *s, struct module *m)
 {
-	char mf[PATH_MAX], root[PATH_MAX * 2];
-	const char *paths[3];
-	size_t n = 0;
+	struct obj_source src = { .proc_root = s->proc_root, .path = m->path, .try_plain_path = true };
 
 	if (!module_can_reopen(m))
 		return 1; /* open, or nothing to open (dwarf_symbolize copes) */
 	if (m->reopen_failed)
 		return 0;
 	if (m->seen_pid) {
-		snprintf(mf, sizeof(mf), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, s->proc_root, m->seen_pid,
-			 m->seen_start, m->seen_end);
-		snprintf(root, sizeof(root), "%s/%" PRIu32 "/root%s", s->proc_root, m->seen_pid, m->path);
-		paths[n++] = mf;
-		paths[n++] = root;
+		src.pid = m->seen_pid;
+		src.start = m->seen_start;
+		src.end = m->seen_end;
+		src.dev = m->seen_dev;
+		src.ino = m->seen_ino;
 	}
-	paths[n++] = m->path;
-	if (module_reopen(m, paths, n) < 0) {
+	if (module_reopen(m, &src, 1) < 0) {
 		m->reopen_failed = true;
 		return 0;
 	}
@@ -206,14 +207,17 @@ static int module_ready(struct symbolizer *s, struct module *m)
 	return 1;
 }
 
+/* Gives m its id; s owns it from now on (frees it at once on failure). */
 static int add_module(struct symbolizer *s, struct module *m)
 {
 	if (s->nmods == s->mods_cap) {
 		uint32_t cap = s->mods_cap ? s->mods_cap * 2 : 64;
 		struct module **v = realloc(s->mods, cap * sizeof(*v));
 
-		if (!v)
+		if (!v) {
+			module_free(m);
 			return -ENOMEM;
+		}
 		s->mods = v;
 		s->mods_cap = cap;
 	}
@@ -255,64 +259,47 @@ static int bind_key(struct symbolizer *s, const char *key, struct module *m)
 	return 0;
 }
 
-/* Registers a freshly opened module under its build id, or returns the module
- * already registered with that build id (freeing the new one). */
-static int register_module(struct symbolizer *s, struct module *m, struct module **ret)
+/* The module of object o (whose reference is taken or given back): the one
+ * made for it before, or a new one shown as path that takes file's Elf. */
+static int object_module(struct symbolizer *s, struct object *o, const char *path, struct obj_file *file,
+			 struct module **ret)
 {
-	char key[160];
-	struct module *old;
+	struct module *m;
+	uint64_t v;
 	int r;
 
-	if (m->pub.build_id[0]) {
-		snprintf(key, sizeof(key), "b:%s", m->pub.build_id);
-		old = find_key(s, key);
-		if (old) {
-			module_free(m);
-			*ret = old;
-			return 0;
-		}
+	if (u64map_get(&s->by_obj, o->id, &v)) {
+		object_unref(s->objs, o);
+		*ret = (struct module *)(uintptr_t)v;
+		return 0;
 	}
-	r = add_module(s, m);
-	if (r < 0) {
-		module_free(m);
+	r = module_new_object(s->objs, o, path, file, &s->inflate, &m);
+	if (r == 0)
+		r = add_module(s, m);
+	if (r == 0) /* on failure m stays in s->mods: freed with them */
+		r = u64map_put(&s->by_obj, o->id, (uint64_t)(uintptr_t)m);
+	if (r < 0)
 		return r;
-	}
-	if (m->pub.build_id[0]) {
-		r = bind_key(s, key, m);
-		if (r < 0)
-			return r;
-	}
 	*ret = m;
 	return 0;
 }
 
-/* The module of a file identified by key ("f:maj:min:inode:path"), opening it
- * from the first openable candidate path on first sight. A file that cannot be
- * opened still gets a module, so its frames fall back to file offsets. */
-static int file_module(struct symbolizer *s, const char *key, const char *const *paths, size_t npaths,
-		       const char *path, struct module **ret)
+/* The module without an object known by key, made on first use. */
+static int keyed_module(struct symbolizer *s, const char *key, enum sym_module_kind kind, const char *path,
+			const char *name, struct module **ret)
 {
 	struct module *m = find_key(s, key);
 	int r;
 
-	if (m) {
-		*ret = m;
-		return 0;
-	}
-	r = module_open_file(paths, npaths, path, &s->inflate, &m);
-	if (r == -ENOMEM)
-		return r;
-	if (r < 0) {
-		r = module_new_plain(SYM_MOD_ELF, path, NULL, &m);
+	if (!m) {
+		r = module_new_plain(kind, path, name, &m);
+		if (r == 0)
+			r = add_module(s, m);
+		if (r == 0)
+			r = bind_key(s, key, m);
 		if (r < 0)
 			return r;
 	}
-	r = register_module(s, m, &m);
-	if (r < 0)
-		return r;
-	r = bind_key(s, key, m);
-	if (r < 0)
-		return r;
 	*ret = m;
 	return 0;
 }
@@ -320,35 +307,20 @@ static int file_module(struct symbolizer *s, const char *key, const char *const 
 static int plain_module(struct symbolizer *s, enum sym_module_kind kind, const char *path, struct module **ret)
 {
 	char key[PATH_MAX + 8];
-	struct module *m;
-	int r;
 
 	snprintf(key, sizeof(key), "s:%s", path);
-	m = find_key(s, key);
-	if (!m) {
-		r = module_new_plain(kind, path, path, &m);
-		if (r < 0)
-			return r;
-		r = add_module(s, m);
-		if (r < 0) {
-			module_free(m);
-			return r;
-		}
-		r = bind_key(s, key, m);
-		if (r < 0)
-			return r;
-	}
-	*ret = m;
-	return 0;
+	return keyed_module(s, key, kind, path, path, ret);
 }
 
 static int vdso_module(struct symbolizer *s, uint32_t pid, const struct pm_entry *e, struct module **ret)
 {
-	char path[PATH_MAX], key[64];
+	char path[PATH_MAX];
 	size_t size = e->end - e->start;
 	void *image = NULL;
 	ssize_t n = -1;
-	struct module *m;
+	struct module *m = NULL;
+	struct object *o;
+	uint64_t v;
 	int fd, r;
 
 	if (size <= VDSO_MAX_SIZE) {
@@ -364,32 +336,59 @@ static int vdso_module(struct symbolizer *s, uint32_t pid, const struct pm_entry
 		free(image);
 		return plain_module(s, SYM_MOD_VDSO, "[vdso]", ret);
 	}
-	/* Every process of one ABI shares the same image: key by content. */
-	snprintf(key, sizeof(key), "v:%016" PRIx64 ":%zu", hash_bytes(image, size), size);
-	m = find_key(s, key);
-	if (!m) {
-		r = module_open_image(image, size, SYM_MOD_VDSO, "[vdso]", &m);
+	/* Every process of one ABI shares the same image: one object. */
+	r = objcache_get_image(s->objs, image, size, &o);
+	if (r == 0 && u64map_get(&s->by_obj, o->id, &v)) {
+		object_unref(s->objs, o);
+		m = (struct module *)(uintptr_t)v;
+	} else if (r == 0) {
+		r = module_new_image(s->objs, o, image, size, SYM_MOD_VDSO, "[vdso]", &m);
 		if (r == 0)
-			r = register_module(s, m, &m);
+			r = add_module(s, m);
 		if (r == 0)
-			r = bind_key(s, key, m);
-		if (r < 0) {
-			free(image);
-			return r;
-		}
+			r = u64map_put(&s->by_obj, o->id, (uint64_t)(uintptr_t)m);
 	}
 	free(image);
+	if (r < 0)
+		return r;
 	*ret = m;
 	return 0;
 }
 
 /* ---- processes ---- */
 
+/* The module of a file mapping: its object's, found or read through the object
+ * cache. A file that cannot be opened still gets a module (remembered by its
+ * identity and path), so its frames fall back to file offsets. */
+static int file_module(struct symbolizer *s, uint32_t pid, const struct pm_entry *e, struct module **ret)
+{
+	struct obj_source src = {
+		.proc_root = s->proc_root, .pid = pid, .start = e->start, .end = e->end,
+		.dev = makedev(e->dev_major, e->dev_minor), .ino = e->inode, .path = e->path, .try_plain_path = true,
+	};
+	struct obj_file file;
+	char key[PATH_MAX + 64];
+	struct object *o;
+	int r;
+
+	snprintf(key, sizeof(key), "f:%" PRIx32 ":%" PRIx32 ":%" PRIu64 ":%s", e->dev_major, e->dev_minor, e->inode,
+		 e->path);
+	*ret = find_key(s, key);
+	if (*ret)
+		return 0;
+	r = objcache_get(s->objs, &src, &o, &file);
+	if (r == 0) {
+		r = object_module(s, o, e->path, &file, ret);
+		obj_file_close(&file);
+		return r;
+	}
+	if (r == -ENOMEM)
+		return r;
+	return keyed_module(s, key, SYM_MOD_ELF, e->path, NULL, ret);
+}
+
 static int mapping_module(struct symbolizer *s, uint32_t pid, const struct pm_entry *e, struct module **ret)
 {
-	char key[PATH_MAX + 64], mf[PATH_MAX], root[PATH_MAX * 2];
-	const char *paths[3];
-
 	switch (e->kind) {
 	case PM_ANON:
 		*ret = s->anon;
@@ -401,16 +400,7 @@ static int mapping_module(struct symbolizer *s, uint32_t pid, const struct pm_en
 	case PM_FILE:
 		break;
 	}
-	snprintf(key, sizeof(key), "f:%" PRIx32 ":%" PRIx32 ":%" PRIu64 ":%s", e->dev_major, e->dev_minor, e->inode,
-		 e->path);
-	/* map_files works for deleted files and across mount namespaces; the
-	 * process root covers containers; the plain path is the last resort. */
-	snprintf(mf, sizeof(mf), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, s->proc_root, pid, e->start, e->end);
-	snprintf(root, sizeof(root), "%s/%" PRIu32 "/root%s", s->proc_root, pid, e->path);
-	paths[0] = mf;
-	paths[1] = root;
-	paths[2] = e->path;
-	return file_module(s, key, paths, 3, e->path, ret);
+	return file_module(s, pid, e, ret);
 }
 
 static void maps_free(struct pmap *maps, size_t n)
@@ -470,11 +460,13 @@ static int read_maps(struct symbolizer *s, uint32_t pid, struct pmap **ret_maps,
 			}
 			p->own_path = true;
 		}
-		if (e->kind == PM_FILE && m->nloads) {
+		if (e->kind == PM_FILE && module_facts(m) && module_facts(m)->nloads) {
 			/* How to reopen the file after the module was closed. */
 			m->seen_pid = pid;
 			m->seen_start = e->start;
 			m->seen_end = e->end;
+			m->seen_dev = makedev(e->dev_major, e->dev_minor);
+			m->seen_ino = e->inode;
 			m->reopen_failed = false;
 		}
 	}
@@ -747,30 +739,21 @@ const struct sym_module *symbolizer_main_module(struct symbolizer *s, uint32_t p
 
 int symbolizer_module_from_file(struct symbolizer *s, const char *path, const struct sym_module **ret)
 {
-	char key[PATH_MAX + 64];
+	struct obj_source src = { .path = path };
+	struct obj_file file;
+	struct object *o;
 	struct module *m;
-	struct stat st;
 	int r;
 
 	if (!s || !path || !ret)
 		return -EINVAL;
-	if (stat(path, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -ENOEXEC;
-	snprintf(key, sizeof(key), "f:%" PRIx32 ":%" PRIx32 ":%" PRIu64 ":%s", (uint32_t)major(st.st_dev),
-		 (uint32_t)minor(st.st_dev), (uint64_t)st.st_ino, path);
-	m = find_key(s, key);
-	if (!m) {
-		r = module_open_file(&path, 1, path, &s->inflate, &m);
-		if (r < 0)
-			return r;
-		r = register_module(s, m, &m);
-		if (r == 0)
-			r = bind_key(s, key, m);
-		if (r < 0)
-			return r;
-	}
+	r = objcache_get(s->objs, &src, &o, &file);
+	if (r < 0)
+		return r;
+	r = object_module(s, o, path, &file, &m);
+	obj_file_close(&file);
+	if (r < 0)
+		return r;
 	*ret = &m->pub;
 	return 0;
 }
@@ -840,7 +823,7 @@ static int kernel_frame(struct symbolizer *s, uint64_t addr, struct sym_frame *f
 /* Reads the kernel's GNU build id from /sys/kernel/notes (a raw note list). */
 static int kernel_build_id(struct module *m)
 {
-	static const char hex[] = "0123456789abcdef";
+	char hex[OBJ_BUILD_ID_HEX];
 	unsigned char buf[4096];
 	size_t off = 0, n;
 	FILE *f = fopen("/sys/kernel/notes", "re");
@@ -861,20 +844,10 @@ static int kernel_build_id(struct module *m)
 		desc_off = name_off + ((namesz + 3) & ~3u);
 		if (desc_off + descsz > n)
 			break;
-		if (type == 3 && namesz == 4 && memcmp(buf + name_off, "GNU", 4) == 0 && descsz && descsz <= 64) {
-			char *id = malloc(descsz * 2 + 1);
-
-			if (!id)
-				return -ENOMEM;
-			for (uint32_t i = 0; i < descsz; i++) {
-				id[2 * i] = hex[buf[desc_off + i] >> 4];
-				id[2 * i + 1] = hex[buf[desc_off + i] & 15];
-			}
-			id[descsz * 2] = 0;
-			free(m->build_id);
-			m->build_id = id;
-			m->pub.build_id = id;
-			return 0;
+		if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(buf + name_off, "GNU", 4) == 0 && descsz &&
+		    descsz <= OBJ_BUILD_ID_MAX) {
+			build_id_to_hex(buf + desc_off, descsz, hex);
+			return module_set_build_id(m, hex);
 		}
 		off = desc_off + ((descsz + 3) & ~3u);
 	}
@@ -1018,7 +991,8 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	s->kallsyms_path = strdup(kallsyms);
 	s->scratch = intern_new();
 	s->keys = intern_new();
-	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys)
+	s->objs = opts->objects ? objcache_ref(opts->objects) : objcache_shared();
+	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys || !s->objs)
 		goto fail;
 	if (opts->inflate_dir && opts->inflate_max_bytes) {
 		s->inflate.dir = strdup(opts->inflate_dir);
@@ -1031,12 +1005,13 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 		goto fail;
 	if (strcmp(kallsyms, "/proc/kallsyms") == 0)
 		r = kernel_build_id(s->kernel);
-	if (r == 0)
-		r = add_module(s, s->kernel);
 	if (r < 0) {
 		module_free(s->kernel);
 		goto fail;
 	}
+	r = add_module(s, s->kernel);
+	if (r < 0)
+		goto fail;
 	r = plain_module(s, SYM_MOD_ANON, "[anon]", &s->anon);
 	if (r < 0)
 		goto fail;
@@ -1058,9 +1033,13 @@ void symbolizer_free(struct symbolizer *s)
 	while ((t = lru_tail(&s->gone)))
 		proc_drop(s, lru_entry(t, struct proc, link));
 	u64map_free(&s->procs);
-	for (uint32_t i = 0; i < s->nmods; i++)
+	for (uint32_t i = 0; i < s->nmods; i++) {
+		dwarf_ctx_free(s->mods[i]);
 		module_free(s->mods[i]);
+	}
 	free(s->mods);
+	u64map_free(&s->by_obj);
+	objcache_unref(s->objs);
 	free(s->by_key);
 	intern_free(s->keys);
 	intern_free(s->scratch);
@@ -1079,6 +1058,7 @@ static size_t kallsyms_bytes(const struct kallsyms *k)
 
 void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *ret)
 {
+	struct objcache_stats os;
 	size_t bytes = sizeof(*s);
 
 	*ret = s->st;
@@ -1097,5 +1077,7 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 	bytes += s->proc_bytes + u64map_mem_bytes(&s->procs);
 	bytes += s->mod_bytes + (size_t)s->mods_cap * sizeof(*s->mods) + (size_t)s->by_key_cap * sizeof(*s->by_key);
 	bytes += intern_mem_bytes(s->keys) + intern_mem_bytes(s->scratch) + kallsyms_bytes(s->ksyms);
+	objcache_get_stats(s->objs, &os);
+	bytes += os.bytes + u64map_mem_bytes(&s->by_obj);
 	ret->mem_bytes = bytes;
 }
