@@ -34,7 +34,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
 WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools
+.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools check-cfi
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -122,6 +122,12 @@ bench: all unit workloads tools $(O)/bench/rules_bench
 
 bench-report: all workloads tools
 	tests/bench/report.sh
+
+# prowl's unwind tables against libdw's CFI reader, for every ELF object under /usr/lib
+# and /usr/bin (at most CHECK_CFI_SECONDS); the suite runs a sample of a few seconds.
+CHECK_CFI_SECONDS ?= 1800
+check-cfi: $(O)/tests/test_cfi_libdw
+	$(O)/tests/test_cfi_libdw --full --seconds $(CHECK_CFI_SECONDS)
 
 # `make install`: the binary, the systemd unit (its paths rewritten for PREFIX and
 # SYSCONFDIR), the documentation, the example alert rules, and an example agent.yaml

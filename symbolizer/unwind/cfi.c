@@ -450,10 +450,11 @@ advance:
 			break;
 		if (!f)
 			continue; /* advance in a CIE: meaningless */
-		if (newloc < loc || newloc >= f->end) {
-			loc = newloc < loc ? loc : f->end;
+		/* Past the FDE's end (the assembler's advance to the end is
+		 * common: the PLT's), or backwards: nothing after it applies
+		 * here, but the rules so far hold for [loc, end). */
+		if (newloc < loc || newloc >= f->end)
 			break;
-		}
 		if (newloc > loc) {
 			ret = ops->row(ctx, loc, st);
 			if (ret < 0)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cfi.h"
+#include "object.h"
 
 /* Rows in the making, pc relative to base, plus one entry per FDE. */
 struct fde_ent {
@@ -332,34 +333,23 @@ static int section_data(Elf_Scn *scn, const GElf_Shdr *sh, struct cfi_section *r
 int unwind_table_build(Elf *elf, struct unwind_table *ret)
 {
 	struct builder b = { .t = ret };
+	struct obj_load *loads;
 	GElf_Ehdr eh;
 	Elf_Scn *scn = NULL;
-	size_t phnum = 0, shstrndx;
+	size_t nloads, shstrndx;
 	struct cfi_section eh_frame = {}, debug_frame = {};
-	bool have_load = false;
 	int r = 0;
 
 	memset(ret, 0, sizeof(*ret));
 	if (!elf || elf_kind(elf) != ELF_K_ELF || !gelf_getehdr(elf, &eh) ||
-	    (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) || elf_getphdrnum(elf, &phnum) < 0 ||
-	    elf_getshdrstrndx(elf, &shstrndx) < 0)
+	    (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) || elf_getshdrstrndx(elf, &shstrndx) < 0)
 		return -EINVAL;
 	/* Rows hold 32-bit pcs relative to the lowest PT_LOAD address. */
-	b.base = UINT64_MAX;
-	b.limit = 0;
-	for (size_t i = 0; i < phnum; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		have_load = true;
-		if (ph.p_vaddr < b.base)
-			b.base = ph.p_vaddr;
-		if (ph.p_vaddr + ph.p_memsz > b.limit)
-			b.limit = ph.p_vaddr + ph.p_memsz;
-	}
-	if (!have_load)
-		return -EINVAL;
+	r = obj_read_loads(elf, &loads, &nloads);
+	if (r < 0)
+		return r == -ENOMEM ? r : -EINVAL;
+	obj_load_span(loads, nloads, &b.base, &b.limit);
+	free(loads);
 	if (b.limit - b.base > UINT32_MAX)
 		b.limit = b.base + UINT32_MAX;
 	ret->base = b.base;

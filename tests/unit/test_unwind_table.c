@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cfi_expect.h"
 #include "testutil.h"
 #include "unwind_table.h"
 
@@ -30,20 +31,6 @@
 #define LDSO "/lib64/ld-linux-x86-64.so.2"
 
 /* ---- an interpreter of eu-readelf's text ---- */
-
-enum { U_UNSPEC, U_UNDEF, U_SAME, U_OFF, U_OTHER };
-
-struct xrule {
-	int how;
-	long off;
-};
-
-struct xstate {
-	bool cfa_expr, plt;
-	int cfa_reg;
-	long cfa_off, plt_n, plt_k;
-	struct xrule rbp, ra;
-};
 
 struct xcie {
 	long off;
@@ -70,83 +57,22 @@ struct checker {
 	long fdes, rows, mismatches, skipped_fdes;
 };
 
-/* The row the BPF unwinder should see for state st (same packing rules as
- * unwind_table.c: 8-byte stack slots, s8 rbp slot). */
-static void expect_row(const struct checker *c, const struct xstate *st, int *cfa_type, long *cfa_off, int *rbp_type,
-		       long *rbp_off)
-{
-	*cfa_off = 0;
-	*rbp_off = 0;
-	*rbp_type = PROWL_RBP_SAME;
-	if (st->ra.how == U_UNDEF) {
-		*cfa_type = PROWL_CFA_END;
-		return;
-	}
-	if (c->cie->signal) {
-		*cfa_type = PROWL_CFA_SIGNAL;
-		return;
-	}
-	if (st->ra.how != U_OFF || st->ra.off != -8) {
-		*cfa_type = PROWL_CFA_BAD;
-		return;
-	}
-	if (st->cfa_expr) {
-		if (st->plt) {
-			*cfa_type = PROWL_CFA_PLT;
-			*cfa_off = st->plt_n;
-			*rbp_off = st->plt_k;
-		} else {
-			*cfa_type = PROWL_CFA_BAD;
-		}
-		return;
-	}
-	if ((st->cfa_reg != 7 && st->cfa_reg != 6) || st->cfa_off <= 0 || st->cfa_off % 8 || st->cfa_off / 8 > 65535) {
-		*cfa_type = PROWL_CFA_BAD;
-		return;
-	}
-	*cfa_type = st->cfa_reg == 7 ? PROWL_CFA_RSP : PROWL_CFA_RBP;
-	*cfa_off = st->cfa_off;
-	if (st->rbp.how == U_OFF) {
-		if (st->rbp.off % 8 == 0 && st->rbp.off / 8 >= -128 && st->rbp.off / 8 <= 127) {
-			*rbp_type = PROWL_RBP_CFA;
-			*rbp_off = st->rbp.off;
-		} else {
-			*rbp_type = PROWL_RBP_UNKNOWN;
-		}
-	} else if (st->rbp.how != U_UNSPEC && st->rbp.how != U_SAME) {
-		*rbp_type = PROWL_RBP_UNKNOWN;
-	}
-}
-
 static void check_at(struct checker *c, uint64_t pc)
 {
 	const struct prowl_unwind_row *r = unwind_table_find(c->t, pc);
-	int cfa_type, rbp_type;
-	long cfa_off, rbp_off;
-	bool ok;
+	struct xrow x;
 
-	expect_row(c, &c->st, &cfa_type, &cfa_off, &rbp_type, &rbp_off);
+	c->st.signal = c->cie->signal;
+	expect_row(&c->st, &x);
 	c->rows++;
-	if (!r) {
-		ok = false;
-	} else if (PROWL_ROW_CFA(r) != cfa_type) {
-		ok = false;
-	} else if (cfa_type == PROWL_CFA_RSP || cfa_type == PROWL_CFA_RBP) {
-		ok = r->cfa_off * 8 == cfa_off && PROWL_ROW_RBP(r) == rbp_type &&
-		     (rbp_type != PROWL_RBP_CFA || r->rbp_off * 8 == rbp_off);
-	} else if (cfa_type == PROWL_CFA_PLT) {
-		ok = r->cfa_off * 8 == cfa_off && r->rbp_off == rbp_off;
-	} else {
-		ok = true;
-	}
-	if (!ok) {
+	if (!row_matches(r, &x)) {
 		char got[64] = "(none)";
 
 		if (r)
 			unwind_row_format(r, got, sizeof(got));
 		if (c->mismatches < 10)
-			print_message("mismatch at %#" PRIx64 ": want cfa type %d off %ld rbp %d/%ld, got %s\n", pc, cfa_type,
-				      cfa_off, rbp_type, rbp_off, got);
+			print_message("mismatch at %#" PRIx64 ": want cfa type %d off %ld rbp %d/%ld, got %s\n", pc,
+				      x.cfa_type, x.cfa_off, x.rbp_type, x.rbp_off, got);
 		c->mismatches++;
 	}
 }
