@@ -117,35 +117,6 @@ static void test_copies_and_forgery(void **state)
 	objcache_unref(c);
 }
 
-struct child {
-	pid_t pid;
-	int fd;
-};
-
-static struct child spawn(const char *path)
-{
-	struct child ch;
-	int p[2];
-
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	ch.pid = fork();
-	assert_true(ch.pid >= 0);
-	if (ch.pid == 0) {
-		dup2(p[0], 0);
-		execl(path, path, "wait", (char *)NULL);
-		_exit(127);
-	}
-	close(p[0]);
-	ch.fd = p[1];
-	return ch;
-}
-
-static void reap(struct child *ch)
-{
-	close(ch->fd);
-	assert_int_equal(waitpid(ch->pid, NULL, 0), ch->pid);
-}
-
 /* The source of ch's first executable mapping of path (waits for the exec). */
 static struct obj_source mapping_of(const struct child *ch, const char *path, const char *proc_root)
 {
@@ -185,7 +156,7 @@ static struct obj_source mapping_of(const struct child *ch, const char *path, co
 static void test_mapping_fast_path(void **state)
 {
 	struct objcache *c = new_cache(0);
-	struct child ch = spawn(copy_a);
+	struct child ch = spawn_waiter(copy_a);
 	struct obj_source src = mapping_of(&ch, copy_a, "/proc");
 	struct obj_file file;
 	struct object *o, *o2, *a;
@@ -209,7 +180,7 @@ static void test_mapping_fast_path(void **state)
 	assert_int_equal(objcache_open(c, o, &src, &file), 0);
 	assert_non_null(file.elf);
 	obj_file_close(&file);
-	reap(&ch);
+	reap_child(&ch);
 	object_unref(c, o);
 	object_unref(c, o2);
 	object_unref(c, a);
@@ -222,7 +193,7 @@ static void test_mapping_fast_path(void **state)
 static void test_opener_checks_identity(void **state)
 {
 	char fake[PATH_MAX], link[PATH_MAX * 2], moved[PATH_MAX + 16];
-	struct child ch = spawn(copy_a);
+	struct child ch = spawn_waiter(copy_a);
 	struct obj_source src, real;
 	struct obj_file f;
 
@@ -251,7 +222,7 @@ static void test_opener_checks_identity(void **state)
 	assert_int_equal(obj_open(&real, &f), 0);
 	assert_int_equal(f.ident.ino, real.ino);
 	obj_file_close(&f);
-	reap(&ch);
+	reap_child(&ch);
 	assert_int_equal(rename(moved, copy_a), 0);
 	/* A FIFO at a path is refused, without blocking. */
 	snprintf(moved, sizeof(moved), "%s/fifo", dir);
