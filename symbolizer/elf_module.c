@@ -255,7 +255,7 @@ int module_new_object(struct objcache *c, struct object *o, const char *path, st
 	if (r < 0)
 		return r;
 	m->inflate = inflate;
-	m->pub.limit = o->nidents ? o->idents[0].size : UINT64_MAX;
+	m->pub.limit = o->size;
 	set_layout(m);
 	if (o->f.nloads && file && file->elf) {
 		m->elf = take_elf(m, file);

@@ -63,7 +63,7 @@ static uint64_t content_key(const struct obj_facts *f, uint64_t size, bool image
 
 static bool same_content(const struct object *o, const struct obj_facts *f, uint64_t size, bool image)
 {
-	return o->image == image && o->f.content_hash == f->content_hash && o->nidents && o->idents[0].size == size &&
+	return o->image == image && o->f.content_hash == f->content_hash && o->size == size &&
 	       (image || (o->f.build_id_len == f->build_id_len &&
 			  !memcmp(o->f.build_id, f->build_id, f->build_id_len)));
 }
@@ -160,8 +160,8 @@ static void free_object(struct objcache *c, struct object *o)
 		if (map_get(&c->by_ident, k) == o)
 			u64map_del(&c->by_ident, k);
 	}
-	if (o->nidents) {
-		uint64_t k = content_key(&o->f, o->idents[0].size, o->image);
+	if (o->image || o->f.build_id_len) {
+		uint64_t k = content_key(&o->f, o->size, o->image);
 
 		if (map_get(&c->by_content, k) == o)
 			u64map_del(&c->by_content, k);
@@ -191,6 +191,7 @@ static int new_object(struct objcache *c, const char *path, struct obj_facts *fa
 		return -ENOMEM;
 	}
 	o->f = *facts;
+	o->size = id->size;
 	o->image = image;
 	o->refs = 1;
 	o->id = ++c->next_id;
@@ -198,17 +199,8 @@ static int new_object(struct objcache *c, const char *path, struct obj_facts *fa
 	c->bytes += object_bytes(o);
 	if (u64map_put(&c->by_id, o->id, (uint64_t)(uintptr_t)o) < 0)
 		goto fail;
-	if (image) {
-		/* No file: the identity only carries the size for content checks. */
-		o->idents = calloc(1, sizeof(*o->idents));
-		if (!o->idents)
-			goto fail;
-		o->idents[0] = *id;
-		o->nidents = o->capidents = 1;
-		c->bytes += sizeof(*o->idents);
-	} else if ((r = bind_ident(c, o, id)) < 0) {
+	if (!image && (r = bind_ident(c, o, id)) < 0) /* an image has no file */
 		goto fail;
-	}
 	if ((image || o->f.build_id_len) &&
 	    u64map_put(&c->by_content, content_key(&o->f, id->size, image), (uint64_t)(uintptr_t)o) < 0) {
 		r = -ENOMEM;
@@ -433,7 +425,7 @@ static bool is_copy(const struct object *o, struct obj_file *f)
 	uint64_t hash;
 	ssize_t len;
 
-	if (!o->f.build_id_len || f->ident.size != o->idents[0].size || obj_file_begin(f) < 0)
+	if (!o->f.build_id_len || f->ident.size != o->size || obj_file_begin(f) < 0)
 		return false;
 	len = dwelf_elf_gnu_build_id(f->elf, &id);
 	return len == o->f.build_id_len && !memcmp(id, o->f.build_id, (size_t)len) &&

@@ -18,6 +18,7 @@
 struct object {
 	uint32_t id;               /* dense, >= 1, never reused while the cache lives */
 	char *path;                /* the path first seen, for messages */
+	uint64_t size;             /* of its files (copies have the same), or of the image */
 	bool image;                /* read from memory (the vdso), not from a file */
 	struct obj_facts f;
 	/* Under the cache's lock: */
