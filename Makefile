@@ -15,15 +15,16 @@ ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 CFLAGS   ?= -O2 -g
 CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
 	    -D_GNU_SOURCE -DPROWL_VERSION='"$(VERSION)"' -DPROWL_GIT_REV='"$(GIT_REV)"'
-INCLUDES := -I$(O) -I$(O)/proto -Ibpf -Ilib -Iagent -Isymbolizer
+# Source folders: each stage's folder and its sub-folders (see README.md, "How it works").
+SRC_DIRS := lib lib/containers symbolizer symbolizer/object symbolizer/unwind agent agent/analyse
+INCLUDES := -I$(O) -I$(O)/proto -Ibpf $(addprefix -I,$(SRC_DIRS))
 LDLIBS   := -lbpf -ldw -lelf -lprotobuf-c -lz -lcurl -lyaml -lmicrohttpd -lsystemd -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRCS   := $(wildcard lib/*.c) $(wildcard symbolizer/*.c) $(filter-out agent/main.c,$(wildcard agent/*.c)) \
-	      $(wildcard agent/*/*.c)
+LIB_SRCS   := $(filter-out agent/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 PROTOS     := $(wildcard proto/*.proto)
 PROTO_OBJS := $(patsubst proto/%.proto,$(O)/obj/proto/%.pb-c.o,$(PROTOS))
 PROTO_HDRS := $(patsubst proto/%.proto,$(O)/proto/%.pb-c.h,$(PROTOS))
@@ -33,7 +34,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
 WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools
+.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools check-cfi
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -60,7 +61,9 @@ $(O)/obj/proto/%.pb-c.o: $(O)/proto/%.pb-c.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Wno-unused-parameter $(INCLUDES) -c $< -o $@
 
-$(O)/obj/%.o: %.c $(PROTO_HDRS)
+# Objects depend on the Makefile too: a change of flags or of the folder layout
+# (headers moved, so the .d files name paths that are gone) rebuilds them all.
+$(O)/obj/%.o: %.c $(PROTO_HDRS) Makefile
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
 
@@ -119,6 +122,12 @@ bench: all unit workloads tools $(O)/bench/rules_bench
 
 bench-report: all workloads tools
 	tests/bench/report.sh
+
+# prowl's unwind tables against libdw's CFI reader, for every ELF object under /usr/lib
+# and /usr/bin (at most CHECK_CFI_SECONDS); the suite runs a sample of a few seconds.
+CHECK_CFI_SECONDS ?= 1800
+check-cfi: $(O)/tests/test_cfi_libdw
+	$(O)/tests/test_cfi_libdw --full --seconds $(CHECK_CFI_SECONDS)
 
 # `make install`: the binary, the systemd unit (its paths rewritten for PREFIX and
 # SYSCONFDIR), the documentation, the example alert rules, and an example agent.yaml

@@ -63,9 +63,9 @@ static int open_debug_by_build_id(const struct module *m, char **ret_name)
 	char path[PATH_MAX];
 	int fd;
 
-	if (strlen(m->build_id) < 4)
+	if (strlen(m->pub.build_id) < 4)
 		return -1;
-	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", m->build_id, m->build_id + 2);
+	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", m->pub.build_id, m->pub.build_id + 2);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 	if (fd >= 0 && !*ret_name && !(*ret_name = strdup(path))) {
 		close(fd);
@@ -131,7 +131,7 @@ void dwarf_ctx_free(struct module *m)
 static struct dwarf_ctx *ctx_get(struct module *m)
 {
 	struct dwarf_ctx *c;
-	uint64_t low = UINT64_MAX, high = 0;
+	uint64_t low, high;
 	Dwarf_Addr dwbias;
 	void **ud = NULL;
 	Elf *main_elf;
@@ -139,14 +139,9 @@ static struct dwarf_ctx *ctx_get(struct module *m)
 
 	if (m->dw || m->dw_failed)
 		return m->dw;
-	if (!m->elf || !m->nloads)
+	if (!m->elf || !module_facts(m) || !module_facts(m)->nloads)
 		goto fail;
-	for (size_t i = 0; i < m->nloads; i++) {
-		if (m->loads[i].vaddr < low)
-			low = m->loads[i].vaddr;
-		if (m->loads[i].vaddr + m->loads[i].memsz > high)
-			high = m->loads[i].vaddr + m->loads[i].memsz;
-	}
+	obj_load_span(module_facts(m)->loads, module_facts(m)->nloads, &low, &high);
 	low &= ~(uint64_t)0xfff;
 	if (high <= low)
 		high = low + 1;

@@ -21,7 +21,8 @@
  * returns *ret_n = 0 cheaply. Returns 0 or -ENOMEM. */
 int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct sym_frame *frames,
 		    size_t max, size_t *ret_n);
-/* Releases libdwfl state of m (and the Elf it took over). */
+/* Releases libdwfl state of m (and the Elf it took over); the symbolizer calls
+ * it before module_close() and module_free(). */
 void dwarf_ctx_free(struct module *m);
 
 #endif

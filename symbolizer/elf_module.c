@@ -1,8 +1,7 @@
-/* elf_module.c: opens one ELF object (mapped file or memory image), records its
- * build id and PT_LOAD segments, and converts process mappings to biases. */
+/* elf_module.c: a module's Elf, taken from the object layer or reopened through it
+ * (inflating compressed debug sections), its file pages, and its bias per mapping. */
 #include "elf_module.h"
 
-#include <elfutils/libdwelf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -13,11 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "dwarf_frames.h"
 #include "inflate.h"
 #include "log.h"
-
-#define PAGE_MASK_4K (~(uint64_t)0xfff)
 
 static const char *base_name(const char *path)
 {
@@ -34,15 +30,14 @@ static int module_alloc(enum sym_module_kind kind, const char *path, const char 
 		return -ENOMEM;
 	m->path = strdup(path);
 	m->name = strdup(name ? name : base_name(path));
-	m->build_id = strdup("");
-	if (!m->path || !m->name || !m->build_id) {
+	if (!m->path || !m->name) {
 		module_free(m);
 		return -ENOMEM;
 	}
 	m->pub.kind = kind;
 	m->pub.path = m->path;
 	m->pub.name = m->name;
-	m->pub.build_id = m->build_id;
+	m->pub.build_id = "";
 	m->pub.start = 0;
 	m->pub.limit = UINT64_MAX;
 	m->pub.offset = 0;
@@ -53,25 +48,6 @@ static int module_alloc(enum sym_module_kind kind, const char *path, const char 
 int module_new_plain(enum sym_module_kind kind, const char *path, const char *name, struct module **ret)
 {
 	return module_alloc(kind, path, name, ret);
-}
-
-#define BUILD_ID_MAX 64
-
-/* The GNU build id of elf as lowercase hex into buf (2 * BUILD_ID_MAX + 1
- * bytes); "" when it has none. */
-static void build_id_hex(Elf *elf, char *buf)
-{
-	static const char hex[] = "0123456789abcdef";
-	const void *p = NULL;
-	ssize_t len = dwelf_elf_gnu_build_id(elf, &p);
-
-	if (len <= 0 || len > BUILD_ID_MAX)
-		len = 0;
-	for (ssize_t i = 0; i < len; i++) {
-		buf[2 * i] = hex[((const unsigned char *)p)[i] >> 4];
-		buf[2 * i + 1] = hex[((const unsigned char *)p)[i] & 15];
-	}
-	buf[len * 2] = 0;
 }
 
 /* Whether a file-backed mapping starts at base and covers len bytes. */
@@ -159,78 +135,29 @@ void module_release_pages(struct module *m)
 	file_map_release(&m->dbg_map);
 }
 
-static int set_build_id(struct module *m)
+int module_set_build_id(struct module *m, const char *hex)
 {
-	char id[2 * BUILD_ID_MAX + 1], *s;
+	char *s = strdup(hex);
 
-	build_id_hex(m->elf, id);
-	if (!id[0])
-		return 0;
-	s = strdup(id);
 	if (!s)
 		return -ENOMEM;
-	free(m->build_id);
-	m->build_id = s;
+	free(m->own_build_id);
+	m->own_build_id = s;
 	m->pub.build_id = s;
 	return 0;
 }
 
-/* Reads headers from m->elf; on any inconsistency drops the ELF so the module
- * degrades to file-offset fallbacks. Returns 0 or -ENOMEM. */
-static int read_elf(struct module *m)
+/* The normalized address space of a usable ELF: that of its text segment. */
+static void set_layout(struct module *m)
 {
-	GElf_Ehdr ehdr;
-	size_t phnum = 0;
-	const struct elf_load *text = NULL;
-	int r;
+	const struct obj_load *text = obj_text_load(&m->obj->f);
 
-	if (elf_kind(m->elf) != ELF_K_ELF || !gelf_getehdr(m->elf, &ehdr) ||
-	    (ehdr.e_type != ET_EXEC && ehdr.e_type != ET_DYN) || elf_getphdrnum(m->elf, &phnum) < 0 ||
-	    phnum == 0 || phnum > 4096)
-		goto not_elf;
-	m->loads = calloc(phnum, sizeof(*m->loads));
-	if (!m->loads)
-		return -ENOMEM;
-	for (size_t i = 0; i < phnum; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(m->elf, (int)i, &ph))
-			goto not_elf;
-		if (ph.p_type != PT_LOAD)
-			continue;
-		if (ph.p_filesz > ph.p_memsz || ph.p_vaddr + ph.p_memsz < ph.p_vaddr)
-			goto not_elf;
-		m->loads[m->nloads++] = (struct elf_load){
-			.vaddr = ph.p_vaddr,
-			.memsz = ph.p_memsz,
-			.offset = ph.p_offset,
-			.filesz = ph.p_filesz,
-			.exec = ph.p_flags & PF_X,
-		};
-	}
-	if (!m->nloads)
-		goto not_elf;
-	m->e_type = ehdr.e_type;
-	for (size_t i = 0; i < m->nloads && !text; i++)
-		if (m->loads[i].exec)
-			text = &m->loads[i];
+	m->pub.build_id = m->obj->f.build_id_hex;
 	if (!text)
-		text = &m->loads[0];
+		return;
 	m->pub.start = text->vaddr;
 	m->pub.limit = text->vaddr + text->memsz;
 	m->pub.offset = text->offset;
-	r = set_build_id(m);
-	if (r < 0)
-		return r;
-	return 0;
-
-not_elf:
-	free(m->loads);
-	m->loads = NULL;
-	m->nloads = 0;
-	elf_end(m->elf);
-	m->elf = NULL;
-	return 0;
 }
 
 int module_inflate_fd(struct module *m, int src_fd)
@@ -271,13 +198,10 @@ static void inflate_release(struct module *m)
 	m->inflated_bytes = 0;
 }
 
-/* elf_begin() on fd with everything mapped (or read) now, so the descriptor
- * can be closed: a host has more distinct binaries than a process may keep
- * descriptors open. */
-static Elf *begin_mapped(int fd)
+/* Makes elf independent of its descriptor (everything mapped, or read, now):
+ * a host has more distinct binaries than a process may keep descriptors open. */
+static Elf *detach(Elf *elf)
 {
-	Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-
 	if (elf && elf_cntl(elf, ELF_C_FDREAD) < 0) {
 		elf_end(elf);
 		elf = NULL;
@@ -285,91 +209,69 @@ static Elf *begin_mapped(int fd)
 	return elf;
 }
 
-static bool has_compressed_sections(Elf *elf)
+/* Takes file's Elf, or that of an inflated copy of the file when it has
+ * compressed sections (rare: only then is the file read a second time). */
+static Elf *take_elf(struct module *m, struct obj_file *file)
 {
-	Elf_Scn *scn = NULL;
-
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-
-		if (gelf_getshdr(scn, &sh) && (sh.sh_flags & SHF_COMPRESSED))
-			return true;
-	}
-	return false;
-}
-
-/* The Elf of fd, or of an inflated copy of it when it has compressed
- * sections (rare: only then is the file read a second time). */
-static Elf *open_elf(struct module *m, int fd)
-{
-	Elf *elf = begin_mapped(fd), *inflated;
+	Elf *elf = file->elf, *inflated;
 	int ifd;
 
-	if (!elf || !has_compressed_sections(elf) || (ifd = module_inflate_fd(m, fd)) < 0)
-		return elf;
-	inflated = begin_mapped(ifd);
+	file->elf = NULL;
+	if (!elf || !(m->obj->f.sources & OBJ_SRC_COMPRESSED) || (ifd = module_inflate_fd(m, file->fd)) < 0)
+		return detach(elf);
+	inflated = elf_begin(ifd, ELF_C_READ_MMAP, NULL);
+	inflated = detach(inflated);
 	close(ifd);
 	if (!inflated) {
 		inflate_release(m); /* the copy is gone with its descriptor */
-		return elf;
+		return detach(elf);
 	}
 	elf_end(elf);
 	return inflated;
 }
 
-int module_open_file(const char *const *paths, size_t npaths, const char *path, struct inflate_budget *inflate,
-		     struct module **ret)
+/* A module of object o (its reference taken, or given back on failure). */
+static int module_alloc_object(struct objcache *c, struct object *o, enum sym_module_kind kind, const char *path,
+			       struct module **ret)
 {
-	struct module *m = NULL;
-	struct stat st;
-	int fd = -1, r = -ENOENT;
+	int r = module_alloc(kind, path, NULL, ret);
 
-	for (size_t i = 0; i < npaths && fd < 0; i++) {
-		fd = open(paths[i], O_RDONLY | O_CLOEXEC | O_NOCTTY);
-		if (fd < 0) {
-			r = -errno;
-			continue;
-		}
-		if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-			r = -ENOEXEC;
-			close(fd);
-			fd = -1;
-		}
-	}
-	if (fd < 0)
+	if (r < 0) {
+		object_unref(c, o);
 		return r;
-
-	r = module_alloc(SYM_MOD_ELF, path, NULL, &m);
-	if (r < 0)
-		goto out;
-	m->pub.limit = (uint64_t)st.st_size;
-	m->file_dev = st.st_dev;
-	m->file_ino = st.st_ino;
-	m->file_size = (uint64_t)st.st_size;
-	m->inflate = inflate;
-	m->elf = open_elf(m, fd);
-	if (m->elf) {
-		r = read_elf(m);
-		if (r < 0)
-			goto out;
-		file_map_note(&m->map, m->elf);
 	}
-	*ret = m;
-	m = NULL;
-	r = 0;
-out:
-	close(fd);
-	module_free(m);
-	return r;
+	(*ret)->objs = c;
+	(*ret)->obj = o;
+	return 0;
 }
 
-int module_open_image(const void *image, size_t size, enum sym_module_kind kind, const char *path,
-		      struct module **ret)
+int module_new_object(struct objcache *c, struct object *o, const char *path, struct obj_file *file,
+		      struct inflate_budget *inflate, struct module **ret)
 {
 	struct module *m = NULL;
 	int r;
 
-	r = module_alloc(kind, path, NULL, &m);
+	r = module_alloc_object(c, o, SYM_MOD_ELF, path, &m);
+	if (r < 0)
+		return r;
+	m->inflate = inflate;
+	m->pub.limit = o->size;
+	set_layout(m);
+	if (o->f.nloads && file && file->elf) {
+		m->elf = take_elf(m, file);
+		file_map_note(&m->map, m->elf);
+	}
+	*ret = m;
+	return 0;
+}
+
+int module_new_image(struct objcache *c, struct object *o, const void *image, size_t size, enum sym_module_kind kind,
+		     const char *path, struct module **ret)
+{
+	struct module *m = NULL;
+	int r;
+
+	r = module_alloc_object(c, o, kind, path, &m);
 	if (r < 0)
 		return r;
 	m->pub.limit = size;
@@ -380,61 +282,37 @@ int module_open_image(const void *image, size_t size, enum sym_module_kind kind,
 	}
 	memcpy(m->image, image, size);
 	m->image_size = size;
-	m->elf = elf_memory(m->image, size);
-	if (m->elf) {
-		r = read_elf(m);
-		if (r < 0) {
-			module_free(m);
-			return r;
-		}
-	}
+	set_layout(m);
+	if (o->f.nloads)
+		m->elf = elf_memory(m->image, size);
 	*ret = m;
 	return 0;
 }
 
-static const struct elf_load *load_for_offset(const struct module *m, uint64_t map_offset)
-{
-	const struct elf_load *best = NULL;
-
-	for (size_t i = 0; i < m->nloads; i++) {
-		const struct elf_load *l = &m->loads[i];
-
-		if (map_offset < (l->offset & PAGE_MASK_4K) || map_offset >= l->offset + l->filesz)
-			continue;
-		if (!best || (l->exec && !best->exec))
-			best = l;
-	}
-	if (best)
-		return best;
-	for (size_t i = 0; i < m->nloads; i++)
-		if (m->loads[i].exec)
-			return &m->loads[i];
-	return m->nloads ? &m->loads[0] : NULL;
-}
-
 uint64_t module_bias(const struct module *m, uint64_t map_start, uint64_t map_offset)
 {
-	const struct elf_load *l = load_for_offset(m, map_offset);
+	const struct obj_facts *f = module_facts(m);
+	const struct obj_load *l = f ? obj_load_at(f, map_offset) : NULL;
 
+	if (!l && f)
+		l = obj_text_load(f);
 	if (!l) /* normalized address = file offset */
 		return map_start - map_offset;
-	return map_start - map_offset + l->offset - l->vaddr;
+	return obj_load_bias(l, map_start, map_offset);
 }
 
 uint64_t module_file_offset(const struct module *m, uint64_t addr)
 {
-	for (size_t i = 0; i < m->nloads; i++) {
-		const struct elf_load *l = &m->loads[i];
+	const struct obj_facts *f = module_facts(m);
+	uint64_t off;
 
-		if (addr >= l->vaddr && addr - l->vaddr < l->memsz)
-			return addr - l->vaddr + l->offset;
-	}
+	if (f && obj_file_offset(f, addr, &off))
+		return off;
 	return addr - m->pub.start + m->pub.offset;
 }
 
 void module_close(struct module *m)
 {
-	dwarf_ctx_free(m);
 	if (m->elf)
 		elf_end(m->elf);
 	m->elf = NULL;
@@ -443,48 +321,9 @@ void module_close(struct module *m)
 	inflate_release(m);
 }
 
-/* Opens path as an Elf when it is the file m was read from. */
-static int reopen_file(struct module *m, const char *path, Elf **ret)
+int module_reopen(struct module *m, const struct obj_source *srcs, size_t nsrcs)
 {
-	char id[2 * BUILD_ID_MAX + 1];
-	struct stat st;
-	bool same;
-	Elf *elf;
-	int fd;
-
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0)
-		return -errno;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		return -ENOEXEC;
-	}
-	same = (uint64_t)st.st_dev == m->file_dev && (uint64_t)st.st_ino == m->file_ino &&
-	       (uint64_t)st.st_size == m->file_size;
-	if (!same && !m->build_id[0]) {
-		close(fd);
-		return -ESTALE;
-	}
-	elf = open_elf(m, fd);
-	close(fd);
-	if (!elf)
-		return -ENOEXEC;
-	if (!same) {
-		/* Another file (a container's copy, a reinstall): fine when it is
-		 * the same build. */
-		build_id_hex(elf, id);
-		if (strcmp(id, m->build_id) != 0) {
-			elf_end(elf);
-			inflate_release(m); /* closed before: this was its only file */
-			return -ESTALE;
-		}
-	}
-	*ret = elf;
-	return 0;
-}
-
-int module_reopen(struct module *m, const char *const *paths, size_t npaths)
-{
+	struct obj_file file;
 	Elf *elf = NULL;
 
 	if (module_is_open(m))
@@ -492,9 +331,12 @@ int module_reopen(struct module *m, const char *const *paths, size_t npaths)
 	if (m->image) {
 		elf = elf_memory(m->image, m->image_size);
 	} else {
-		for (size_t i = 0; i < npaths && !elf; i++)
-			if (reopen_file(m, paths[i], &elf) < 0)
-				elf = NULL;
+		for (size_t i = 0; i < nsrcs && !elf; i++) {
+			if (objcache_open(m->objs, m->obj, &srcs[i], &file) < 0)
+				continue;
+			elf = take_elf(m, &file);
+			obj_file_close(&file);
+		}
 	}
 	if (!elf)
 		return -ENOENT;
@@ -506,8 +348,8 @@ int module_reopen(struct module *m, const char *const *paths, size_t npaths)
 
 size_t module_light_bytes(const struct module *m)
 {
-	return sizeof(*m) + strlen(m->path) + strlen(m->name) + strlen(m->build_id) + 3 +
-	       m->nloads * sizeof(*m->loads) + m->image_size;
+	return sizeof(*m) + strlen(m->path) + strlen(m->name) + 2 +
+	       (m->own_build_id ? strlen(m->own_build_id) + 1 : 0) + m->image_size;
 }
 
 void module_free(struct module *m)
@@ -515,10 +357,10 @@ void module_free(struct module *m)
 	if (!m)
 		return;
 	module_close(m);
+	object_unref(m->objs, m->obj);
 	free(m->image);
-	free(m->loads);
 	free(m->path);
 	free(m->name);
-	free(m->build_id);
+	free(m->own_build_id);
 	free(m);
 }

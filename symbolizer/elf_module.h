@@ -1,5 +1,5 @@
-/* elf_module.h: one object file (or pseudo object) behind executable mappings:
- * identity (build id), PT_LOAD layout, and the per-mapping bias computation. */
+/* elf_module.h: the symbolizer's view of one object file (or pseudo object) behind
+ * executable mappings: its object's facts, and the Elf it opens and closes on demand. */
 #ifndef PROWL_ELF_MODULE_H
 #define PROWL_ELF_MODULE_H
 
@@ -9,12 +9,8 @@
 #include <stdint.h>
 
 #include "lru.h"
+#include "objcache.h"
 #include "symbolizer.h"
-
-struct elf_load {
-	uint64_t vaddr, memsz, offset, filesz;
-	bool exec;
-};
 
 struct dwarf_ctx;
 
@@ -39,26 +35,24 @@ struct file_map {
 };
 
 /* A module has a light identity that lives as long as the symbolizer (pub,
- * strings, loads, the vdso image) and heavy state (elf, dw) that the
+ * strings, its object, the vdso image) and heavy state (elf, dw) that the
  * symbolizer may drop with module_close() and get back with module_reopen(). */
 struct module {
 	struct sym_module pub;   /* what callers see; container_of() gets back here */
-	char *path, *name, *build_id; /* owned strings behind pub */
+	char *path, *name;       /* owned strings behind pub */
+	char *own_build_id;      /* behind pub.build_id when there is no object (the kernel) */
+	struct objcache *objs;   /* where obj came from */
+	struct object *obj;      /* a reference; NULL: pseudo module or unreadable file */
 	Elf *elf;                /* owned until dwarf.c hands it to libdwfl; NULL if not ELF */
 	void *image;             /* owned memory behind elf for in-memory images (vdso) */
 	size_t image_size;
-	struct elf_load *loads;  /* PT_LOAD segments, empty when not an ELF */
-	size_t nloads;
-	uint16_t e_type;
 	struct dwarf_ctx *dw;    /* dwarf.c state, created on first use */
 	bool dw_failed;          /* libdwfl could not be set up; only fallbacks */
-	/* Identity of the file the module was read from, checked on reopen. */
-	uint64_t file_dev, file_ino, file_size;
 	bool reopen_failed;      /* no candidate matched; cleared when a process maps it again */
 	/* The last process mapping seen for the file: its map_files entry reopens
 	 * deleted files and files in other mount namespaces. */
 	uint32_t seen_pid;
-	uint64_t seen_start, seen_end;
+	uint64_t seen_start, seen_end, seen_dev, seen_ino;
 	struct inflate_budget *inflate; /* the symbolizer's; NULL: never inflate to files */
 	uint64_t inflated_bytes;   /* size of the inflated files held (main and debug) */
 	struct file_map map;       /* the object file's image (while elf or dw is held) */
@@ -73,22 +67,32 @@ static inline struct module *module_of(const struct sym_module *m)
 	return (struct module *)((char *)m - offsetof(struct module, pub));
 }
 
+/* The facts of m's object, or NULL for a pseudo module or an unreadable file. */
+static inline const struct obj_facts *module_facts(const struct module *m)
+{
+	return m->obj ? &m->obj->f : NULL;
+}
+
 /* A module without an ELF image: kernel, anon, special mappings, unreadable
  * files. start/offset are 0 and limit is UINT64_MAX, so "file offset" = addr. */
 int module_new_plain(enum sym_module_kind kind, const char *path, const char *name, struct module **ret);
-/* Opens the first of paths[] that opens as a regular file and reads its ELF
- * headers. path is the name to show (the mapped path). A file that is not a
- * usable ELF still yields a module (no loads, normalized = file offset).
- * Returns -ENOENT/-EACCES... from the last open attempt, or -ENOMEM. */
-int module_open_file(const char *const *paths, size_t npaths, const char *path, struct inflate_budget *inflate,
-		     struct module **ret);
+/* The module of object o (whose reference it takes), shown as path. When file
+ * holds the object's file open with its Elf, the module takes the Elf (open
+ * from the start); else it opens on demand (module_reopen()). A file that is
+ * not a usable ELF still yields a module (normalized = file offset). Returns
+ * 0 or -ENOMEM (o's reference is then given back). */
+int module_new_object(struct objcache *c, struct object *o, const char *path, struct obj_file *file,
+		      struct inflate_budget *inflate, struct module **ret);
+/* The module of an in-memory image (the vdso) and its object o (reference
+ * taken); the image is copied. */
+int module_new_image(struct objcache *c, struct object *o, const void *image, size_t size, enum sym_module_kind kind,
+		     const char *path, struct module **ret);
 /* A descriptor of an inflated copy of the ELF file open at src_fd when it has
  * compressed sections and m's budget allows one (accounted to m until
  * module_close()), else -1 (use src_fd). */
 int module_inflate_fd(struct module *m, int src_fd);
-/* Same for an in-memory image (the vdso); the image is copied. */
-int module_open_image(const void *image, size_t size, enum sym_module_kind kind, const char *path,
-		      struct module **ret);
+/* Sets the build id shown for a module without an object (hex copied). */
+int module_set_build_id(struct module *m, const char *hex);
 /* Bias of one process mapping: normalized = runtime - bias. */
 uint64_t module_bias(const struct module *m, uint64_t map_start, uint64_t map_offset);
 /* File offset of normalized address addr (for fallback names). */
@@ -103,17 +107,16 @@ static inline bool module_is_open(const struct module *m)
  * libdwfl did not fail on it. */
 static inline bool module_can_reopen(const struct module *m)
 {
-	return !module_is_open(m) && m->nloads && !m->dw_failed;
+	return !module_is_open(m) && m->obj && m->obj->f.nloads && !m->dw_failed;
 }
 
-/* Drops the heavy state: libdwfl session, symbol table, Elf. The identity,
- * loads and the vdso image stay. */
+/* Drops the Elf (the caller ends the libdwfl session first: dwarf_ctx_free()).
+ * The identity and the vdso image stay. */
 void module_close(struct module *m);
 /* Gets the Elf back after module_close(): from the kept image, or from the
- * first of paths[] that is the same file (device, inode and size as first
- * opened) or has the same build id. Returns 0 or -ENOENT when none matched
- * (libelf does not tell allocation failures apart). */
-int module_reopen(struct module *m, const char *const *paths, size_t npaths);
+ * first source that opens a file that is m's object (objcache_open()).
+ * Returns 0 or -ENOENT when none did. */
+int module_reopen(struct module *m, const struct obj_source *srcs, size_t nsrcs);
 /* Records elf's image in map when libelf mmap'ed it from a file (checked in
  * /proc/self/maps: when mmap fails libelf reads the file into the heap
  * instead, which must never be dropped); else leaves map empty. */
@@ -123,8 +126,9 @@ void file_map_release(const struct file_map *map);
 /* Drops the resident pages of m's object and debug files (see struct
  * file_map); a long-running agent calls it once per window. */
 void module_release_pages(struct module *m);
-/* Bytes of the light identity (struct, strings, loads, image). */
+/* Bytes of the light identity (struct, strings, image; the object is the cache's). */
 size_t module_light_bytes(const struct module *m);
-void module_free(struct module *m); /* accepts NULL */
+/* Frees m (after dwarf_ctx_free()) and gives its object back. Accepts NULL. */
+void module_free(struct module *m);
 
 #endif

@@ -1,6 +1,5 @@
-/* symbolizer.c: the resolve stage's front: per-process mapping tables, the
- * module registry (deduplicated by build id / file identity) and the frame cache,
- * each bounded by a cap with LRU eviction so memory stays flat over months. */
+/* symbolizer.c: the resolve stage's front: per-process mapping tables, the kernel, and
+ * the frame cache, each bounded by a cap with LRU eviction (modules.c has the modules). */
 #include "symbolizer.h"
 
 #include <errno.h>
@@ -18,28 +17,18 @@
 
 #include "clock.h"
 #include "dwarf_frames.h"
-#include "elf_module.h"
-#include "frame_cache.h"
-#include "intern.h"
-#include "kallsyms.h"
-#include "lru.h"
-#include "procmaps.h"
-#include "u64map.h"
+#include "symbolizer_priv.h"
 
 #define REREAD_INTERVAL_NS (200ull * 1000 * 1000)
 /* A gone pid is only worth remembering while it rate-limits retries. */
 #define GONE_TTL_NS (10 * REREAD_INTERVAL_NS)
-#define VDSO_MAX_SIZE (1u << 20)
 
 #define DEFAULT_MAX_CACHED_FRAMES 100000
 #define DEFAULT_MAX_MODULES 48
 #define DEFAULT_MAX_MODULE_HEAP (16u << 20)
-#define RELEASE_INTERVAL_NS (1000ull * 1000 * 1000)
 #define DEFAULT_MAX_PROCESSES 32768
 #define DEFAULT_MAX_GONE_PIDS 4096
 
-/* malloc's own per-allocation overhead, for the memory estimate. */
-#define MALLOC_OVERHEAD 16
 
 struct pmap {
 	uint64_t start, end, bias; /* normalized = runtime - bias */
@@ -64,31 +53,6 @@ struct proc {
 	bool gone;
 };
 
-struct symbolizer {
-	char *proc_root, *kallsyms_path;
-	struct intern *scratch;   /* strings of the symbolizer_frames() call under way */
-	struct intern *keys;      /* module identity keys */
-	struct module **by_key;   /* key id -> module (not owned) */
-	uint32_t by_key_cap;
-	struct module **mods;     /* id - 1 -> module (owned) */
-	uint32_t nmods, mods_cap;
-	struct u64map procs;      /* pid -> struct proc * */
-	struct lru_link live, gone;
-	uint32_t nlive, ngone;
-	struct lru_link open;     /* modules holding ELF/DWARF state */
-	uint32_t nopen;
-	struct module *kernel, *anon;
-	struct kallsyms *ksyms;
-	bool ksyms_tried;
-	struct frame_cache frames;
-	uint32_t max_modules, max_processes, max_gone;
-	size_t max_module_heap, open_heap; /* cap on, and sum of, open modules' heap_bytes */
-	uint64_t released_ns;              /* last symbolizer_release_pages() */
-	struct inflate_budget inflate;
-	size_t proc_bytes, mod_bytes;
-	struct symbolizer_stats st;
-};
-
 static int intern_cstr(struct intern *t, const char *str, const char **ret)
 {
 	uint32_t id;
@@ -100,318 +64,7 @@ static int intern_cstr(struct intern *t, const char *str, const char **ret)
 	return 0;
 }
 
-/* ---- module registry ---- */
-
-/* Bytes malloc has handed out, in the heap and in mmap'ed blocks. */
-static size_t heap_in_use(void)
-{
-	struct mallinfo2 mi = mallinfo2();
-
-	return mi.uordblks + mi.hblkhd;
-}
-
-/* Closes open module v (on the open LRU) and forgets its measured heap. */
-static void close_open_module(struct symbolizer *s, struct module *v)
-{
-	module_close(v);
-	lru_unlink(&v->open_link);
-	s->nopen--;
-	s->open_heap -= v->heap_bytes;
-	v->heap_bytes = 0;
-	s->st.module_evictions++;
-}
-
-/* Closes the least recently used modules other than keep while more than
- * max_modules are open or they hold more than max_module_heap. */
-static void enforce_open_caps(struct symbolizer *s, struct module *keep)
-{
-	struct lru_link *t;
-
-	while ((s->nopen > s->max_modules || s->open_heap > s->max_module_heap) &&
-	       (t = lru_tail(&s->open)) != (keep ? &keep->open_link : NULL) && t)
-		close_open_module(s, lru_entry(t, struct module, open_link));
-}
-
-/* Marks m as just used: first in the LRU of open modules, then applies the
- * caps to the others. */
-static void module_touch(struct symbolizer *s, struct module *m)
-{
-	if (!module_is_open(m))
-		return;
-	if (!lru_linked(&m->open_link))
-		s->nopen++;
-	lru_touch(&s->open, &m->open_link);
-	m->touched_ns = clock_mono_ns();
-	enforce_open_caps(s, m);
-}
-
-void symbolizer_close_idle(struct symbolizer *s, uint64_t idle_ns)
-{
-	uint64_t now = clock_mono_ns();
-	struct lru_link *t;
-
-	/* The LRU tail is the module used longest ago: stop at the first recent one. */
-	while ((t = lru_tail(&s->open))) {
-		struct module *v = lru_entry(t, struct module, open_link);
-
-		if (now - v->touched_ns < idle_ns)
-			break;
-		close_open_module(s, v);
-	}
-}
-
-void symbolizer_release_pages(struct symbolizer *s)
-{
-	s->released_ns = clock_mono_ns();
-	for (struct lru_link *l = s->open.next; l != &s->open; l = l->next)
-		module_release_pages(lru_entry(l, struct module, open_link));
-}
-
-/* Takes m off the open LRU when it no longer holds heavy state. */
-static void module_sync(struct symbolizer *s, struct module *m)
-{
-	if (!module_is_open(m) && lru_linked(&m->open_link)) {
-		lru_unlink(&m->open_link);
-		s->nopen--;
-		s->open_heap -= m->heap_bytes;
-		m->heap_bytes = 0;
-	}
-}
-
-/* Makes a closed module usable again. Returns 1 when it is, 0 when its file is
- * gone (fallback names then), -ENOMEM. */
-static int module_ready(struct symbolizer *s, struct module *m)
-{
-	char mf[PATH_MAX], root[PATH_MAX * 2];
-	const char *paths[3];
-	size_t n = 0;
-
-	if (!module_can_reopen(m))
-		return 1; /* open, or nothing to open (dwarf_symbolize copes) */
-	if (m->reopen_failed)
-		return 0;
-	if (m->seen_pid) {
-		snprintf(mf, sizeof(mf), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, s->proc_root, m->seen_pid,
-			 m->seen_start, m->seen_end);
-		snprintf(root, sizeof(root), "%s/%" PRIu32 "/root%s", s->proc_root, m->seen_pid, m->path);
-		paths[n++] = mf;
-		paths[n++] = root;
-	}
-	paths[n++] = m->path;
-	if (module_reopen(m, paths, n) < 0) {
-		m->reopen_failed = true;
-		return 0;
-	}
-	s->st.module_reopens++;
-	return 1;
-}
-
-static int add_module(struct symbolizer *s, struct module *m)
-{
-	if (s->nmods == s->mods_cap) {
-		uint32_t cap = s->mods_cap ? s->mods_cap * 2 : 64;
-		struct module **v = realloc(s->mods, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		s->mods = v;
-		s->mods_cap = cap;
-	}
-	s->mods[s->nmods++] = m;
-	m->pub.id = s->nmods;
-	s->mod_bytes += module_light_bytes(m) + MALLOC_OVERHEAD * 5;
-	module_touch(s, m);
-	return 0;
-}
-
-static struct module *find_key(struct symbolizer *s, const char *key)
-{
-	uint32_t id = intern_find(s->keys, key, strlen(key));
-
-	return id ? s->by_key[id] : NULL;
-}
-
-static int bind_key(struct symbolizer *s, const char *key, struct module *m)
-{
-	uint32_t id;
-	int r = intern_put_str(s->keys, key, &id);
-
-	if (r < 0)
-		return r;
-	if (id >= s->by_key_cap) {
-		uint32_t cap = s->by_key_cap ? s->by_key_cap : 64;
-		struct module **v;
-
-		while (cap <= id)
-			cap *= 2;
-		v = realloc(s->by_key, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		memset(v + s->by_key_cap, 0, (cap - s->by_key_cap) * sizeof(*v));
-		s->by_key = v;
-		s->by_key_cap = cap;
-	}
-	s->by_key[id] = m;
-	return 0;
-}
-
-/* Registers a freshly opened module under its build id, or returns the module
- * already registered with that build id (freeing the new one). */
-static int register_module(struct symbolizer *s, struct module *m, struct module **ret)
-{
-	char key[160];
-	struct module *old;
-	int r;
-
-	if (m->pub.build_id[0]) {
-		snprintf(key, sizeof(key), "b:%s", m->pub.build_id);
-		old = find_key(s, key);
-		if (old) {
-			module_free(m);
-			*ret = old;
-			return 0;
-		}
-	}
-	r = add_module(s, m);
-	if (r < 0) {
-		module_free(m);
-		return r;
-	}
-	if (m->pub.build_id[0]) {
-		r = bind_key(s, key, m);
-		if (r < 0)
-			return r;
-	}
-	*ret = m;
-	return 0;
-}
-
-/* The module of a file identified by key ("f:maj:min:inode:path"), opening it
- * from the first openable candidate path on first sight. A file that cannot be
- * opened still gets a module, so its frames fall back to file offsets. */
-static int file_module(struct symbolizer *s, const char *key, const char *const *paths, size_t npaths,
-		       const char *path, struct module **ret)
-{
-	struct module *m = find_key(s, key);
-	int r;
-
-	if (m) {
-		*ret = m;
-		return 0;
-	}
-	r = module_open_file(paths, npaths, path, &s->inflate, &m);
-	if (r == -ENOMEM)
-		return r;
-	if (r < 0) {
-		r = module_new_plain(SYM_MOD_ELF, path, NULL, &m);
-		if (r < 0)
-			return r;
-	}
-	r = register_module(s, m, &m);
-	if (r < 0)
-		return r;
-	r = bind_key(s, key, m);
-	if (r < 0)
-		return r;
-	*ret = m;
-	return 0;
-}
-
-static int plain_module(struct symbolizer *s, enum sym_module_kind kind, const char *path, struct module **ret)
-{
-	char key[PATH_MAX + 8];
-	struct module *m;
-	int r;
-
-	snprintf(key, sizeof(key), "s:%s", path);
-	m = find_key(s, key);
-	if (!m) {
-		r = module_new_plain(kind, path, path, &m);
-		if (r < 0)
-			return r;
-		r = add_module(s, m);
-		if (r < 0) {
-			module_free(m);
-			return r;
-		}
-		r = bind_key(s, key, m);
-		if (r < 0)
-			return r;
-	}
-	*ret = m;
-	return 0;
-}
-
-static int vdso_module(struct symbolizer *s, uint32_t pid, const struct pm_entry *e, struct module **ret)
-{
-	char path[PATH_MAX], key[64];
-	size_t size = e->end - e->start;
-	void *image = NULL;
-	ssize_t n = -1;
-	struct module *m;
-	int fd, r;
-
-	if (size <= VDSO_MAX_SIZE) {
-		snprintf(path, sizeof(path), "%s/%" PRIu32 "/mem", s->proc_root, pid);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		image = malloc(size);
-		if (fd >= 0 && image)
-			n = pread(fd, image, size, (off_t)e->start);
-		if (fd >= 0)
-			close(fd);
-	}
-	if (n != (ssize_t)size) {
-		free(image);
-		return plain_module(s, SYM_MOD_VDSO, "[vdso]", ret);
-	}
-	/* Every process of one ABI shares the same image: key by content. */
-	snprintf(key, sizeof(key), "v:%016" PRIx64 ":%zu", hash_bytes(image, size), size);
-	m = find_key(s, key);
-	if (!m) {
-		r = module_open_image(image, size, SYM_MOD_VDSO, "[vdso]", &m);
-		if (r == 0)
-			r = register_module(s, m, &m);
-		if (r == 0)
-			r = bind_key(s, key, m);
-		if (r < 0) {
-			free(image);
-			return r;
-		}
-	}
-	free(image);
-	*ret = m;
-	return 0;
-}
-
 /* ---- processes ---- */
-
-static int mapping_module(struct symbolizer *s, uint32_t pid, const struct pm_entry *e, struct module **ret)
-{
-	char key[PATH_MAX + 64], mf[PATH_MAX], root[PATH_MAX * 2];
-	const char *paths[3];
-
-	switch (e->kind) {
-	case PM_ANON:
-		*ret = s->anon;
-		return 0;
-	case PM_VDSO:
-		return vdso_module(s, pid, e, ret);
-	case PM_SPECIAL:
-		return plain_module(s, SYM_MOD_ANON, e->path, ret);
-	case PM_FILE:
-		break;
-	}
-	snprintf(key, sizeof(key), "f:%" PRIx32 ":%" PRIx32 ":%" PRIu64 ":%s", e->dev_major, e->dev_minor, e->inode,
-		 e->path);
-	/* map_files works for deleted files and across mount namespaces; the
-	 * process root covers containers; the plain path is the last resort. */
-	snprintf(mf, sizeof(mf), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, s->proc_root, pid, e->start, e->end);
-	snprintf(root, sizeof(root), "%s/%" PRIu32 "/root%s", s->proc_root, pid, e->path);
-	paths[0] = mf;
-	paths[1] = root;
-	paths[2] = e->path;
-	return file_module(s, key, paths, 3, e->path, ret);
-}
 
 static void maps_free(struct pmap *maps, size_t n)
 {
@@ -450,7 +103,7 @@ static int read_maps(struct symbolizer *s, uint32_t pid, struct pmap **ret_maps,
 		struct pmap *p = &maps[i];
 		struct module *m;
 
-		r = mapping_module(s, pid, e, &p->mod);
+		r = sym_mapping_module(s, pid, e, &p->mod);
 		if (r < 0)
 			goto out;
 		m = p->mod;
@@ -470,11 +123,13 @@ static int read_maps(struct symbolizer *s, uint32_t pid, struct pmap **ret_maps,
 			}
 			p->own_path = true;
 		}
-		if (e->kind == PM_FILE && m->nloads) {
+		if (e->kind == PM_FILE && module_facts(m) && module_facts(m)->nloads) {
 			/* How to reopen the file after the module was closed. */
 			m->seen_pid = pid;
 			m->seen_start = e->start;
 			m->seen_end = e->end;
+			m->seen_dev = makedev(e->dev_major, e->dev_minor);
+			m->seen_ino = e->inode;
 			m->reopen_failed = false;
 		}
 	}
@@ -745,36 +400,6 @@ const struct sym_module *symbolizer_main_module(struct symbolizer *s, uint32_t p
 	return p->main_mod ? &p->main_mod->pub : NULL;
 }
 
-int symbolizer_module_from_file(struct symbolizer *s, const char *path, const struct sym_module **ret)
-{
-	char key[PATH_MAX + 64];
-	struct module *m;
-	struct stat st;
-	int r;
-
-	if (!s || !path || !ret)
-		return -EINVAL;
-	if (stat(path, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode))
-		return -ENOEXEC;
-	snprintf(key, sizeof(key), "f:%" PRIx32 ":%" PRIx32 ":%" PRIu64 ":%s", (uint32_t)major(st.st_dev),
-		 (uint32_t)minor(st.st_dev), (uint64_t)st.st_ino, path);
-	m = find_key(s, key);
-	if (!m) {
-		r = module_open_file(&path, 1, path, &s->inflate, &m);
-		if (r < 0)
-			return r;
-		r = register_module(s, m, &m);
-		if (r == 0)
-			r = bind_key(s, key, m);
-		if (r < 0)
-			return r;
-	}
-	*ret = &m->pub;
-	return 0;
-}
-
 /* ---- kernel ---- */
 
 static int kernel_load(struct symbolizer *s)
@@ -840,7 +465,7 @@ static int kernel_frame(struct symbolizer *s, uint64_t addr, struct sym_frame *f
 /* Reads the kernel's GNU build id from /sys/kernel/notes (a raw note list). */
 static int kernel_build_id(struct module *m)
 {
-	static const char hex[] = "0123456789abcdef";
+	char hex[OBJ_BUILD_ID_HEX];
 	unsigned char buf[4096];
 	size_t off = 0, n;
 	FILE *f = fopen("/sys/kernel/notes", "re");
@@ -861,20 +486,10 @@ static int kernel_build_id(struct module *m)
 		desc_off = name_off + ((namesz + 3) & ~3u);
 		if (desc_off + descsz > n)
 			break;
-		if (type == 3 && namesz == 4 && memcmp(buf + name_off, "GNU", 4) == 0 && descsz && descsz <= 64) {
-			char *id = malloc(descsz * 2 + 1);
-
-			if (!id)
-				return -ENOMEM;
-			for (uint32_t i = 0; i < descsz; i++) {
-				id[2 * i] = hex[buf[desc_off + i] >> 4];
-				id[2 * i + 1] = hex[buf[desc_off + i] & 15];
-			}
-			id[descsz * 2] = 0;
-			free(m->build_id);
-			m->build_id = id;
-			m->pub.build_id = id;
-			return 0;
+		if (type == NT_GNU_BUILD_ID && namesz == 4 && memcmp(buf + name_off, "GNU", 4) == 0 && descsz &&
+		    descsz <= OBJ_BUILD_ID_MAX) {
+			build_id_to_hex(buf + desc_off, descsz, hex);
+			return module_set_build_id(m, hex);
 		}
 		off = desc_off + ((descsz + 3) & ~3u);
 	}
@@ -882,6 +497,15 @@ static int kernel_build_id(struct module *m)
 }
 
 /* ---- frames ---- */
+
+/* Bytes malloc has handed out, in the heap and in mmap'ed blocks. */
+static size_t heap_in_use(void)
+{
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+}
+
 
 static void copy_out(const struct fc_entry *e, struct sym_frame *frames, size_t max, size_t *ret_n,
 		     bool *ret_symbolized)
@@ -907,10 +531,10 @@ static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, st
 		return kernel_frame(s, addr, tmp, ret_n);
 	case SYM_MOD_ELF:
 	case SYM_MOD_VDSO:
-		r = module_ready(s, m);
+		r = sym_module_ready(s, m);
 		if (r <= 0)
 			return r;
-		module_touch(s, m);
+		sym_module_touch(s, m);
 		/* What libdw allocates for m (its session, inflated sections, line
 		 * tables and DIE caches) is measured as it grows, for the cap. */
 		heap = heap_in_use();
@@ -920,8 +544,8 @@ static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, st
 			m->heap_bytes += grown - heap;
 			s->open_heap += grown - heap;
 		}
-		module_sync(s, m);
-		enforce_open_caps(s, m);
+		sym_module_sync(s, m);
+		sym_enforce_open_caps(s, m);
 		/* At most once a second, drop the file pages lookups touched: a burst
 		 * of first lookups (a start-up, new binaries) must not pile up. */
 		now = clock_mono_ns();
@@ -1018,7 +642,8 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	s->kallsyms_path = strdup(kallsyms);
 	s->scratch = intern_new();
 	s->keys = intern_new();
-	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys)
+	s->objs = opts->objects ? objcache_ref(opts->objects) : objcache_shared();
+	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys || !s->objs)
 		goto fail;
 	if (opts->inflate_dir && opts->inflate_max_bytes) {
 		s->inflate.dir = strdup(opts->inflate_dir);
@@ -1031,13 +656,14 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 		goto fail;
 	if (strcmp(kallsyms, "/proc/kallsyms") == 0)
 		r = kernel_build_id(s->kernel);
-	if (r == 0)
-		r = add_module(s, s->kernel);
 	if (r < 0) {
 		module_free(s->kernel);
 		goto fail;
 	}
-	r = plain_module(s, SYM_MOD_ANON, "[anon]", &s->anon);
+	r = sym_add_module(s, s->kernel);
+	if (r < 0)
+		goto fail;
+	r = sym_plain_module(s, SYM_MOD_ANON, "[anon]", &s->anon);
 	if (r < 0)
 		goto fail;
 	*ret = s;
@@ -1058,9 +684,13 @@ void symbolizer_free(struct symbolizer *s)
 	while ((t = lru_tail(&s->gone)))
 		proc_drop(s, lru_entry(t, struct proc, link));
 	u64map_free(&s->procs);
-	for (uint32_t i = 0; i < s->nmods; i++)
+	for (uint32_t i = 0; i < s->nmods; i++) {
+		dwarf_ctx_free(s->mods[i]);
 		module_free(s->mods[i]);
+	}
 	free(s->mods);
+	u64map_free(&s->by_obj);
+	objcache_unref(s->objs);
 	free(s->by_key);
 	intern_free(s->keys);
 	intern_free(s->scratch);
@@ -1079,6 +709,7 @@ static size_t kallsyms_bytes(const struct kallsyms *k)
 
 void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *ret)
 {
+	struct objcache_stats os;
 	size_t bytes = sizeof(*s);
 
 	*ret = s->st;
@@ -1097,5 +728,7 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 	bytes += s->proc_bytes + u64map_mem_bytes(&s->procs);
 	bytes += s->mod_bytes + (size_t)s->mods_cap * sizeof(*s->mods) + (size_t)s->by_key_cap * sizeof(*s->by_key);
 	bytes += intern_mem_bytes(s->keys) + intern_mem_bytes(s->scratch) + kallsyms_bytes(s->ksyms);
+	objcache_get_stats(s->objs, &os);
+	bytes += os.bytes + u64map_mem_bytes(&s->by_obj);
 	ret->mem_bytes = bytes;
 }

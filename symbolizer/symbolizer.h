@@ -49,6 +49,8 @@ struct sym_frame {
 
 #define SYM_MAX_INLINE 16
 
+struct objcache;
+
 /* Caps bound the memory of a long-running symbolizer; 0 means the default.
  * Each is enforced with least-recently-used eviction. */
 struct symbolizer_opts {
@@ -66,6 +68,9 @@ struct symbolizer_opts {
 	 * once; NULL or 0: libdw inflates them in memory. */
 	const char *inflate_dir;
 	uint64_t inflate_max_bytes;
+	/* The object cache to take object files from; NULL: the process-wide
+	 * one, which the unwinder shares. */
+	struct objcache *objects;
 };
 
 struct symbolizer_stats {
@@ -85,9 +90,10 @@ struct symbolizer_stats {
 	uint64_t inflated_files;           /* inflated debug files made */
 	uint64_t inflate_fallbacks;        /* inflations that failed or did not fit */
 	uint64_t mem_bytes;                /* estimate of the heap held: caches, process maps,
-					    * module identities, and the open modules' measured
-					    * heap (symbol indexes, libdw state); mapped files
-					    * are not counted */
+					    * module identities, the object cache (shared with the
+					    * unwinder), and the open modules' measured heap
+					    * (symbol indexes, libdw state); mapped files are not
+					    * counted */
 	bool kernel_addrs_hidden;          /* kptr_restrict hid kallsyms addresses (known after
 					    * the first kernel resolve) */
 };

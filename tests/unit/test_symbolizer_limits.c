@@ -607,37 +607,6 @@ static void test_module_file_gone(void **state)
 	symbolizer_free(s);
 }
 
-struct child {
-	pid_t pid;
-	int fd; /* write end of its stdin: closing it ends the child */
-};
-
-static struct child spawn_waiter(const char *path)
-{
-	struct child c;
-	int p[2];
-
-	/* O_CLOEXEC: later children must not hold this child's stdin open. */
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
-	c.pid = fork();
-	assert_true(c.pid >= 0);
-	if (c.pid == 0) {
-		dup2(p[0], 0);
-		close(p[1]);
-		execl(path, path, "wait", (char *)NULL);
-		_exit(127);
-	}
-	close(p[0]);
-	c.fd = p[1];
-	return c;
-}
-
-static void reap(struct child *c)
-{
-	close(c->fd);
-	assert_int_equal(waitpid(c->pid, NULL, 0), c->pid);
-}
-
 /* Resolves fn_0 of variant v in live process pid (waiting for the exec). */
 static void resolve_in(struct symbolizer *s, pid_t pid, const struct variant *v, int n)
 {
@@ -691,7 +660,7 @@ static void test_process_churn(void **state)
 
 		resolve_in(s, c.pid, &vars[i % 2], i % 2);
 		assert_int_equal(stats(s).processes, base.processes + 1);
-		reap(&c);
+		reap_child(&c);
 		symbolizer_forget_process(s, (uint32_t)c.pid);
 		st = stats(s);
 		assert_int_equal(st.processes, base.processes);
@@ -734,7 +703,7 @@ static void test_process_cap(void **state)
 	assert_int_equal(stats(s).processes, 4);
 	assert_true(stats(s).process_evictions > st.process_evictions);
 	for (int i = 0; i < 10; i++) {
-		reap(&c[i]);
+		reap_child(&c[i]);
 		symbolizer_forget_process(s, (uint32_t)c[i].pid);
 	}
 	st = stats(s);

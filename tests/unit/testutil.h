@@ -1,5 +1,5 @@
-/* testutil.h: small helpers the unit tests share (gunzip a body, run a shell
- * command, capture stderr); static, so each test includes only this header. */
+/* testutil.h: small helpers the unit tests share (gunzip a body, run a shell command,
+ * capture stderr, a child that waits); static inline, so each test includes only this header. */
 #ifndef PROWL_TESTUTIL_H
 #define PROWL_TESTUTIL_H
 
@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,38 @@ static inline int count_substr(const char *hay, const char *needle)
 	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
 		n++;
 	return n;
+}
+
+/* A child running `path wait`: it reads its stdin until the test closes it. */
+struct child {
+	pid_t pid;
+	int fd; /* write end of its stdin: closing it ends the child */
+};
+
+static inline struct child spawn_waiter(const char *path)
+{
+	struct child c;
+	int p[2];
+
+	/* O_CLOEXEC: later children must not hold this child's stdin open. */
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	c.pid = fork();
+	assert_true(c.pid >= 0);
+	if (c.pid == 0) {
+		dup2(p[0], 0);
+		close(p[1]);
+		execl(path, path, "wait", (char *)NULL);
+		_exit(127);
+	}
+	close(p[0]);
+	c.fd = p[1];
+	return c;
+}
+
+static inline void reap_child(struct child *c)
+{
+	close(c->fd);
+	assert_int_equal(waitpid(c->pid, NULL, 0), c->pid);
 }
 
 #endif

@@ -2,9 +2,9 @@
  * zlib SHF_COMPRESSED sections inflated and a section header table pointing at them. */
 #include "inflate.h"
 
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -36,7 +36,11 @@ struct zsec {
 	uint64_t out_off;          /* where its inflated bytes go in the copy */
 };
 
+/* The input, read through libelf with ELF_C_READ: headers and each Chdr are
+ * read with pread() when asked for, nothing is mapped and no section's data
+ * is read whole. */
 struct elf_in {
+	Elf *elf;
 	bool is64;
 	union {
 		Elf64_Ehdr e64;
@@ -46,7 +50,7 @@ struct elf_in {
 	uint64_t shoff;
 	uint32_t shnum;            /* the real count (section 0's sh_size when e_shnum is 0) */
 	size_t shentsize;          /* == sizeof(Elf64_Shdr) or sizeof(Elf32_Shdr) */
-	uint8_t *shdrs;            /* shnum * shentsize bytes, as in the file */
+	uint8_t *shdrs;            /* shnum * shentsize bytes: the table to write */
 	struct zsec *z;
 	uint32_t nz, zalloc;
 };
@@ -94,24 +98,10 @@ static bool align_up(uint64_t *v, uint64_t align)
 	return true;
 }
 
-/* Section i's header, widened to Elf64_Shdr. */
-static void shdr_get(const struct elf_in *in, uint32_t i, Elf64_Shdr *sh)
+/* Section i's header. */
+static int shdr_get(const struct elf_in *in, uint32_t i, GElf_Shdr *sh)
 {
-	const uint8_t *p = in->shdrs + (size_t)i * in->shentsize;
-
-	if (in->is64) {
-		memcpy(sh, p, sizeof(*sh));
-	} else {
-		Elf32_Shdr s;
-
-		memcpy(&s, p, sizeof(s));
-		*sh = (Elf64_Shdr){
-			.sh_name = s.sh_name, .sh_type = s.sh_type, .sh_flags = s.sh_flags,
-			.sh_addr = s.sh_addr, .sh_offset = s.sh_offset, .sh_size = s.sh_size,
-			.sh_link = s.sh_link, .sh_info = s.sh_info, .sh_addralign = s.sh_addralign,
-			.sh_entsize = s.sh_entsize,
-		};
-	}
+	return gelf_getshdr(elf_getscn(in->elf, i), sh) ? 0 : -ENOEXEC;
 }
 
 /* Rewrites section i's header for its inflated copy; the values fit (checked
@@ -141,74 +131,77 @@ static void shdr_set_inflated(struct elf_in *in, const struct zsec *z)
 	}
 }
 
-/* Reads and checks the ELF header and the section header table. */
+/* The section count that section 0 holds when e_shnum is 0. */
+static uint64_t section0_count(const struct elf_in *in)
+{
+	Elf_Data *d = elf_getdata_rawchunk(in->elf, (int64_t)in->shoff, in->shentsize, ELF_T_SHDR);
+
+	if (!d || d->d_size < in->shentsize)
+		return 0;
+	return in->is64 ? ((const Elf64_Shdr *)d->d_buf)->sh_size : ((const Elf32_Shdr *)d->d_buf)->sh_size;
+}
+
+/* Checks the ELF header and copies it and the section header table (in the
+ * file's byte order, which is the native one) for writing them back. */
 static int read_headers(int fd, struct elf_in *in)
 {
-	unsigned char ident[EI_NIDENT];
-	uint64_t shnum, table;
-	uint16_t e_shnum;
-	size_t ehsize;
-	int r;
+	const char *ident;
+	size_t shnum, table;
+	GElf_Ehdr eh;
 
-	if (in->size < EI_NIDENT)
+	in->elf = elf_begin(fd, ELF_C_READ, NULL);
+	/* libelf refuses (NULL) a section header table outside the file. */
+	if (!in->elf || elf_kind(in->elf) != ELF_K_ELF || !gelf_getehdr(in->elf, &eh))
 		return -ENOEXEC;
-	r = pread_full(fd, ident, sizeof(ident), 0);
-	if (r < 0)
-		return r;
-	if (memcmp(ident, ELFMAG, SELFMAG) != 0 || ident[EI_DATA] != ELFDATA_NATIVE ||
-	    ident[EI_VERSION] != EV_CURRENT)
+	ident = elf_getident(in->elf, NULL);
+	if (!ident || ident[EI_DATA] != ELFDATA_NATIVE)
 		return -ENOEXEC;
-	if (ident[EI_CLASS] != ELFCLASS64 && ident[EI_CLASS] != ELFCLASS32)
-		return -ENOEXEC;
-	in->is64 = ident[EI_CLASS] == ELFCLASS64;
-	ehsize = in->is64 ? sizeof(in->eh.e64) : sizeof(in->eh.e32);
-	if (in->size < ehsize)
-		return -ENOEXEC;
-	r = pread_full(fd, &in->eh, ehsize, 0);
-	if (r < 0)
-		return r;
-	in->shoff = in->is64 ? in->eh.e64.e_shoff : in->eh.e32.e_shoff;
-	in->shentsize = in->is64 ? in->eh.e64.e_shentsize : in->eh.e32.e_shentsize;
-	e_shnum = in->is64 ? in->eh.e64.e_shnum : in->eh.e32.e_shnum;
+	in->is64 = gelf_getclass(in->elf) == ELFCLASS64;
+	in->shoff = eh.e_shoff;
+	in->shentsize = eh.e_shentsize;
 	if (in->shentsize != (in->is64 ? sizeof(Elf64_Shdr) : sizeof(Elf32_Shdr)))
 		return in->shoff ? -ENOEXEC : -ENODATA;
 	if (in->shoff == 0)
 		return -ENODATA; /* no section header table */
 	if (in->shoff > in->size || in->size - in->shoff < in->shentsize)
 		return -ENOEXEC;
-
-	shnum = e_shnum;
-	if (shnum == 0) {
-		/* More than SHN_LORESERVE sections: section 0's sh_size has the count. */
-		uint8_t buf[sizeof(Elf64_Shdr)];
-
-		r = pread_full(fd, buf, in->shentsize, in->shoff);
-		if (r < 0)
-			return r;
-		if (in->is64) {
-			Elf64_Shdr s;
-
-			memcpy(&s, buf, sizeof(s));
-			shnum = s.sh_size;
-		} else {
-			Elf32_Shdr s;
-
-			memcpy(&s, buf, sizeof(s));
-			shnum = s.sh_size;
-		}
-		if (shnum == 0)
-			return -ENODATA;
-	}
+	/* More than SHN_LORESERVE sections: libelf reads section 0's sh_size. A
+	 * table it finds cut off by the end of the file counts 0 sections. */
+	if (elf_getshdrnum(in->elf, &shnum) < 0)
+		return -ENOEXEC;
+	if (shnum == 0)
+		return eh.e_shnum || section0_count(in) ? -ENOEXEC : -ENODATA;
 	if (shnum > SHNUM_MAX)
 		return -ENOEXEC;
 	table = shnum * in->shentsize; /* no overflow: both are small */
-	if (table > in->size - in->shoff)
+	if (in->shoff > in->size || table > in->size - in->shoff)
 		return -ENOEXEC;
 	in->shnum = (uint32_t)shnum;
 	in->shdrs = malloc(table);
 	if (!in->shdrs)
 		return -ENOMEM;
-	return pread_full(fd, in->shdrs, table, in->shoff);
+	if (in->is64) {
+		Elf64_Ehdr *e = elf64_getehdr(in->elf);
+
+		if (!e)
+			return -ENOEXEC;
+		in->eh.e64 = *e;
+	} else {
+		Elf32_Ehdr *e = elf32_getehdr(in->elf);
+
+		if (!e)
+			return -ENOEXEC;
+		in->eh.e32 = *e;
+	}
+	for (uint32_t i = 0; i < in->shnum; i++) {
+		Elf_Scn *scn = elf_getscn(in->elf, i);
+		const void *sh = in->is64 ? (const void *)elf64_getshdr(scn) : (const void *)elf32_getshdr(scn);
+
+		if (!sh)
+			return -ENOEXEC;
+		memcpy(in->shdrs + (size_t)i * in->shentsize, sh, in->shentsize);
+	}
+	return 0;
 }
 
 static int zsec_add(struct elf_in *in, const struct zsec *z)
@@ -230,7 +223,7 @@ static int zsec_add(struct elf_in *in, const struct zsec *z)
 }
 
 /* Finds and checks the zlib-compressed sections; totals their inflated sizes. */
-static int find_zlib_sections(int fd, struct elf_in *in, uint64_t max_bytes)
+static int find_zlib_sections(struct elf_in *in, uint64_t max_bytes)
 {
 	size_t chdr_size = in->is64 ? sizeof(Elf64_Chdr) : sizeof(Elf32_Chdr);
 	uint64_t total = 0;
@@ -240,25 +233,27 @@ static int find_zlib_sections(int fd, struct elf_in *in, uint64_t max_bytes)
 	for (uint32_t i = 1; i < in->shnum; i++) {
 		struct zsec z = { .idx = i };
 		uint64_t type, bound;
-		Elf64_Shdr sh;
+		const void *chdr;
+		GElf_Shdr sh;
+		Elf_Data *d;
 
-		shdr_get(in, i, &sh);
+		r = shdr_get(in, i, &sh);
+		if (r < 0)
+			return r;
 		/* gABI: SHF_COMPRESSED never goes with SHF_ALLOC; leave such oddities alone. */
 		if (!(sh.sh_flags & SHF_COMPRESSED) || (sh.sh_flags & SHF_ALLOC) || sh.sh_type == SHT_NOBITS)
 			continue;
 		if (sh.sh_offset > in->size || sh.sh_size > in->size - sh.sh_offset || sh.sh_size < chdr_size)
 			return -EINVAL;
-		union {
-			Elf64_Chdr c64;
-			Elf32_Chdr c32;
-		} c;
-
-		r = pread_full(fd, &c, chdr_size, sh.sh_offset);
-		if (r < 0)
-			return r;
-		type = in->is64 ? c.c64.ch_type : c.c32.ch_type;
-		z.size = in->is64 ? c.c64.ch_size : c.c32.ch_size;
-		z.align = in->is64 ? c.c64.ch_addralign : c.c32.ch_addralign;
+		/* Only the Chdr, not the whole section (libelf's gelf_getchdr()
+		 * would read it all); converted to the native layout. */
+		d = elf_getdata_rawchunk(in->elf, (int64_t)sh.sh_offset, chdr_size, ELF_T_CHDR);
+		if (!d || d->d_size < chdr_size)
+			return -EINVAL;
+		chdr = d->d_buf;
+		type = in->is64 ? ((const Elf64_Chdr *)chdr)->ch_type : ((const Elf32_Chdr *)chdr)->ch_type;
+		z.size = in->is64 ? ((const Elf64_Chdr *)chdr)->ch_size : ((const Elf32_Chdr *)chdr)->ch_size;
+		z.align = in->is64 ? ((const Elf64_Chdr *)chdr)->ch_addralign : ((const Elf32_Chdr *)chdr)->ch_addralign;
 		if (type != ELFCOMPRESS_ZLIB)
 			continue; /* zstd or unknown: stays compressed */
 		if (z.align == 0)
@@ -471,12 +466,13 @@ int elf_inflate_debug(int src_fd, const char *dir, uint64_t max_bytes)
 		return -errno;
 	if (!S_ISREG(st.st_mode) || st.st_size < 0)
 		return -EINVAL;
+	elf_version(EV_CURRENT);
 	in.size = (uint64_t)st.st_size;
 
 	r = read_headers(src_fd, &in);
 	if (r < 0)
 		goto out;
-	r = find_zlib_sections(src_fd, &in, max_bytes);
+	r = find_zlib_sections(&in, max_bytes);
 	if (r < 0)
 		goto out;
 	r = plan_layout(&in, &shoff);
@@ -494,6 +490,8 @@ int elf_inflate_debug(int src_fd, const char *dir, uint64_t max_bytes)
 		fd = -1;
 	}
 out:
+	if (in.elf)
+		elf_end(in.elf);
 	free(in.shdrs);
 	free(in.z);
 	return r < 0 ? r : fd;

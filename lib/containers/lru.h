@@ -1,5 +1,5 @@
-/* lru.h: an intrusive circular doubly linked list used as an LRU order (head =
- * most recently used, tail = the next victim); every operation is O(1). */
+/* lru.h: an intrusive circular doubly linked list used as an LRU order (head = most
+ * recently used, tail = the next victim), O(1) each; for every bounded cache of prowl. */
 #ifndef PROWL_LRU_H
 #define PROWL_LRU_H
 

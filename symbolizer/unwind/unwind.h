@@ -1,7 +1,8 @@
-/* unwind.h: the user-space half of DWARF unwinding. Keeps the BPF unwinder's maps
- * right: builds each object's unwind table once (keyed by build id, shared by all
- * processes that map it), loads it into the rows array, and publishes each
- * process's executable mappings. Driven by events from BPF (unknown pid, unknown
+/* unwind.h: the user-space half of DWARF unwinding: loads each object's unwind table
+ * and each process's executable mappings into the BPF unwinder's maps.
+ *
+ * A table is built once per object of the object cache (objcache.h), shared by
+ * all processes that map it. Driven by events from BPF (unknown pid, unknown
  * pc, exec, exit); never rescans /proc on its own except a slow liveness sweep. */
 #ifndef PROWL_UNWIND_H
 #define PROWL_UNWIND_H
@@ -40,9 +41,13 @@ struct unwind_limit_names {
 	const char *rows, *maps, *procs;
 };
 
+struct objcache;
+
 struct unwinder_opts {
 	const char *proc_root;   /* "/proc" unless tests point elsewhere */
 	struct unwind_limit_names names;
+	struct objcache *objects; /* where object files come from; NULL: the process-wide
+				   * cache, which the symbolizer shares */
 };
 
 struct unwind_stats {

@@ -1,6 +1,5 @@
-/* unwind_table.h: compact x86_64 unwind tables from an object's DWARF call frame
- * information (.eh_frame, and .debug_frame where present) for the BPF unwinder.
- * Pure: reads an Elf, writes rows; no BPF and no /proc here. */
+/* unwind_table.h: an object's x86_64 unwind table for the BPF unwinder, built from the
+ * CFI (.eh_frame, .debug_frame) that cfi.c reads. Pure: reads an Elf, writes rows. */
 #ifndef PROWL_UNWIND_TABLE_H
 #define PROWL_UNWIND_TABLE_H
 

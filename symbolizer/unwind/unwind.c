@@ -1,9 +1,10 @@
 /* unwind.c: loads unwind tables and process mappings into the BPF unwinder's maps.
  *
- * Tables: one per object file, keyed by build id (and by device:inode, so a
- * file already seen is not even opened again). Rows live in one mmap'ed BPF
- * array; each table is a contiguous extent of it. A table nobody maps stays
- * loaded as a cache until its space is needed (least recently used first).
+ * Tables: one per object of the object cache (objcache.h: copies of a file are
+ * one object, and a file already seen is not even opened again). Rows live in
+ * one mmap'ed BPF array; each table is a contiguous extent of it. A table
+ * nobody maps stays loaded as a cache until its space is needed (least
+ * recently used first); then it is dropped with its reference to the object.
  * Processes: each known process has a contiguous, sorted extent of mapping
  * entries in a second mmap'ed array and an entry in the procs hash pointing at
  * it. A process is (re)loaded when BPF reports it unknown or reports a pc in no
@@ -11,11 +12,9 @@
  * short grace period before reuse, since a BPF program may still be reading. */
 #include "unwind.h"
 
-#include <elfutils/libdwelf.h>
 #include <errno.h>
 #include <sys/mman.h>
 #include <fcntl.h>
-#include <gelf.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,6 +22,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,7 +30,9 @@
 
 #include "intern.h"
 #include "clock.h"
+#include "extent.h"
 #include "log.h"
+#include "objcache.h"
 #include "procmaps.h"
 #include "u64map.h"
 #include "unwind_table.h"
@@ -42,163 +44,18 @@
 #define BACKOFF_MAX_NS    (8ull * 1000 * 1000 * 1000) /* ...doubling up to this */
 #define SWEEP_NS          (5ull * 1000 * 1000 * 1000) /* liveness sweep of known pids */
 
-/* ---- extents of the two arrays ---- */
-
-struct extent {
-	uint32_t start, len;
-	uint64_t freed_ns; /* limbo only */
-};
-
-struct space {
-	struct extent *free; /* sorted by start, coalesced */
-	size_t nfree, capfree;
-	struct extent *limbo;
-	size_t nlimbo, caplimbo;
-	uint64_t total, used;
-};
-
-static int space_init(struct space *s, uint32_t total)
-{
-	memset(s, 0, sizeof(*s));
-	s->free = malloc(sizeof(*s->free) * 16);
-	if (!s->free)
-		return -ENOMEM;
-	s->capfree = 16;
-	s->total = total;
-	if (total)
-		s->free[s->nfree++] = (struct extent){ 0, total, 0 };
-	return 0;
-}
-
-static void space_fini(struct space *s)
-{
-	free(s->free);
-	free(s->limbo);
-	memset(s, 0, sizeof(*s));
-}
-
-static int space_alloc(struct space *s, uint32_t len, uint32_t *ret)
-{
-	for (size_t i = 0; i < s->nfree; i++) {
-		if (s->free[i].len < len)
-			continue;
-		*ret = s->free[i].start;
-		s->free[i].start += len;
-		s->free[i].len -= len;
-		if (!s->free[i].len) {
-			memmove(&s->free[i], &s->free[i + 1], (s->nfree - i - 1) * sizeof(*s->free));
-			s->nfree--;
-		}
-		s->used += len;
-		return 0;
-	}
-	return -ENOSPC;
-}
-
-static int space_release(struct space *s, uint32_t start, uint32_t len)
-{
-	size_t i = 0;
-
-	while (i < s->nfree && s->free[i].start < start)
-		i++;
-	/* Merge with the previous and/or next free extent. */
-	if (i > 0 && s->free[i - 1].start + s->free[i - 1].len == start) {
-		s->free[i - 1].len += len;
-		if (i < s->nfree && start + len == s->free[i].start) {
-			s->free[i - 1].len += s->free[i].len;
-			memmove(&s->free[i], &s->free[i + 1], (s->nfree - i - 1) * sizeof(*s->free));
-			s->nfree--;
-		}
-	} else if (i < s->nfree && start + len == s->free[i].start) {
-		s->free[i].start = start;
-		s->free[i].len += len;
-	} else {
-		if (s->nfree == s->capfree) {
-			struct extent *v = realloc(s->free, 2 * s->capfree * sizeof(*v));
-
-			if (!v)
-				return -ENOMEM; /* the space is lost, not corrupted */
-			s->free = v;
-			s->capfree *= 2;
-		}
-		memmove(&s->free[i + 1], &s->free[i], (s->nfree - i) * sizeof(*s->free));
-		s->free[i] = (struct extent){ start, len, 0 };
-		s->nfree++;
-	}
-	s->used -= len;
-	return 0;
-}
-
-/* Frees an extent after the grace period. */
-static void space_defer(struct space *s, uint32_t start, uint32_t len)
-{
-	if (!len)
-		return;
-	if (s->nlimbo == s->caplimbo) {
-		size_t cap = s->caplimbo ? s->caplimbo * 2 : 16;
-		struct extent *v = realloc(s->limbo, cap * sizeof(*v));
-
-		if (!v) { /* no memory for the list: release now, the race is tiny */
-			space_release(s, start, len);
-			return;
-		}
-		s->limbo = v;
-		s->caplimbo = cap;
-	}
-	s->limbo[s->nlimbo++] = (struct extent){ start, len, clock_mono_ns() };
-}
-
-/* Releases limbo extents older than the grace period; with wait, sleeps until
- * all are. Returns how many were released. */
-static size_t space_reclaim(struct space *s, bool wait)
-{
-	uint64_t now = clock_mono_ns();
-	size_t j = 0, n = 0;
-
-	if (wait && s->nlimbo) {
-		uint64_t newest = 0;
-
-		for (size_t i = 0; i < s->nlimbo; i++)
-			if (s->limbo[i].freed_ns > newest)
-				newest = s->limbo[i].freed_ns;
-		if (newest + GRACE_NS > now) {
-			struct timespec ts = { 0, (long)(newest + GRACE_NS - now) };
-
-			nanosleep(&ts, NULL);
-		}
-		now = clock_mono_ns();
-	}
-	for (size_t i = 0; i < s->nlimbo; i++) {
-		if (s->limbo[i].freed_ns + GRACE_NS <= now) {
-			space_release(s, s->limbo[i].start, s->limbo[i].len);
-			n++;
-		} else {
-			s->limbo[j++] = s->limbo[i];
-		}
-	}
-	s->nlimbo = j;
-	return n;
-}
-
 /* ---- tables ---- */
 
 enum tstate { T_LOADED = 1, T_NO_CFI, T_FAILED };
 
-struct uw_load {
-	uint64_t vaddr, offset, filesz;
-	bool exec;
-};
-
 struct table {
-	char *path;             /* first path seen, for messages */
+	struct object *obj;     /* a reference */
 	enum tstate state;
 	bool capacity_fail;     /* T_FAILED for lack of rows: retried later */
 	uint32_t row_first, nrows;
 	uint64_t base;          /* ELF vaddr of row pc 0 */
 	uint32_t refs;          /* mapping entries of known processes */
 	uint64_t last_used_ns, failed_ns;
-	struct uw_load *loads;
-	size_t nloads;
 };
 
 struct uproc {
@@ -215,10 +72,10 @@ struct unwinder {
 	struct unwinder_opts opts;
 	struct unwinder_maps m;
 	char *proc_root;
-	struct space rows, maps;
-	struct intern *keys;         /* "i:dev:ino", "b:buildid", "vdso" -> key id */
-	struct table **by_key;       /* key id -> table */
-	size_t by_key_cap;
+	struct extent_space rows, maps;
+	struct objcache *objs;       /* where object files come from (shared with the symbolizer) */
+	struct u64map by_obj;        /* object id -> table */
+	struct table *vdso;          /* the vdso's table (NULL: not found yet) */
 	struct table **tables;       /* every table, for eviction */
 	size_t ntables, captables;
 	struct u64map procs;         /* pid -> struct uproc * */
@@ -259,10 +116,11 @@ int unwinder_new(const struct unwinder_opts *opts, const struct unwinder_maps *m
 	u->opts = *opts;
 	u->m = *maps;
 	u->proc_root = strdup(opts->proc_root ? opts->proc_root : "/proc");
-	u->keys = intern_new();
-	if (!u->proc_root || !u->keys)
+	u->objs = opts->objects ? objcache_ref(opts->objects) : objcache_shared();
+	if (!u->proc_root || !u->objs)
 		goto fail;
-	if ((r = space_init(&u->rows, maps->max_rows)) < 0 || (r = space_init(&u->maps, maps->max_maps)) < 0)
+	if ((r = extent_init(&u->rows, maps->max_rows, GRACE_NS)) < 0 ||
+	    (r = extent_init(&u->maps, maps->max_maps, GRACE_NS)) < 0)
 		goto fail;
 	u->st.rows_capacity = maps->max_rows;
 	u->st.maps_capacity = maps->max_maps;
@@ -276,12 +134,11 @@ fail:
 	return r;
 }
 
-static void table_free(struct table *t)
+static void table_free(struct unwinder *u, struct table *t)
 {
 	if (!t)
 		return;
-	free(t->path);
-	free(t->loads);
+	object_unref(u->objs, t->obj);
 	free(t);
 }
 
@@ -307,107 +164,43 @@ void unwinder_free(struct unwinder *u)
 	u64map_free(&u->pending);
 	u64map_free(&u->failed);
 	for (size_t i = 0; i < u->ntables; i++)
-		table_free(u->tables[i]);
+		table_free(u, u->tables[i]);
 	free(u->tables);
-	free(u->by_key);
-	intern_free(u->keys);
-	space_fini(&u->rows);
-	space_fini(&u->maps);
+	u64map_free(&u->by_obj);
+	objcache_unref(u->objs);
+	extent_fini(&u->rows);
+	extent_fini(&u->maps);
 	free(u->proc_root);
 	free(u);
 }
 
-static int read_loads(Elf *elf, struct table *t)
-{
-	size_t phnum = 0;
-
-	if (elf_getphdrnum(elf, &phnum) < 0 || phnum == 0 || phnum > 4096)
-		return -EINVAL;
-	t->loads = calloc(phnum, sizeof(*t->loads));
-	if (!t->loads)
-		return -ENOMEM;
-	for (size_t i = 0; i < phnum; i++) {
-		GElf_Phdr ph;
-
-		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
-			continue;
-		t->loads[t->nloads++] = (struct uw_load){ ph.p_vaddr, ph.p_offset, ph.p_filesz, ph.p_flags & PF_X };
-	}
-	return t->nloads ? 0 : -EINVAL;
-}
-
-/* runtime pc - bias = ELF vaddr, for a mapping of this object at map_start
- * with file offset map_offset. */
-static bool table_bias(const struct table *t, uint64_t map_start, uint64_t map_offset, uint64_t *ret)
-{
-	const struct uw_load *best = NULL;
-
-	for (size_t i = 0; i < t->nloads; i++) {
-		const struct uw_load *l = &t->loads[i];
-
-		if (map_offset < (l->offset & ~0xfffull) || map_offset >= l->offset + l->filesz)
-			continue;
-		if (!best || (l->exec && !best->exec))
-			best = l;
-	}
-	if (!best)
-		return false;
-	*ret = map_start - map_offset + best->offset - best->vaddr;
-	return true;
-}
-
-static int set_key(struct unwinder *u, const char *key, struct table *t)
-{
-	uint32_t id;
-	int r = intern_put_str(u->keys, key, &id);
-
-	if (r < 0)
-		return r;
-	if (id >= u->by_key_cap) {
-		size_t cap = u->by_key_cap ? u->by_key_cap : 64;
-		struct table **v;
-
-		while (cap <= id)
-			cap *= 2;
-		v = realloc(u->by_key, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		memset(v + u->by_key_cap, 0, (cap - u->by_key_cap) * sizeof(*v));
-		u->by_key = v;
-		u->by_key_cap = cap;
-	}
-	u->by_key[id] = t;
-	return 0;
-}
-
-static struct table *get_key(struct unwinder *u, const char *key)
-{
-	uint32_t id = intern_find(u->keys, key, strlen(key));
-
-	return id && id < u->by_key_cap ? u->by_key[id] : NULL;
-}
-
-/* Drops the least recently used table that no process maps. */
+/* Drops the least recently used table that no process maps, and with it the
+ * unwinder's reference to its object (a process mapping it again brings both
+ * back). */
 static bool evict_one(struct unwinder *u)
 {
 	struct table *victim = NULL;
+	size_t at = 0;
 
 	for (size_t i = 0; i < u->ntables; i++) {
 		struct table *t = u->tables[i];
 
-		if (t->state == T_LOADED && !t->refs && (!victim || t->last_used_ns < victim->last_used_ns))
+		if (t->state == T_LOADED && !t->refs && (!victim || t->last_used_ns < victim->last_used_ns)) {
 			victim = t;
+			at = i;
+		}
 	}
 	if (!victim)
 		return false;
-	space_defer(&u->rows, victim->row_first, victim->nrows);
-	victim->state = T_FAILED; /* rebuilt on next use */
-	victim->capacity_fail = true;
-	victim->failed_ns = 0;
-	victim->nrows = 0;
+	extent_defer(&u->rows, victim->row_first, victim->nrows);
 	u->st.tables_evicted++;
 	u->st.tables--;
-	log_debug("unwind: evicted the table of %s (unused) to make room", victim->path);
+	log_debug("unwind: evicted the table of %s (unused) to make room", victim->obj->path);
+	u->tables[at] = u->tables[--u->ntables];
+	u64map_del(&u->by_obj, victim->obj->id);
+	if (u->vdso == victim)
+		u->vdso = NULL;
+	table_free(u, victim);
 	return true;
 }
 
@@ -423,15 +216,15 @@ static void table_store(struct unwinder *u, struct table *t, const struct unwind
 	/* BPF's binary search takes at most 25 steps: 32M rows per table. */
 	if (ut->n > u->m.max_rows || ut->n > (1u << 25))
 		goto full;
-	space_reclaim(&u->rows, false);
-	while (space_alloc(&u->rows, (uint32_t)ut->n, &first) < 0) {
-		if (space_reclaim(&u->rows, true))
+	extent_reclaim(&u->rows, false);
+	while (extent_alloc(&u->rows, (uint32_t)ut->n, &first) < 0) {
+		if (extent_reclaim(&u->rows, true))
 			continue;
 		if (!evict_one(u))
 			goto full;
 	}
 	if (map_window_write(u->m.rows_fd, sizeof(*ut->rows), first, ut->rows, ut->n) < 0) {
-		space_release(&u->rows, first, (uint32_t)ut->n);
+		extent_release(&u->rows, first, (uint32_t)ut->n);
 		t->state = T_FAILED;
 		t->failed_ns = clock_mono_ns();
 		u->st.table_build_errors++;
@@ -453,71 +246,59 @@ full:
 		u->logged_rows_full = true;
 		log_warn("unwind table space is full (%" PRIu32 " rows): %s needs %zu rows; its frames are unwound with "
 			 "frame pointers and marked truncated. Raise %s to avoid this",
-			 u->m.max_rows, t->path, ut->n, u->opts.names.rows ?: "the unwind row limit");
+			 u->m.max_rows, t->obj->path, ut->n, u->opts.names.rows ?: "the unwind row limit");
 	}
 }
 
-/* Opens a mapped file: map_files works across mount namespaces and for
- * deleted files; the path under the process's root is the fallback. */
-static Elf *open_mapped(struct unwinder *u, uint32_t pid, const struct pm_entry *e, int *ret_fd)
-{
-	char path[4200];
-	Elf *elf;
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, u->proc_root, pid, e->start, e->end);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0 && e->path) {
-		snprintf(path, sizeof(path), "%s/%" PRIu32 "/root%s", u->proc_root, pid, e->path);
-		fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	}
-	if (fd < 0)
-		return NULL;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF) {
-		if (elf)
-			elf_end(elf);
-		close(fd);
-		return NULL;
-	}
-	*ret_fd = fd;
-	return elf;
-}
-
-static struct table *table_new(struct unwinder *u, const char *path)
+/* A new table for object o, taking its reference (given back on failure). */
+static struct table *table_new(struct unwinder *u, struct object *o)
 {
 	struct table *t = calloc(1, sizeof(*t));
 
-	if (!t)
-		return NULL;
-	t->path = strdup(path ? path : "?");
-	if (!t->path) {
-		free(t);
+	if (!t) {
+		object_unref(u->objs, o);
 		return NULL;
 	}
+	t->obj = o;
 	if (u->ntables == u->captables) {
 		size_t cap = u->captables ? u->captables * 2 : 64;
 		struct table **v = realloc(u->tables, cap * sizeof(*v));
 
 		if (!v) {
-			table_free(t);
+			table_free(u, t);
 			return NULL;
 		}
 		u->tables = v;
 		u->captables = cap;
 	}
+	if (u64map_put(&u->by_obj, o->id, (uint64_t)(uintptr_t)t) < 0) {
+		table_free(u, t);
+		return NULL;
+	}
 	u->tables[u->ntables++] = t;
 	return t;
 }
 
-/* Builds t's rows from elf (and reads its loads if not known yet). */
+/* The table of object o, whose reference it takes (or gives back when the
+ * table already holds one). */
+static struct table *table_of(struct unwinder *u, struct object *o)
+{
+	uint64_t v;
+
+	if (!u64map_get(&u->by_obj, o->id, &v))
+		return table_new(u, o);
+	object_unref(u->objs, o);
+	return (struct table *)(uintptr_t)v;
+}
+
+/* Builds t's rows from elf. */
 static void table_build(struct unwinder *u, struct table *t, Elf *elf)
 {
 	struct unwind_table ut;
 	uint64_t t0 = clock_mono_ns(), dt;
 	int r;
 
-	if (!t->loads && read_loads(elf, t) < 0) {
+	if (!t->obj->f.nloads) {
 		t->state = T_NO_CFI;
 		return;
 	}
@@ -528,13 +309,13 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf)
 		u->st.table_build_errors++;
 		t->state = r == -ENOMEM ? T_FAILED : T_NO_CFI;
 		t->failed_ns = clock_mono_ns();
-		log_debug("unwind: no table for %s: %s", t->path, strerror(-r));
+		log_debug("unwind: no table for %s: %s", t->obj->path, strerror(-r));
 		return;
 	}
 	u->st.tables_built++;
 	table_store(u, t, &ut);
 	log_debug("unwind: table for %s: %zu rows (%zu KiB), %u FDEs, %u rows BPF cannot use, built in %.2f ms%s",
-		  t->path, ut.n, unwind_table_bytes(&ut) / 1024, ut.st.fdes, ut.st.rows_bad, dt / 1e6,
+		  t->obj->path, ut.n, unwind_table_bytes(&ut) / 1024, ut.st.fdes, ut.st.rows_bad, dt / 1e6,
 		  t->state == T_LOADED ? "" : " (not loaded)");
 	unwind_table_free(&ut);
 }
@@ -542,25 +323,22 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf)
 /* The vdso is the same image in every 64-bit process: use this process's. */
 static struct table *vdso_table(struct unwinder *u)
 {
-	struct table *t = get_key(u, "vdso");
 	unsigned long base;
+	struct object *o;
+	struct table *t;
 	size_t size = 0;
 	FILE *f;
 	char line[512];
 	Elf *elf;
 
-	if (t)
-		return t;
-	t = table_new(u, "[vdso]");
-	if (!t || set_key(u, "vdso", t) < 0)
-		return NULL;
-	t->state = T_NO_CFI;
+	if (u->vdso)
+		return u->vdso;
 	base = getauxval(AT_SYSINFO_EHDR);
 	f = fopen("/proc/self/maps", "re");
 	if (!base || !f) {
 		if (f)
 			fclose(f);
-		return t;
+		return NULL;
 	}
 	while (fgets(line, sizeof(line), f)) {
 		unsigned long s, e;
@@ -571,56 +349,48 @@ static struct table *vdso_table(struct unwinder *u)
 		}
 	}
 	fclose(f);
-	if (!size)
-		return t;
-	elf = elf_memory((char *)base, size);
-	if (elf) {
-		table_build(u, t, elf);
-		elf_end(elf);
+	if (!size || objcache_get_image(u->objs, (const void *)base, size, &o) < 0)
+		return NULL;
+	t = table_of(u, o);
+	if (!t)
+		return NULL;
+	if (!t->state) {
+		t->state = T_NO_CFI;
+		elf = elf_memory((char *)base, size);
+		if (elf) {
+			table_build(u, t, elf);
+			elf_end(elf);
+		}
 	}
+	u->vdso = t;
 	return t;
+}
+
+/* Whether t is to be built (again): new, or its rows did not fit a while ago. */
+static bool table_wanted(const struct table *t)
+{
+	return !t->state || (t->state == T_FAILED && t->capacity_fail && clock_mono_ns() - t->failed_ns >= RETRY_NS);
 }
 
 static struct table *file_table(struct unwinder *u, uint32_t pid, const struct pm_entry *e)
 {
-	char ikey[96], bkey[2 * 64 + 3];
+	struct obj_source src = {
+		.proc_root = u->proc_root, .pid = pid, .start = e->start, .end = e->end,
+		.dev = makedev(e->dev_major, e->dev_minor), .ino = e->inode, .path = e->path,
+	};
+	struct obj_file file;
+	struct object *o;
 	struct table *t;
-	const void *id = NULL;
-	ssize_t idlen;
-	Elf *elf;
-	int fd = -1;
 
-	snprintf(ikey, sizeof(ikey), "i:%" PRIx32 ":%" PRIx32 ":%" PRIu64, e->dev_major, e->dev_minor, e->inode);
-	t = e->inode ? get_key(u, ikey) : NULL;
-	if (t && !(t->state == T_FAILED && t->capacity_fail && clock_mono_ns() - t->failed_ns >= RETRY_NS))
-		return t;
-	elf = open_mapped(u, pid, e, &fd);
-	if (!elf)
-		return t; /* NULL: mapped with frame pointers */
-	if (!t) {
-		idlen = dwelf_elf_gnu_build_id(elf, &id);
-		bkey[0] = 0;
-		if (idlen > 0 && idlen <= 64) {
-			strcpy(bkey, "b:");
-			for (ssize_t i = 0; i < idlen; i++)
-				snprintf(bkey + 2 + 2 * i, 3, "%02x", ((const uint8_t *)id)[i]);
-			t = get_key(u, bkey);
-		}
-		if (!t) {
-			t = table_new(u, e->path);
-			if (!t)
-				goto out;
-			if (bkey[0] && set_key(u, bkey, t) < 0)
-				goto out;
-		}
-		if (e->inode && set_key(u, ikey, t) < 0)
-			goto out;
+	if (objcache_get(u->objs, &src, &o, &file) < 0)
+		return NULL; /* mapped with frame pointers */
+	t = table_of(u, o);
+	if (t && table_wanted(t)) {
+		/* The file is open when the cache had to read it; else open it now. */
+		if (file.elf || objcache_open(u->objs, t->obj, &src, &file) == 0)
+			table_build(u, t, file.elf);
 	}
-	if (!t->state || (t->state == T_FAILED && t->capacity_fail && clock_mono_ns() - t->failed_ns >= RETRY_NS))
-		table_build(u, t, elf);
-out:
-	elf_end(elf);
-	close(fd);
+	obj_file_close(&file);
 	return t;
 }
 
@@ -666,7 +436,7 @@ static void proc_release(struct unwinder *u, struct uproc *p)
 	p->tables = NULL;
 	p->ntables = 0;
 	if (p->map_count) {
-		space_defer(&u->maps, p->map_first, p->map_count);
+		extent_defer(&u->maps, p->map_first, p->map_count);
 		p->map_count = 0;
 	}
 }
@@ -796,6 +566,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 	for (size_t i = 0; i < pm.n; i++) {
 		const struct pm_entry *e = &pm.v[i];
 		struct prowl_unwind_map *m = &ents[i];
+		const struct obj_load *l;
 		struct table *t = NULL;
 		uint64_t bias;
 
@@ -810,7 +581,9 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 			continue;
 		if (t->state == T_FAILED) {
 			m->kind = PROWL_MAP_NO_TABLE;
-		} else if (t->state == T_LOADED && table_bias(t, e->start, e->kind == PM_VDSO ? 0 : e->offset, &bias)) {
+		} else if (t->state == T_LOADED &&
+			   (l = obj_load_at(&t->obj->f, e->kind == PM_VDSO ? 0 : e->offset))) {
+			bias = obj_load_bias(l, e->start, e->kind == PM_VDSO ? 0 : e->offset);
 			m->kind = PROWL_MAP_TABLE;
 			m->bias = bias + t->base;
 			m->row_first = t->row_first;
@@ -821,23 +594,23 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 			t->last_used_ns = now;
 		}
 	}
-	space_reclaim(&u->maps, false);
-	r = space_alloc(&u->maps, (uint32_t)pm.n, &first);
-	if (r < 0 && space_reclaim(&u->maps, true))
-		r = space_alloc(&u->maps, (uint32_t)pm.n, &first);
+	extent_reclaim(&u->maps, false);
+	r = extent_alloc(&u->maps, (uint32_t)pm.n, &first);
+	if (r < 0 && extent_reclaim(&u->maps, true))
+		r = extent_alloc(&u->maps, (uint32_t)pm.n, &first);
 	if (r < 0) {
 		note_capacity(u, pid, false);
 		goto undo;
 	}
 	r = map_window_write(u->m.maps_fd, sizeof(*ents), first, ents, pm.n);
 	if (r < 0) {
-		space_release(&u->maps, first, (uint32_t)pm.n);
+		extent_release(&u->maps, first, (uint32_t)pm.n);
 		goto undo;
 	}
 	val = (struct prowl_unwind_proc){ first, (uint32_t)pm.n };
 	if (bpf_map_update_elem(u->m.procs_fd, &pid, &val, BPF_ANY) < 0) {
 		r = -errno;
-		space_release(&u->maps, first, (uint32_t)pm.n);
+		extent_release(&u->maps, first, (uint32_t)pm.n);
 		if (r == -E2BIG || r == -ENOMEM || r == -ENOSPC)
 			note_capacity(u, pid, true);
 		goto undo;
@@ -848,7 +621,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 			/* Published but not tracked: take it back. */
 			free(p);
 			bpf_map_delete_elem(u->m.procs_fd, &pid);
-			space_defer(&u->maps, first, (uint32_t)pm.n);
+			extent_defer(&u->maps, first, (uint32_t)pm.n);
 			r = -ENOMEM;
 			goto undo;
 		}
@@ -968,8 +741,8 @@ void unwinder_work(struct unwinder *u)
 	}
 	if (now >= u->next_sweep_ns) {
 		sweep(u);
-		space_reclaim(&u->rows, false);
-		space_reclaim(&u->maps, false);
+		extent_reclaim(&u->rows, false);
+		extent_reclaim(&u->maps, false);
 		u->next_sweep_ns = now + SWEEP_NS;
 	}
 }

@@ -1,5 +1,5 @@
-/* intern.h: an interning table that maps byte strings to dense ids 1..n.
- * Used for strings, functions, locations, stacks and label sets alike. */
+/* intern.h: an interning table that maps byte strings to dense ids 1..n, one of the
+ * containers every stage shares: strings, functions, stacks, label sets, keys. */
 #ifndef PROWL_INTERN_H
 #define PROWL_INTERN_H
 

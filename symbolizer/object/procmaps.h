@@ -1,5 +1,5 @@
-/* procmaps.h: parses /proc/PID/maps text into a sorted array of mappings.
- * Pure parsing over a FILE (fmemopen works in tests); no other /proc access. */
+/* procmaps.h: parses /proc/PID/maps text into a sorted array of mappings, which name
+ * the object files the object layer opens. Pure parsing over a FILE; no other /proc access. */
 #ifndef PROWL_PROCMAPS_H
 #define PROWL_PROCMAPS_H
 

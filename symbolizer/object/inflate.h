@@ -1,4 +1,4 @@
-/* inflate.h: copies an ELF file into an unnamed temporary file with its zlib-compressed
+/* inflate.h: copies an object file into an unnamed temporary file with its zlib-compressed
  * (SHF_COMPRESSED) sections stored inflated, so libdw maps them instead of heap-copying. */
 #ifndef PROWL_INFLATE_H
 #define PROWL_INFLATE_H

@@ -1,5 +1,5 @@
-/* u64map.h: a small open-addressing hash map from 64-bit keys to 64-bit values.
- * Used for pid -> process and address -> cached frames; deletion keeps probes short. */
+/* u64map.h: a small open-addressing hash map from 64-bit keys to 64-bit values (pids,
+ * object ids, hashed keys -> pointers), one of the containers every stage shares. */
 #ifndef PROWL_U64MAP_H
 #define PROWL_U64MAP_H
 

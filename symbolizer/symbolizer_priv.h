@@ -1,0 +1,68 @@
+/* symbolizer_priv.h: the symbolizer's state, shared by its two halves: symbolizer.c
+ * (processes, kernel, frames) and modules.c (the modules and their open state). */
+#ifndef PROWL_SYMBOLIZER_PRIV_H
+#define PROWL_SYMBOLIZER_PRIV_H
+
+#include "elf_module.h"
+#include "frame_cache.h"
+#include "intern.h"
+#include "kallsyms.h"
+#include "lru.h"
+#include "objcache.h"
+#include "procmaps.h"
+#include "symbolizer.h"
+#include "u64map.h"
+
+/* malloc's own per-allocation overhead, for the memory estimate. */
+#define MALLOC_OVERHEAD 16
+/* Symbolization drops the file pages lookups touched at most this often. */
+#define RELEASE_INTERVAL_NS (1000ull * 1000 * 1000)
+
+struct symbolizer {
+	char *proc_root, *kallsyms_path;
+	struct intern *scratch;   /* strings of the symbolizer_frames() call under way */
+	struct objcache *objs;    /* where object files come from (shared with the unwinder) */
+	struct u64map by_obj;     /* object id -> module (not owned) */
+	struct intern *keys;      /* keys of modules without an object: "s:name", "f:dev:ino:path" */
+	struct module **by_key;   /* key id -> module (not owned) */
+	uint32_t by_key_cap;
+	struct module **mods;     /* id - 1 -> module (owned) */
+	uint32_t nmods, mods_cap;
+	struct u64map procs;      /* pid -> struct proc * */
+	struct lru_link live, gone;
+	uint32_t nlive, ngone;
+	struct lru_link open;     /* modules holding ELF/DWARF state */
+	uint32_t nopen;
+	struct module *kernel, *anon;
+	struct kallsyms *ksyms;
+	bool ksyms_tried;
+	struct frame_cache frames;
+	uint32_t max_modules, max_processes, max_gone;
+	size_t max_module_heap, open_heap; /* cap on, and sum of, open modules' heap_bytes */
+	uint64_t released_ns;              /* last symbolizer_release_pages() */
+	struct inflate_budget inflate;
+	size_t proc_bytes, mod_bytes;
+	struct symbolizer_stats st;
+};
+
+/* ---- modules.c ---- */
+
+/* Gives m its id; s owns it from now on (frees it at once on failure). */
+int sym_add_module(struct symbolizer *s, struct module *m);
+/* The module of one executable mapping of pid. */
+int sym_mapping_module(struct symbolizer *s, uint32_t pid, const struct pm_entry *e, struct module **ret);
+/* The pseudo module named path (kernel-style "[name]" mappings, "[anon]"). */
+int sym_plain_module(struct symbolizer *s, enum sym_module_kind kind, const char *path, struct module **ret);
+/* Makes a closed module usable again: 1 when it is, 0 when its file is gone
+ * (fallback names then), -ENOMEM. */
+int sym_module_ready(struct symbolizer *s, struct module *m);
+/* Marks m as just used: first in the LRU of open modules, then applies the
+ * caps to the others. */
+void sym_module_touch(struct symbolizer *s, struct module *m);
+/* Takes m off the open LRU when it no longer holds heavy state. */
+void sym_module_sync(struct symbolizer *s, struct module *m);
+/* Closes the least recently used modules other than keep while more than
+ * max_modules are open or they hold more than max_module_heap. */
+void sym_enforce_open_caps(struct symbolizer *s, struct module *keep);
+
+#endif
