@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "escape.h"
 #include "parse.h"
 #include "unwind.h"
 
@@ -1408,23 +1409,6 @@ fail:
 	return r;
 }
 
-/* A YAML double-quoted scalar. */
-static void print_quoted(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; s && *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20 || ch == 0x7f)
-			fprintf(f, "\\x%02x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 static void print_value(FILE *f, const struct agent_config *c, const struct key_def *k)
 {
 	const void *p = cfield(c, k);
@@ -1451,7 +1435,7 @@ static void print_value(FILE *f, const struct agent_config *c, const struct key_
 		fputs(k->names[*(const int *)p], f);
 		break;
 	case K_SECRET:
-		print_quoted(f, *(char *const *)p ? "***" : "");
+		escape_json(f, *(char *const *)p ? "***" : "");
 		break;
 	case K_RULES:
 		rules_config_print(&c->recording_rules, f);
@@ -1461,11 +1445,11 @@ static void print_value(FILE *f, const struct agent_config *c, const struct key_
 			fputs(" {}", f);
 		for (size_t i = 0; i < c->nlabels; i++) {
 			fprintf(f, "\n  %s: ", c->labels[i].name);
-			print_quoted(f, c->labels[i].value);
+			escape_json(f, c->labels[i].value);
 		}
 		return;
 	default:
-		print_quoted(f, *(char *const *)p);
+		escape_json(f, *(char *const *)p);
 		break;
 	}
 }
@@ -1491,7 +1475,7 @@ void agent_config_print(const struct agent_config *c, FILE *f)
 	fputs("# prowl agent: effective configuration (flags > environment > file > defaults)\n", f);
 	if (c->config_path) {
 		fputs("# config file: ", f);
-		print_quoted(f, c->config_path);
+		escape_json(f, c->config_path);
 		fputc('\n', f);
 	}
 	for (size_t i = 0; i < NKEYS; i++) {
