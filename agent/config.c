@@ -18,6 +18,7 @@
 #include "escape.h"
 #include "parse.h"
 #include "unwind.h"
+#include "url.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -404,56 +405,6 @@ static bool valid_address(const char *s)
 	return !strpbrk(s, " /") && parse_port(colon + 1);
 }
 
-/* Checks an exporter URL; returns NULL or why it is wrong. */
-static const char *url_problem(const char *s)
-{
-	const char *host, *end, *port = NULL;
-
-	if (strncasecmp(s, "http://", 7) == 0)
-		host = s + 7;
-	else if (strncasecmp(s, "https://", 8) == 0)
-		host = s + 8;
-	else
-		return "use http:// or https:// followed by a host, e.g. https://profiles.example.com";
-	if (strchr(s, ' '))
-		return "it must not contain spaces";
-	if (strpbrk(s, "?#"))
-		return "give the base URL, without a query or fragment";
-	end = host + strcspn(host, "/");
-	if (memchr(host, '@', (size_t)(end - host)))
-		return "do not put credentials in the URL: use basic_user and basic_password";
-	if (*host == '[') {
-		const char *rb = memchr(host, ']', (size_t)(end - host));
-
-		if (!rb || rb == host + 1)
-			return "the IPv6 host must be written [address]";
-		if (rb + 1 < end) {
-			if (rb[1] != ':')
-				return "use http:// or https:// followed by a host, e.g. https://profiles.example.com";
-			port = rb + 2;
-		}
-	} else {
-		const char *colon = memchr(host, ':', (size_t)(end - host));
-
-		if (colon)
-			port = colon + 1;
-		if ((colon ? colon : end) == host)
-			return "the URL has no host: use e.g. http://127.0.0.1:4040";
-	}
-	if (port) {
-		char buf[8];
-		size_t n = (size_t)(end - port);
-
-		if (n == 0 || n >= sizeof(buf))
-			return "the port must be a number from 1 to 65535";
-		memcpy(buf, port, n);
-		buf[n] = 0;
-		if (!parse_port(buf))
-			return "the port must be a number from 1 to 65535";
-	}
-	return NULL;
-}
-
 /* Adds one static label, or replaces the value of one of that name. */
 static int label_set(struct load *l, const struct origin *o, const char *name, const char *value)
 {
@@ -617,12 +568,15 @@ static int set_value(struct load *l, const struct key_def *k, const char *s, con
 					 "invalid value: at most %d bytes, without control characters or newlines",
 					 MAX_STRING_BYTES);
 		if (k->type == K_URL && len) {
-			const char *why = url_problem(s);
+			const char *why;
+			int r = url_check_base(s, &why);
 
+			if (r == -ENOMEM)
+				return log_error_errno(r, "cannot load the configuration");
 			/* A URL with credentials in it is not echoed back. */
-			if (why && strchr(s, '@'))
+			if (r < 0 && strchr(s, '@'))
 				return cfg_error(l, o, k->path, true, "invalid URL: %s", why);
-			if (why)
+			if (r < 0)
 				return cfg_error(l, o, k->path, false, "invalid URL '%s': %s", s, why);
 			while (len > 0 && s[len - 1] == '/')
 				len--;
