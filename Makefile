@@ -75,9 +75,11 @@ $(O)/obj/agent/analyse/html.o: agent/analyse/flame.html
 $(O)/prowl: $(O)/obj/agent/main.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# A unit test may name extra link flags in a "/* LINK: ... */" line (e.g. --wrap).
 $(O)/tests/%: tests/unit/%.c $(LIB_OBJS) $(PROTO_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS) -lcmocka \
+		$$(sed -n 's|^/\* *LINK: *\(.*\) *\*/|\1|p' $<)
 
 # Benchmark programs that link the agent's stages (tests/bench/*.c).
 $(O)/bench/%: tests/bench/%.c $(LIB_OBJS) $(PROTO_HDRS)

@@ -16,6 +16,7 @@
 #include <yaml.h>
 
 #include "escape.h"
+#include "netaddr.h"
 #include "parse.h"
 #include "unwind.h"
 #include "url.h"
@@ -205,7 +206,7 @@ const char agent_config_usage[] =
 	"      --otlp-url URL         export to an OTLP/HTTP endpoint at URL\n"
 	"      --parca-url URL        export to Parca at URL\n"
 	"      --metrics-address ADDR serve Prometheus metrics on host:port (default\n"
-	"                             127.0.0.1:9464)\n"
+	"                             127.0.0.1:9464; :PORT is every interface, IPv6 and IPv4)\n"
 	"      --no-metrics           no metrics endpoint\n"
 	"      --log-level LEVEL      error, warn, info or debug (default info)\n"
 	"      --log-format FMT       logfmt, json or plain (default logfmt)\n"
@@ -377,32 +378,6 @@ static bool parse_bool(const char *s, bool *ret)
 		}
 	}
 	return false;
-}
-
-static bool parse_port(const char *s)
-{
-	uint64_t v;
-
-	return parse_u64_range(s, 1, 65535, &v) == 0;
-}
-
-/* host:port, [v6]:port or :port. */
-static bool valid_address(const char *s)
-{
-	const char *colon;
-
-	if (*s == '[') {
-		const char *end = strchr(s, ']');
-
-		if (!end || end == s + 1 || end[1] != ':')
-			return false;
-		colon = end + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon || memchr(s, ':', (size_t)(colon - s)))
-			return false;
-	}
-	return !strpbrk(s, " /") && parse_port(colon + 1);
 }
 
 /* Adds one static label, or replaces the value of one of that name. */
@@ -581,10 +556,13 @@ static int set_value(struct load *l, const struct key_def *k, const char *s, con
 			while (len > 0 && s[len - 1] == '/')
 				len--;
 		}
-		if (k->type == K_ADDRESS && !valid_address(s))
-			return cfg_error(l, o, k->path, false,
-					 "invalid address '%s': use host:port, e.g. 127.0.0.1:9464, [::1]:9464 "
-					 "or :9464 (all interfaces)", s);
+		if (k->type == K_ADDRESS) {
+			struct netaddr na;
+			const char *why;
+
+			if (netaddr_parse(s, &na, &why) < 0)
+				return cfg_error(l, o, k->path, false, "invalid address '%s': %s", s, why);
+		}
 		if (k == find_key("state_dir") && !len)
 			return cfg_error(l, o, k->path, false, "the state directory must not be empty");
 		if (len) {

@@ -875,26 +875,6 @@ static void test_bad_args(void **state)
 
 /* ---- exporter tests ---- */
 
-static struct profile *make_profile(int64_t count)
-{
-	struct prof_frame fr = { .function = "main", .file = "app.c", .line = 3 };
-	struct prof_label_in lab = { .key = "process_name", .str = "app" };
-	struct profile *p = profile_new();
-	uint32_t map, loc, ls;
-
-	assert_non_null(p);
-	profile_set_period(p, 10000000);
-	profile_set_time(p, 1700000000000000000LL, 10000000000LL);
-	if (!count)
-		return p;
-	assert_int_equal(profile_mapping(p, &(struct prof_mapping_in){ .key = 1, .start = 0x1000, .limit = 0x2000,
-				.filename = "/bin/app", .is_main = true }, &map), 0);
-	assert_int_equal(profile_add_location(p, map, 0x1100, &fr, 1, true, &loc), 0);
-	assert_int_equal(profile_labelset(p, &lab, 1, &ls), 0);
-	assert_int_equal(profile_add_sample(p, ls, &loc, 1, count), 0);
-	return p;
-}
-
 struct fixture {
 	struct profile *prof[3];
 	struct export_series series[3];
@@ -922,9 +902,9 @@ static const struct series_label labels_c[] = {
 static void fixture_init(struct fixture *f)
 {
 	memset(f, 0, sizeof(*f));
-	f->prof[0] = make_profile(5);
-	f->prof[1] = make_profile(0); /* no samples: skipped */
-	f->prof[2] = make_profile(7);
+	f->prof[0] = test_profile(5);
+	f->prof[1] = test_profile(0); /* no samples: skipped */
+	f->prof[2] = test_profile(7);
 	f->series[0] = (struct export_series){ labels_a, 5, f->prof[0] };
 	f->series[1] = (struct export_series){ labels_c, 1, f->prof[1] };
 	f->series[2] = (struct export_series){ labels_b, 3, f->prof[2] };
