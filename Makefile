@@ -34,7 +34,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
 WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools check-cfi
+.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools check-cfi mutation
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -139,6 +139,11 @@ BINDIR     ?= $(PREFIX)/bin
 DOCDIR     ?= $(PREFIX)/share/doc/prowl
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR ?= /etc
+
+# Mutation check (not part of `make test`): breaks five chosen lines one at a time in a
+# scratch copy; the tests that cover each must fail. See docs/testing.md.
+mutation: tools
+	tests/mutation.sh
 
 install: all
 	install -D -m 0755 $(O)/prowl $(DESTDIR)$(BINDIR)/prowl
