@@ -18,24 +18,27 @@ run_unit() { # $1 = build dir
 	echo "== unit tests ($1)"
 	for t in "$1"/tests/test_*; do
 		[ -x "$t" ] || continue
-		out=$("$t" 2>&1)
+		out=$(PPROF="$PWD/$1/tools/pprof" "$t" 2>&1)
 		rc=$?
 		n_ok=$(grep -c '^\[       OK \]' <<<"$out")
 		n_bad=$(grep -c '^\[  FAILED  \] [a-z_]' <<<"$out")
-		n_skip=$(grep -c '^\[  SKIPPED \] [a-z_]' <<<"$out")
+		# cmocka prints "[  SKIPPED ] name" when the test skips and again in its summary.
+		n_skip=$(grep -E '^\[  SKIPPED \] [a-z_]' <<<"$out" | sort -u | grep -c .)
 		if [ $rc -ne 0 ] && [ "$n_bad" -eq 0 ]; then n_bad=1; fi
 		passed=$((passed + n_ok))
 		failed=$((failed + n_bad))
 		skipped=$((skipped + n_skip))
 		# A skip's reason is the "skipped: ..." line (testutil.h's skip_because) before it.
 		reason=""
+		running=""
 		while IFS= read -r line; do
 			case "$line" in
+			"[ RUN      ] "*) running=${line#\[ RUN      \] } ;;
 			"skipped: "*) reason=${line#skipped: } ;;
-			"[  SKIPPED ] "*)
-				name=${line#\[  SKIPPED \] }
-				skips+=("$1/$(basename "$t"):$name: ${reason:-no reason given (use skip_because)}")
-				reason="" ;;
+			"[  SKIPPED ] $running")
+				skips+=("$1/$(basename "$t"):$running: ${reason:-no reason given (use skip_because)}")
+				reason=""
+				running="" ;;
 			esac
 		done <<<"$out"
 		if [ $rc -ne 0 ]; then
@@ -56,8 +59,8 @@ run_e2e() { # $1 = build dir, $2 = "quick" to skip the long captures
 		failures+=("$1/e2e (not root)")
 		return
 	fi
-	# -rs: pytest names each skipped test and its reason in its short summary.
-	PROWL_TEST_BUILD="$1" PROWL_TEST_QUICK=$quick /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider \
+	# -rfEs: pytest's short summary names each failure, error and skip (with its reason).
+	PROWL_TEST_BUILD="$1" PROWL_TEST_QUICK=$quick /usr/bin/python3 -m pytest -q -rfEs -p no:cacheprovider \
 		tests/e2e 2>&1 | tee "$log"
 	line=$(grep -E '(passed|failed|error|skipped|no tests ran)' "$log" | tail -1)
 	p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)
