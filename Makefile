@@ -34,7 +34,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
 WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools check-cfi
+.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools check-cfi mutation
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -75,9 +75,11 @@ $(O)/obj/agent/analyse/html.o: agent/analyse/flame.html
 $(O)/prowl: $(O)/obj/agent/main.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+# A unit test may name extra link flags in a "/* LINK: ... */" line (e.g. --wrap).
 $(O)/tests/%: tests/unit/%.c $(LIB_OBJS) $(PROTO_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS) -lcmocka \
+		$$(sed -n 's|^/\* *LINK: *\(.*\) *\*/|\1|p' $<)
 
 # Benchmark programs that link the agent's stages (tests/bench/*.c).
 $(O)/bench/%: tests/bench/%.c $(LIB_OBJS) $(PROTO_HDRS)
@@ -137,6 +139,11 @@ BINDIR     ?= $(PREFIX)/bin
 DOCDIR     ?= $(PREFIX)/share/doc/prowl
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR ?= /etc
+
+# Mutation check (not part of `make test`): breaks five chosen lines one at a time in a
+# scratch copy; the tests that cover each must fail. See docs/testing.md.
+mutation: tools
+	tests/mutation.sh
 
 install: all
 	install -D -m 0755 $(O)/prowl $(DESTDIR)$(BINDIR)/prowl

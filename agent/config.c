@@ -15,8 +15,11 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "escape.h"
+#include "netaddr.h"
 #include "parse.h"
 #include "unwind.h"
+#include "url.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -203,7 +206,7 @@ const char agent_config_usage[] =
 	"      --otlp-url URL         export to an OTLP/HTTP endpoint at URL\n"
 	"      --parca-url URL        export to Parca at URL\n"
 	"      --metrics-address ADDR serve Prometheus metrics on host:port (default\n"
-	"                             127.0.0.1:9464)\n"
+	"                             127.0.0.1:9464; :PORT is every interface, IPv6 and IPv4)\n"
 	"      --no-metrics           no metrics endpoint\n"
 	"      --log-level LEVEL      error, warn, info or debug (default info)\n"
 	"      --log-format FMT       logfmt, json or plain (default logfmt)\n"
@@ -377,82 +380,6 @@ static bool parse_bool(const char *s, bool *ret)
 	return false;
 }
 
-static bool parse_port(const char *s)
-{
-	uint64_t v;
-
-	return parse_u64_range(s, 1, 65535, &v) == 0;
-}
-
-/* host:port, [v6]:port or :port. */
-static bool valid_address(const char *s)
-{
-	const char *colon;
-
-	if (*s == '[') {
-		const char *end = strchr(s, ']');
-
-		if (!end || end == s + 1 || end[1] != ':')
-			return false;
-		colon = end + 1;
-	} else {
-		colon = strrchr(s, ':');
-		if (!colon || memchr(s, ':', (size_t)(colon - s)))
-			return false;
-	}
-	return !strpbrk(s, " /") && parse_port(colon + 1);
-}
-
-/* Checks an exporter URL; returns NULL or why it is wrong. */
-static const char *url_problem(const char *s)
-{
-	const char *host, *end, *port = NULL;
-
-	if (strncasecmp(s, "http://", 7) == 0)
-		host = s + 7;
-	else if (strncasecmp(s, "https://", 8) == 0)
-		host = s + 8;
-	else
-		return "use http:// or https:// followed by a host, e.g. https://profiles.example.com";
-	if (strchr(s, ' '))
-		return "it must not contain spaces";
-	if (strpbrk(s, "?#"))
-		return "give the base URL, without a query or fragment";
-	end = host + strcspn(host, "/");
-	if (memchr(host, '@', (size_t)(end - host)))
-		return "do not put credentials in the URL: use basic_user and basic_password";
-	if (*host == '[') {
-		const char *rb = memchr(host, ']', (size_t)(end - host));
-
-		if (!rb || rb == host + 1)
-			return "the IPv6 host must be written [address]";
-		if (rb + 1 < end) {
-			if (rb[1] != ':')
-				return "use http:// or https:// followed by a host, e.g. https://profiles.example.com";
-			port = rb + 2;
-		}
-	} else {
-		const char *colon = memchr(host, ':', (size_t)(end - host));
-
-		if (colon)
-			port = colon + 1;
-		if ((colon ? colon : end) == host)
-			return "the URL has no host: use e.g. http://127.0.0.1:4040";
-	}
-	if (port) {
-		char buf[8];
-		size_t n = (size_t)(end - port);
-
-		if (n == 0 || n >= sizeof(buf))
-			return "the port must be a number from 1 to 65535";
-		memcpy(buf, port, n);
-		buf[n] = 0;
-		if (!parse_port(buf))
-			return "the port must be a number from 1 to 65535";
-	}
-	return NULL;
-}
-
 /* Adds one static label, or replaces the value of one of that name. */
 static int label_set(struct load *l, const struct origin *o, const char *name, const char *value)
 {
@@ -616,20 +543,26 @@ static int set_value(struct load *l, const struct key_def *k, const char *s, con
 					 "invalid value: at most %d bytes, without control characters or newlines",
 					 MAX_STRING_BYTES);
 		if (k->type == K_URL && len) {
-			const char *why = url_problem(s);
+			const char *why;
+			int r = url_check_base(s, &why);
 
+			if (r == -ENOMEM)
+				return log_error_errno(r, "cannot load the configuration");
 			/* A URL with credentials in it is not echoed back. */
-			if (why && strchr(s, '@'))
+			if (r < 0 && strchr(s, '@'))
 				return cfg_error(l, o, k->path, true, "invalid URL: %s", why);
-			if (why)
+			if (r < 0)
 				return cfg_error(l, o, k->path, false, "invalid URL '%s': %s", s, why);
 			while (len > 0 && s[len - 1] == '/')
 				len--;
 		}
-		if (k->type == K_ADDRESS && !valid_address(s))
-			return cfg_error(l, o, k->path, false,
-					 "invalid address '%s': use host:port, e.g. 127.0.0.1:9464, [::1]:9464 "
-					 "or :9464 (all interfaces)", s);
+		if (k->type == K_ADDRESS) {
+			struct netaddr na;
+			const char *why;
+
+			if (netaddr_parse(s, &na, &why) < 0)
+				return cfg_error(l, o, k->path, false, "invalid address '%s': %s", s, why);
+		}
 		if (k == find_key("state_dir") && !len)
 			return cfg_error(l, o, k->path, false, "the state directory must not be empty");
 		if (len) {
@@ -1408,23 +1341,6 @@ fail:
 	return r;
 }
 
-/* A YAML double-quoted scalar. */
-static void print_quoted(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; s && *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-
-		if (ch == '"' || ch == '\\')
-			fprintf(f, "\\%c", ch);
-		else if (ch < 0x20 || ch == 0x7f)
-			fprintf(f, "\\x%02x", ch);
-		else
-			fputc(ch, f);
-	}
-	fputc('"', f);
-}
-
 static void print_value(FILE *f, const struct agent_config *c, const struct key_def *k)
 {
 	const void *p = cfield(c, k);
@@ -1451,7 +1367,7 @@ static void print_value(FILE *f, const struct agent_config *c, const struct key_
 		fputs(k->names[*(const int *)p], f);
 		break;
 	case K_SECRET:
-		print_quoted(f, *(char *const *)p ? "***" : "");
+		escape_json(f, *(char *const *)p ? "***" : "");
 		break;
 	case K_RULES:
 		rules_config_print(&c->recording_rules, f);
@@ -1461,11 +1377,11 @@ static void print_value(FILE *f, const struct agent_config *c, const struct key_
 			fputs(" {}", f);
 		for (size_t i = 0; i < c->nlabels; i++) {
 			fprintf(f, "\n  %s: ", c->labels[i].name);
-			print_quoted(f, c->labels[i].value);
+			escape_json(f, c->labels[i].value);
 		}
 		return;
 	default:
-		print_quoted(f, *(char *const *)p);
+		escape_json(f, *(char *const *)p);
 		break;
 	}
 }
@@ -1491,7 +1407,7 @@ void agent_config_print(const struct agent_config *c, FILE *f)
 	fputs("# prowl agent: effective configuration (flags > environment > file > defaults)\n", f);
 	if (c->config_path) {
 		fputs("# config file: ", f);
-		print_quoted(f, c->config_path);
+		escape_json(f, c->config_path);
 		fputc('\n', f);
 	}
 	for (size_t i = 0; i < NKEYS; i++) {

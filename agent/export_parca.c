@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "encode.h"
+#include "escape.h"
 #include "export_http.h"
 #include "log.h"
 #include "sender.h"
@@ -18,82 +19,6 @@
  * name, so prowl's profiles appear next to (and compare with) the agent's. */
 #define PROFILE_NAME    "parca_agent_cpu"
 #define WRITERAW_PATH   "/api/profiles/writeraw"
-
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 if it is not valid. */
-static size_t utf8_len(const unsigned char *s)
-{
-	unsigned char c = s[0];
-	size_t n;
-	uint32_t cp;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf) {
-		n = 2;
-		cp = c & 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		n = 3;
-		cp = c & 0x0f;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		n = 4;
-		cp = c & 0x07;
-	} else {
-		return 0;
-	}
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0; /* also stops at the terminating NUL */
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-	    (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return n;
-}
-
-/* Writes s as a JSON string; invalid UTF-8 bytes become U+FFFD. */
-static void put_json_string(FILE *f, const char *str)
-{
-	const unsigned char *s = (const unsigned char *)str;
-
-	fputc('"', f);
-	while (*s) {
-		size_t n;
-
-		switch (*s) {
-		case '"':
-			fputs("\\\"", f);
-			break;
-		case '\\':
-			fputs("\\\\", f);
-			break;
-		case '\n':
-			fputs("\\n", f);
-			break;
-		case '\r':
-			fputs("\\r", f);
-			break;
-		case '\t':
-			fputs("\\t", f);
-			break;
-		default:
-			if (*s < 0x20) {
-				fprintf(f, "\\u%04x", *s);
-				break;
-			}
-			n = utf8_len(s);
-			if (n == 0) {
-				fputs("\\ufffd", f);
-				break;
-			}
-			fwrite(s, 1, n, f);
-			s += n;
-			continue;
-		}
-		s++;
-	}
-	fputc('"', f);
-}
 
 /* Standard base64 with padding (RFC 4648 section 4). */
 static void put_base64(FILE *f, const uint8_t *p, size_t len)
@@ -122,9 +47,9 @@ static void put_label(FILE *f, bool first, const char *name, const char *value)
 	if (!first)
 		fputc(',', f);
 	fputs("{\"name\":", f);
-	put_json_string(f, name);
+	escape_json(f, name);
 	fputs(",\"value\":", f);
-	put_json_string(f, value);
+	escape_json(f, value);
 	fputc('}', f);
 }
 

@@ -14,6 +14,7 @@
 #include "log.h"
 #include "pyroscope_push.pb-c.h"
 #include "sender.h"
+#include "url.h"
 
 /* Pyroscope's name for CPU profiles (profile type process_cpu:cpu:nanoseconds:cpu:nanoseconds). */
 #define PROFILE_NAME    "process_cpu"
@@ -68,19 +69,6 @@ static bool is_digit(unsigned char c)
 	return c >= '0' && c <= '9';
 }
 
-/* Percent-encodes all but RFC 3986 unreserved characters. */
-static void put_url_escaped(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (is_alpha(c) || is_digit(c) || c == '-' || c == '.' || c == '_' || c == '~')
-			fputc(c, f);
-		else
-			fprintf(f, "%%%02X", c);
-	}
-}
-
 /* The ingest key "app{k=v,...}" has no escape syntax: a label name may only hold
  * [A-Za-z0-9_] (not starting with a digit) and '{', '}' and ',' would end a name
  * or a value early, so such characters become '_'. */
@@ -105,7 +93,7 @@ static void put_key_value(FILE *f, const char *s)
 static int ingest_path(const struct export_series *s, const struct export_batch *b, char **ret)
 {
 	int64_t from = b->start_unix_ns / 1000000000, until = (b->end_unix_ns + 999999999) / 1000000000;
-	char *key = NULL, *path = NULL;
+	char *key = NULL, *path = NULL, *esc = NULL;
 	size_t keylen = 0, pathlen = 0;
 	bool first = true;
 	FILE *f;
@@ -140,16 +128,18 @@ static int ingest_path(const struct export_series *s, const struct export_batch 
 		free(key);
 		return -ENOMEM;
 	}
-	fputs(INGEST_PATH "?name=", f);
-	put_url_escaped(f, key);
+	esc = url_escape(key);
+	fprintf(f, INGEST_PATH "?name=%s", esc ? esc : "");
 	fprintf(f, "&from=%" PRId64 "&until=%" PRId64 "&format=pprof&spyName=prowl", from, until);
 	if (b->period_ns > 0)
 		fprintf(f, "&sampleRate=%" PRId64, (1000000000 + b->period_ns / 2) / b->period_ns);
 	free(key);
-	if (fclose(f) != 0) {
+	if (fclose(f) != 0 || !esc) {
+		free(esc);
 		free(path);
 		return -ENOMEM;
 	}
+	free(esc);
 	*ret = path;
 	return 0;
 }

@@ -1,20 +1,19 @@
-/* metrics.c: serves /metrics and /healthz with libmicrohttpd; the agent supplies
- * the renderers, this file only does HTTP and address parsing. */
+/* metrics.c: serves /metrics and /healthz with libmicrohttpd on a socket from
+ * netaddr.c; the agent supplies the renderers, this file only does HTTP. */
 #include "metrics.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
-#include "parse.h"
+#include "netaddr.h"
 
 /* Idle connections are closed after CONN_TIMEOUT_S, so that clients that connect
  * and send nothing cannot hold the endpoint; CONN_LIMIT connections at once, at most
@@ -27,13 +26,13 @@
  * per connection), then one line that says how many were left out. */
 #define LOG_BURST        10u
 #define LOG_WINDOW_NS    (60ull * 1000000000ull)
+#define LISTEN_BACKLOG   64
 
 struct metrics_server {
 	struct MHD_Daemon *d;
 	metrics_render_fn render;
 	metrics_health_fn health;
 	void *ctx;
-	unsigned int port;
 	pthread_mutex_t log_lock;
 	uint64_t log_window_start;
 	unsigned int log_count, log_skipped;
@@ -126,85 +125,43 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 		     strcmp(url, "/metrics") == 0 ? "text/plain; version=0.0.4; charset=utf-8" : "text/plain", body, len);
 }
 
-/* Parses "HOST:PORT", "[V6]:PORT" or ":PORT" into a socket address. */
-static int parse_address(const char *addr, struct sockaddr_storage *ss, socklen_t *len)
-{
-	char host[128];
-	const char *colon;
-	uint64_t port;
-
-	if (addr[0] == '[') {
-		const char *end = strchr(addr, ']');
-
-		if (!end || end[1] != ':' || (size_t)(end - addr - 1) >= sizeof(host))
-			return -EINVAL;
-		memcpy(host, addr + 1, end - addr - 1);
-		host[end - addr - 1] = 0;
-		colon = end + 1;
-	} else {
-		colon = strrchr(addr, ':');
-		if (!colon || (size_t)(colon - addr) >= sizeof(host))
-			return -EINVAL;
-		memcpy(host, addr, colon - addr);
-		host[colon - addr] = 0;
-	}
-	if (parse_u64_range(colon + 1, 0, 65535, &port) < 0)
-		return -EINVAL;
-	memset(ss, 0, sizeof(*ss));
-	if (!host[0] || strchr(host, ':') == NULL) {
-		struct sockaddr_in *in = (struct sockaddr_in *)ss;
-
-		in->sin_family = AF_INET;
-		in->sin_port = htons(port);
-		if (!host[0])
-			in->sin_addr.s_addr = htonl(INADDR_ANY);
-		else if (strcmp(host, "localhost") == 0)
-			in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-		else if (inet_pton(AF_INET, host, &in->sin_addr) != 1)
-			return -EINVAL;
-		*len = sizeof(*in);
-	} else {
-		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-
-		in6->sin6_family = AF_INET6;
-		in6->sin6_port = htons(port);
-		if (inet_pton(AF_INET6, host, &in6->sin6_addr) != 1)
-			return -EINVAL;
-		*len = sizeof(*in6);
-	}
-	return 0;
-}
-
 int metrics_server_start(const char *address, metrics_render_fn render, metrics_health_fn health, void *ctx,
 			 struct metrics_server **ret)
 {
 	struct metrics_server *m;
-	struct sockaddr_storage ss;
-	socklen_t len;
-	const union MHD_DaemonInfo *info;
-	unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
+	struct netaddr na;
+	const char *why;
+	int fd;
 
-	if (parse_address(address, &ss, &len) < 0) {
-		log_error("invalid metrics address '%s': use HOST:PORT, e.g. 127.0.0.1:9464", address);
+	/* The parser the configuration check uses: what --check accepts starts here. */
+	if (netaddr_parse(address, &na, &why) < 0) {
+		log_error("invalid metrics address '%s': %s", address, why);
 		return -EINVAL;
 	}
+	fd = netaddr_listen(&na, LISTEN_BACKLOG);
+	if (fd < 0) {
+		log_error("cannot serve metrics on %s: %s: choose another metrics address or disable metrics", address,
+			  strerror(-fd));
+		return fd;
+	}
 	m = calloc(1, sizeof(*m));
-	if (!m)
+	if (!m) {
+		close(fd);
 		return -ENOMEM;
+	}
 	m->render = render;
 	m->health = health;
 	m->ctx = ctx;
 	pthread_mutex_init(&m->log_lock, NULL);
 	m->log_window_start = clock_mono_ns();
-	if (ss.ss_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
-	/* The logger first: libmicrohttpd uses its own for options before it. */
-	m->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m,
-				MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, CONN_LIMIT,
-				MHD_OPTION_PER_IP_CONNECTION_LIMIT, CONN_PER_IP, MHD_OPTION_CONNECTION_TIMEOUT,
-				CONN_TIMEOUT_S, MHD_OPTION_END);
+	/* The logger first: libmicrohttpd uses its own for options before it. It owns fd
+	 * from here on, and closes it on failure too. */
+	m->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+				handle, m, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, m, MHD_OPTION_LISTEN_SOCKET, fd,
+				MHD_OPTION_CONNECTION_LIMIT, CONN_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT, CONN_PER_IP,
+				MHD_OPTION_CONNECTION_TIMEOUT, CONN_TIMEOUT_S, MHD_OPTION_END);
 	if (!m->d) {
-		int e = errno ? errno : EADDRINUSE;
+		int e = errno ? errno : ENOMEM;
 
 		pthread_mutex_destroy(&m->log_lock);
 		free(m);
@@ -212,13 +169,9 @@ int metrics_server_start(const char *address, metrics_render_fn render, metrics_
 			  address, strerror(e));
 		return -e;
 	}
-	info = MHD_get_daemon_info(m->d, MHD_DAEMON_INFO_BIND_PORT);
-	m->port = info ? info->port : 0;
 	*ret = m;
 	return 0;
 }
-
-unsigned int metrics_server_port(const struct metrics_server *m) { return m->port; }
 
 void metrics_server_stop(struct metrics_server *m)
 {

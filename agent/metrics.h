@@ -13,11 +13,11 @@ typedef void (*metrics_render_fn)(void *ctx, FILE *f);
 /* Returns true when healthy; may write a reason to f. */
 typedef bool (*metrics_health_fn)(void *ctx, FILE *f);
 
-/* address is "HOST:PORT", "[V6]:PORT" or ":PORT" (all addresses). Logs one line
- * and returns -errno on failure. Port 0 picks a free port (see metrics_server_port). */
+/* address is parsed by netaddr_parse() (netaddr.h), as the configuration check does:
+ * "HOST:PORT", "[V6]:PORT" or ":PORT" (every interface, IPv6 and IPv4). Logs one line
+ * and returns -errno on failure. */
 int metrics_server_start(const char *address, metrics_render_fn render, metrics_health_fn health, void *ctx,
 			 struct metrics_server **ret);
-unsigned int metrics_server_port(const struct metrics_server *m);
 void metrics_server_stop(struct metrics_server *m); /* accepts NULL */
 
 /* Helpers for renderers: one metric with HELP and TYPE lines. */

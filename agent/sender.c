@@ -16,6 +16,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "url.h"
 
 #ifndef PROWL_VERSION
 #define PROWL_VERSION "0.0.0"
@@ -342,11 +343,18 @@ static enum outcome attempt_once(struct sender *s, const struct sender_request *
 	long code = 0;
 	CURLcode rc;
 	bool oom;
+	int r;
 
 	*ret_retry_after_ms = 0;
 	hdrs = build_headers(s, req, &oom);
-	if (oom || asprintf(&url, "%s%s", s->t.url, req->path) < 0) {
-		url = NULL;
+	r = oom ? -ENOMEM : url_join(s->t.url, req->path, &url);
+	if (r == -EINVAL) {
+		log_error("%s: POST %.*s failed: libcurl cannot make a URL of it", s->name, path_len_for_log(req->path),
+			  req->path);
+		o = OUT_FAILED;
+		goto out;
+	}
+	if (r < 0) {
 		snprintf(what, sizeof(what), "out of memory");
 		o = OUT_RETRY;
 		goto retry;

@@ -3,6 +3,7 @@
 #include "series.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include "aggregate.h"
 #include "ingest.h"
 #include "intern.h"
+#include "log.h"
 #include "symbolizer.h"
 #include "u64map.h"
 
@@ -352,6 +354,9 @@ static int proc_for(struct series_table *t, const struct prowl_sample *s, struct
 		free(p);
 		return r;
 	}
+	/* The name is the process's own choice (prctl): the logger escapes it. */
+	log_debug("process %" PRIu32 " (%.*s) goes to the series of service_name=%s", s->pid, PROWL_COMM_LEN,
+		  p->pcomm, t->series[p->series].labels[0].value /* labels[0] is service_name */);
 	p->last_window = t->window;
 	*ret = p;
 	return 0;

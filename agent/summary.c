@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "aggregate.h"
-#include "printable.h"
+#include "escape.h"
 
 #define TOP_N 10
 

@@ -1,4 +1,4 @@
-/* log.c: leveled one-line messages on stderr.
+/* log.c: leveled one-line messages on stderr, always valid UTF-8 (escape.c).
  * Errors returned as -errno anywhere in prowl are turned into words here. */
 #include "log.h"
 
@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+#include "escape.h"
 
 static enum log_level cur_level = LOG_LVL_INFO;
 static enum log_format cur_format = LOG_FMT_PLAIN;
@@ -38,25 +40,6 @@ int log_format_from_string(const char *s, enum log_format *ret)
 	return -EINVAL;
 }
 
-/* Writes s as the body of a double-quoted string, escaping for logfmt/JSON. */
-static void put_quoted(FILE *f, const char *s)
-{
-	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			fprintf(f, "\\%c", c);
-		else if (c == '\n')
-			fputs("\\n", f);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
-		else
-			fputc(c, f);
-	}
-	fputc('"', f);
-}
-
 void log_set_level(enum log_level lvl) { cur_level = lvl; }
 enum log_level log_get_level(void) { return cur_level; }
 void log_set_prefix(const char *prefix) { cur_prefix = prefix; }
@@ -73,7 +56,7 @@ static const char *level_word(enum log_level lvl)
 
 void log_emitv(enum log_level lvl, const char *fmt, va_list ap)
 {
-	char buf[1024];
+	char buf[1024], safe[sizeof(buf)];
 	const char *w;
 
 	if (lvl > cur_level)
@@ -82,10 +65,13 @@ void log_emitv(enum log_level lvl, const char *fmt, va_list ap)
 	w = level_word(lvl);
 	pthread_mutex_lock(&log_lock);
 	if (cur_format == LOG_FMT_PLAIN) {
+		/* Names in the message may hold anything: one line, nothing a terminal acts on. */
+		const char *text = printable(buf, safe, sizeof(safe));
+
 		if (w)
-			fprintf(stderr, "%s: %s: %s\n", cur_prefix, w, buf);
+			fprintf(stderr, "%s: %s: %s\n", cur_prefix, w, text);
 		else
-			fprintf(stderr, "%s: %s\n", cur_prefix, buf);
+			fprintf(stderr, "%s: %s\n", cur_prefix, text);
 	} else {
 		static const char *const lvls[] = { "error", "warn", "info", "debug" };
 		char ts[40];
@@ -97,11 +83,11 @@ void log_emitv(enum log_level lvl, const char *fmt, va_list ap)
 		strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
 		if (cur_format == LOG_FMT_JSON) {
 			fprintf(stderr, "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"msg\":", ts, now.tv_nsec / 1000000, lvls[lvl]);
-			put_quoted(stderr, buf);
+			escape_json(stderr, buf);
 			fputs("}\n", stderr);
 		} else {
 			fprintf(stderr, "ts=%s.%03ldZ level=%s msg=", ts, now.tv_nsec / 1000000, lvls[lvl]);
-			put_quoted(stderr, buf);
+			escape_json(stderr, buf);
 			fputc('\n', stderr);
 		}
 	}

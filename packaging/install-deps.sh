@@ -10,7 +10,7 @@ PKGS="make gcc clang llvm pkg-config bpftool libbpf-dev libelf-dev libdw-dev lib
 # prometheus: tests run the real server on loopback (alerts, recording rules).
 TEST_PKGS="elfutils protobuf-compiler libcmocka-dev python3 python3-pytest python3-yaml golang-go \
  golang-github-google-pprof-dev linux-perf binutils procps time libc6-dbg prometheus \
- chromium python3-websocket"
+ chromium python3-websocket passwd util-linux"
 # node and npm: the Kubernetes manifest test validates with the npm package
 # kubernetes-models (tests/e2e/k8s/). A node from elsewhere that brings npm will do.
 case "${1:-all}" in

@@ -1,6 +1,7 @@
 #!/bin/bash
 # run.sh: runs prowl's whole test suite: C unit tests and end-to-end tests (as root,
-# real BPF) on build/, then again on build-san/ (ASan+UBSan); ends with "N passed, N failed".
+# real BPF) on build/, then again on build-san/ (ASan+UBSan); lists every skipped test
+# with its reason and ends with "N passed, N failed, N skipped".
 # Usage: tests/run.sh [BUILD_DIR...]   (default: build build-san)
 set -u
 cd "$(dirname "$0")/.."
@@ -8,31 +9,49 @@ cd "$(dirname "$0")/.."
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}halt_on_error=1:print_stacktrace=1"
 passed=0
 failed=0
+skipped=0
 failures=()
+skips=()
 
 run_unit() { # $1 = build dir
-	local t out rc n_ok n_bad
+	local t out rc n_ok n_bad n_skip name line reason
 	echo "== unit tests ($1)"
 	for t in "$1"/tests/test_*; do
 		[ -x "$t" ] || continue
-		out=$("$t" 2>&1)
+		out=$(PPROF="$PWD/$1/tools/pprof" "$t" 2>&1)
 		rc=$?
 		n_ok=$(grep -c '^\[       OK \]' <<<"$out")
 		n_bad=$(grep -c '^\[  FAILED  \] [a-z_]' <<<"$out")
+		# cmocka prints "[  SKIPPED ] name" when the test skips and again in its summary.
+		n_skip=$(grep -E '^\[  SKIPPED \] [a-z_]' <<<"$out" | sort -u | grep -c .)
 		if [ $rc -ne 0 ] && [ "$n_bad" -eq 0 ]; then n_bad=1; fi
 		passed=$((passed + n_ok))
 		failed=$((failed + n_bad))
+		skipped=$((skipped + n_skip))
+		# A skip's reason is the "skipped: ..." line (testutil.h's skip_because) before it.
+		reason=""
+		running=""
+		while IFS= read -r line; do
+			case "$line" in
+			"[ RUN      ] "*) running=${line#\[ RUN      \] } ;;
+			"skipped: "*) reason=${line#skipped: } ;;
+			"[  SKIPPED ] $running")
+				skips+=("$1/$(basename "$t"):$running: ${reason:-no reason given (use skip_because)}")
+				reason=""
+				running="" ;;
+			esac
+		done <<<"$out"
 		if [ $rc -ne 0 ]; then
 			failures+=("$1/$(basename "$t")")
 			echo "$out" | tail -40
 		fi
-		printf '%-28s %3d passed, %d failed\n' "$(basename "$t")" "$n_ok" "$n_bad"
+		printf '%-28s %3d passed, %d failed, %d skipped\n' "$(basename "$t")" "$n_ok" "$n_bad" "$n_skip"
 	done
 }
 
 run_e2e() { # $1 = build dir, $2 = "quick" to skip the long captures
-	local line p f e log="$1/e2e.log" args=()
-	[ "$2" = quick ] && args=(-m "not slow")
+	local line p f e s log="$1/e2e.log" quick=0
+	[ "$2" = quick ] && quick=1
 	echo "== end-to-end tests ($1)"
 	if [ "$(id -u)" != 0 ]; then
 		echo "end-to-end tests need root (BPF and perf events): run as root" >&2
@@ -40,14 +59,22 @@ run_e2e() { # $1 = build dir, $2 = "quick" to skip the long captures
 		failures+=("$1/e2e (not root)")
 		return
 	fi
-	PROWL_TEST_BUILD="$1" /usr/bin/python3 -m pytest -q -p no:cacheprovider "${args[@]}" tests/e2e 2>&1 | tee "$log"
-	line=$(grep -E '(passed|failed|error|no tests ran)' "$log" | tail -1)
+	# -rfEs: pytest's short summary names each failure, error and skip (with its reason).
+	PROWL_TEST_BUILD="$1" PROWL_TEST_QUICK=$quick /usr/bin/python3 -m pytest -q -rfEs -p no:cacheprovider \
+		tests/e2e 2>&1 | tee "$log"
+	line=$(grep -E '(passed|failed|error|skipped|no tests ran)' "$log" | tail -1)
 	p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)
 	f=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+' || true)
 	e=$(grep -oE '[0-9]+ errors?' <<<"$line" | grep -oE '[0-9]+' || true)
+	s=$(grep -oE '[0-9]+ skipped' <<<"$line" | grep -oE '[0-9]+' || true)
 	[ -n "$p$f$e" ] || f=1
 	passed=$((passed + ${p:-0}))
 	failed=$((failed + ${f:-0} + ${e:-0}))
+	skipped=$((skipped + ${s:-0}))
+	# "SKIPPED [2] tests/e2e/x.py:67: reason": one entry per line, with its count.
+	while IFS= read -r line; do
+		skips+=("$1/e2e ${line#SKIPPED }")
+	done < <(grep -E '^SKIPPED \[[0-9]+\] ' "$log")
 	if [ "${f:-0}" != 0 ] || [ "${e:-0}" != 0 ]; then failures+=("$1/e2e"); fi
 }
 
@@ -68,6 +95,10 @@ for d in "${dirs[@]}"; do
 done
 
 echo
+if [ ${#skips[@]} -gt 0 ]; then
+	echo "skipped (with the reason):"
+	printf '  %s\n' "${skips[@]}"
+fi
 [ ${#failures[@]} -gt 0 ] && echo "failing: ${failures[*]}"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

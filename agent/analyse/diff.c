@@ -12,7 +12,7 @@
 #include "analyse/jsonw.h"
 #include "analyse/timespec.h"
 #include "analyse/view.h"
-#include "printable.h"
+#include "escape.h"
 
 static double pct(int64_t part, int64_t whole)
 {

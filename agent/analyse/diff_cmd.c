@@ -19,7 +19,7 @@
 #include "clock.h"
 #include "log.h"
 #include "parse.h"
-#include "printable.h"
+#include "escape.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_REGRESSION = 3, EXIT_TOO_FEW = 4 };
 enum diff_format { DF_TEXT, DF_JSON, DF_HTML };

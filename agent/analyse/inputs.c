@@ -17,7 +17,7 @@
 #include "aggregate.h"
 #include "analyse/timespec.h"
 #include "log.h"
-#include "printable.h"
+#include "escape.h"
 
 #define NS 1000000000ll
 /* Dir mode names the first few unreadable files, then only counts them. */

@@ -1,36 +1,16 @@
-/* jsonw.c: escapes strings from profiles (function names are chosen by whoever
- * built the program) into JSON that is also safe inside an HTML script element. */
+/* jsonw.c: JSON values for report, diff and the HTML page: strings through the one
+ * escaper (lib/escape.c, HTML-safe), numbers trimmed of trailing zeros. */
 #include "analyse/jsonw.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 
-#include "printable.h"
+#include "escape.h"
 
 int json_str(struct sbuf *b, const char *str)
 {
-	const unsigned char *s = (const unsigned char *)str;
-	int r = sbuf_putc(b, '"');
-
-	while (*s && !r) {
-		uint32_t cp;
-		int n = utf8_seq_len(s, &cp);
-
-		if (n == 0) {
-			r = sbuf_puts(b, "\\ufffd");
-			s++;
-			continue;
-		}
-		if (cp == '"' || cp == '\\')
-			r = sbuf_putc(b, '\\') ?: sbuf_putc(b, (char)cp);
-		else if (cp < 0x20 || cp == '<' || cp == '>' || cp == '&' || cp == 0x2028 || cp == 0x2029 || cp == 0x7f)
-			r = sbuf_printf(b, "\\u%04x", cp);
-		else
-			r = sbuf_put(b, s, (size_t)n);
-		s += n;
-	}
-	return r ?: sbuf_putc(b, '"');
+	return escape_json_sbuf(b, str, ESCAPE_HTML);
 }
 
 int json_num(struct sbuf *b, double v, int decimals)

@@ -5,10 +5,12 @@
 #include <errno.h>
 #include <regex.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "escape.h"
 #include "log.h"
 #include "parse.h"
 
@@ -440,17 +442,17 @@ int rules_config_check(const char *path, const struct recording_rules_config *c,
 	return 0;
 }
 
+/* prefix + s as a YAML double-quoted scalar (escape.c's JSON string is one). */
 static void print_quoted(FILE *f, const char *prefix, const char *s)
 {
-	fputc('"', f);
-	for (const char *p = prefix; *p; p++)
-		fputc(*p, f);
-	for (; *s; s++) {
-		if (*s == '"' || *s == '\\')
-			fputc('\\', f);
-		fputc(*s, f);
+	char *v = NULL;
+
+	if (asprintf(&v, "%s%s", prefix, s) < 0) {
+		fputs("\"\"", f); /* out of memory: --check's output is all that suffers */
+		return;
 	}
-	fputc('"', f);
+	escape_json(f, v);
+	free(v);
 }
 
 void rules_config_print(const struct recording_rules_config *c, FILE *f)

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "aggregate_priv.h"
+#include "escape.h"
 #include "log.h"
 #include "rules_priv.h"
 
@@ -64,52 +65,6 @@ static int grow(void **p, size_t *cap, size_t want, size_t elem)
 	return 0;
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), or 0 if it is not one. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 :
-		     (s[0] & 0xf8) == 0xf0 ? 4 : 0;
-	uint32_t cp;
-
-	if (!len || len > n)
-		return 0;
-	cp = len == 1 ? s[0] : s[0] & (0x7f >> len);
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	/* Overlong forms, surrogates and code points past U+10FFFF are invalid. */
-	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-	    (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-		return 0;
-	return len;
-}
-
-/* Copies s[0..n) to out as valid UTF-8 (Prometheus rejects a whole scrape over one
- * bad label value, and symbol and executable names come from unprivileged users):
- * each invalid byte becomes U+FFFD. out has room for 3 * n bytes; returns the length. */
-static size_t utf8_clean(const char *s, size_t n, char *out)
-{
-	const unsigned char *u = (const unsigned char *)s;
-	size_t o = 0;
-
-	for (size_t i = 0; i < n;) {
-		size_t len = utf8_seq(u + i, n - i);
-
-		if (len) {
-			memcpy(out + o, s + i, len);
-			o += len;
-			i += len;
-		} else {
-			memcpy(out + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			i++;
-		}
-	}
-	return o;
-}
-
 /* The label set of family f for series s (function: fn, may be NULL) into
  * e->keybuf, values made valid UTF-8; returns its length or -ENOMEM. */
 static ssize_t make_key(struct rules *e, const struct rule_family *f, const struct export_series *s, const char *fn)
@@ -122,7 +77,9 @@ static ssize_t make_key(struct rules *e, const struct rule_family *f, const stru
 
 		if (grow((void **)&e->keybuf, &e->keybuf_cap, len + 3 * n + 1, 1) < 0)
 			return -ENOMEM;
-		len += utf8_clean(v ? v : "", n, e->keybuf + len);
+		/* Prometheus rejects a whole scrape over one label value that is not UTF-8, and
+		 * symbol and executable names come from unprivileged users. */
+		len += utf8_sanitize(v ? v : "", n, e->keybuf + len);
 		e->keybuf[len++] = 0;
 	}
 	return (ssize_t)len;

@@ -193,11 +193,12 @@ static uint32_t lookup(const struct intern *t, const void *key, size_t len, uint
 
 int intern_put(struct intern *t, const void *key, size_t len, uint32_t *ret_id, bool *ret_new)
 {
-	uint32_t h = (uint32_t)hash_bytes(key, len), slot, id;
+	uint32_t h, slot, id;
 	unsigned char *copy;
 
 	if (len > UINT32_MAX - 1)
-		return -EINVAL;
+		return -EINVAL; /* checked before hash_bytes() reads len bytes */
+	h = (uint32_t)hash_bytes(key, len);
 	id = lookup(t, key, len, h, &slot);
 	if (id) {
 		*ret_id = id;

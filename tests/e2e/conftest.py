@@ -1,6 +1,8 @@
 """conftest.py: shared fixtures for prowl's end-to-end tests: paths to the built
-binaries, a runner for prowl, and a parser for Google pprof's independent -raw dump."""
+binaries, a runner for prowl, a parser for Google pprof's independent -raw dump, and
+an unprivileged user to run things as."""
 import os
+import pwd
 import re
 import signal
 import subprocess
@@ -17,7 +19,57 @@ WORKLOADS = os.path.join(BUILD, "workloads")
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: long captures, skipped by --quick (sanitizer) runs")
+    config.addinivalue_line("markers", "slow: long captures, skipped when PROWL_TEST_QUICK=1 (sanitizer runs)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """PROWL_TEST_QUICK=1 (tests/run.sh on the sanitizer build) skips the long captures,
+    with a reason that the suite's closing summary lists."""
+    if os.environ.get("PROWL_TEST_QUICK") != "1":
+        return
+    quick = pytest.mark.skip(reason="long capture: runs on the normal build only (PROWL_TEST_QUICK=1)")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(quick)
+
+
+class Unprivileged:
+    """A user without privileges (no root, no groups, no capabilities) that tests run
+    commands as: an attacker on the host, or a reader that root's rights would hide."""
+
+    def __init__(self, name):
+        pw = pwd.getpwnam(name)
+        self.name, self.uid, self.gid = name, pw.pw_uid, pw.pw_gid
+
+    def wrap(self, cmd):
+        """cmd prefixed with setpriv: real and effective ids, groups and capabilities dropped."""
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups",
+                "--inh-caps=-all"] + list(cmd)
+
+    def run(self, cmd, **kw):
+        kw.setdefault("capture_output", True)
+        kw.setdefault("timeout", 60)
+        return subprocess.run(self.wrap(cmd), **kw)
+
+    def popen(self, cmd, **kw):
+        return subprocess.Popen(self.wrap(cmd), **kw)
+
+
+TEST_USER = os.environ.get("PROWL_TEST_USER", "prowltest")
+
+
+@pytest.fixture(scope="session")
+def unprivileged():
+    """The unprivileged user $PROWL_TEST_USER (default prowltest), the same one the C unit
+    tests use: created (system account, no home, no login shell) when missing and left in
+    place, since another suite on this host may be using it."""
+    try:
+        pwd.getpwnam(TEST_USER)
+    except KeyError:
+        # Two suites may race to create it: the loser finds it afterwards.
+        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home", "--shell",
+                        "/usr/sbin/nologin", TEST_USER], capture_output=True)
+    return Unprivileged(TEST_USER)
 
 # Undefined behaviour fails the test it happens in, whatever else the test checks:
 # the sanitizer build halts on the first report (-fno-sanitize-recover=undefined, and

@@ -13,6 +13,13 @@
 
 #include "aggregate.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+/* From ASan's runtime (gcc ships no header for it). */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#else
+#include <malloc.h>
+#endif
+
 static uint32_t add_map(struct profile *p, uint64_t key, const char *file, bool is_main)
 {
 	uint32_t id = 0;
@@ -170,12 +177,27 @@ static void test_intern_many(void **state)
 	profile_free(p);
 }
 
-/* Memory follows distinct stacks, never the number of samples. */
+/* Bytes the allocator has handed out and not had back: glibc's count, or ASan's
+ * when the test runs under it (its allocator replaces glibc's). */
+static size_t heap_in_use(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	return __sanitizer_get_current_allocated_bytes();
+#else
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+#endif
+}
+
+/* Memory follows distinct stacks, never the number of samples: measured by the
+ * allocator, not by the profile's own account of itself (which it also checks). */
 static void test_memory_bounded(void **state)
 {
 	struct profile *p = profile_new();
 	struct profile_stats st0, st1;
 	uint32_t m, stack[64], ls;
+	size_t heap0, heap1;
 
 	(void)state;
 	assert_non_null(p);
@@ -189,16 +211,23 @@ static void test_memory_bounded(void **state)
 	assert_int_equal(profile_labelset(p, (struct prof_label_in[]){ { .key = "process_name", .str = "m" } }, 1, &ls), 0);
 	assert_int_equal(profile_add_sample(p, ls, stack, 64, 1), 0);
 	profile_get_stats(p, &st0);
+	heap0 = heap_in_use();
 	for (int i = 1; i < 1000000; i++)
 		assert_int_equal(profile_add_sample(p, ls, stack, 64, 1), 0);
+	heap1 = heap_in_use();
 	profile_get_stats(p, &st1);
 	assert_int_equal(st1.samples, 1000000);
 	assert_int_equal(st1.stacks, 1);
-	assert_int_equal(st1.mem_bytes, st0.mem_bytes);
 	assert_int_equal(st1.frames, 64000000ull);
 	assert_int_equal(st1.frames_symbolized, 32000000ull);
+	/* A million samples of one stack: not one byte more from the allocator. A leak of
+	 * a single byte per sample would show as a megabyte here. */
+	if (heap1 != heap0)
+		fail_msg("the heap grew by %zd bytes over 999999 samples of one stack", (ssize_t)(heap1 - heap0));
+	assert_int_equal(st1.mem_bytes, st0.mem_bytes);
 
-	/* Distinct stacks do cost memory. */
+	/* Distinct stacks do cost memory, and the profile's account of it (what the agent
+	 * reports as prowl_memory_bytes) is within a factor of two of the allocator's. */
 	for (uint32_t i = 0; i < 20000; i++) {
 		uint32_t s[3] = { stack[i % 64], stack[(i / 64) % 64], stack[(i / 4096) % 64] };
 
@@ -206,7 +235,11 @@ static void test_memory_bounded(void **state)
 	}
 	profile_get_stats(p, &st1);
 	assert_int_equal(st1.stacks, 20001);
-	assert_true(st1.mem_bytes > st0.mem_bytes);
+	heap1 = heap_in_use();
+	assert_true(heap1 > heap0 + 20000 * 3 * sizeof(uint32_t));
+	if (st1.mem_bytes - st0.mem_bytes < (heap1 - heap0) / 2 || st1.mem_bytes - st0.mem_bytes > (heap1 - heap0) * 2)
+		fail_msg("the profile says it grew by %zu bytes, the allocator says %zu", st1.mem_bytes - st0.mem_bytes,
+			 heap1 - heap0);
 	profile_free(p);
 }
 

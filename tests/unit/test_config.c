@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "testutil.h"
 
 static char tmpdir[64];
 static char cert_path[128], key_path[128], ca_path[128];
@@ -35,13 +36,13 @@ static const char *write_file(const char *name, const char *content)
 	return path;
 }
 
-/* Redirects fd (1 or 2) to a file until capture_end, which returns what was written. */
+/* Redirects fd (1 or 2) to a file until fd_capture_end, which returns what was written. */
 struct capture {
 	int fd, saved;
 	char path[128];
 };
 
-static void capture_begin(struct capture *c, int fd)
+static void fd_capture_begin(struct capture *c, int fd)
 {
 	int tmp;
 
@@ -56,7 +57,7 @@ static void capture_begin(struct capture *c, int fd)
 	close(tmp);
 }
 
-static char *capture_end(struct capture *c)
+static char *fd_capture_end(struct capture *c)
 {
 	static char buf[8192];
 	ssize_t n;
@@ -234,9 +235,9 @@ static void test_full_file(void **state)
 			     ca_path, cert_path, key_path) > 0);
 	path = write_file("full.yaml", yaml);
 	free(yaml);
-	capture_begin(&cap, 2);
+	fd_capture_begin(&cap, 2);
 	r = load(&c, NULL, ARGS("--config", path));
-	err = capture_end(&cap);
+	err = fd_capture_end(&cap);
 	assert_string_equal(err, "");
 	assert_int_equal(r, 0);
 	assert_int_equal(c.frequency, 49);
@@ -491,9 +492,9 @@ static void test_help(void **state)
 	int r;
 
 	(void)state;
-	capture_begin(&cap, 1);
+	fd_capture_begin(&cap, 1);
 	r = load(&c, NULL, ARGS("--frequency", "5", "--help"));
-	out = capture_end(&cap);
+	out = fd_capture_end(&cap);
 	assert_int_equal(r, 1);
 	assert_non_null(strstr(out, "Usage: prowl agent"));
 	assert_non_null(strstr(out, "Examples:"));
@@ -538,9 +539,9 @@ static void test_unknown_env_warns(void **state)
 	int r;
 
 	(void)state;
-	capture_begin(&cap, 2);
+	fd_capture_begin(&cap, 2);
 	r = load(&c, env, NULL);
-	err = capture_end(&cap);
+	err = fd_capture_end(&cap);
 	assert_int_equal(r, 0);
 	assert_true(c.per_thread);
 	assert_non_null(strstr(err, "warning: unknown environment variable PROWL_FREQUNCY ignored"));
@@ -697,9 +698,9 @@ static void test_invalid(void **state)
 			args[n++] = b->args[j];
 		for (size_t j = 0; b->env[j]; j++)
 			env[j] = b->env[j];
-		capture_begin(&cap, 2);
+		fd_capture_begin(&cap, 2);
 		r = load(&c, env, args);
-		err = capture_end(&cap);
+		err = fd_capture_end(&cap);
 		if (r != -EINVAL || !strstr(err, expect) || count_lines(err) != 1 || strncmp(err, expect, 14) ||
 		    (b->absent && strstr(err, b->absent))) {
 			print_error("case '%s': returned %d\n  got:    %s  wanted: %s\n", b->name, r, err, expect);
@@ -710,25 +711,53 @@ static void test_invalid(void **state)
 	}
 }
 
+/* What an unprivileged user's agent_config_load() made of --config PATH. */
+struct unreadable_case {
+	const char *path;
+	FILE *err; /* the child's stderr */
+	int want;  /* the return value expected */
+};
+
+static int load_as_user(void *arg)
+{
+	struct unreadable_case *u = arg;
+	struct agent_config c;
+	static char *env[] = { NULL };
+	char *argv[] = { "agent", "--config", (char *)u->path, NULL };
+
+	dup2(fileno(u->err), 2);
+	return agent_config_load(3, argv, env, &c) == u->want ? 0 : 1;
+}
+
+/* A config file its reader may not read: one line naming the file and the reason.
+ * Run as an unprivileged user, since root reads anything. */
 static void test_unreadable_file(void **state)
 {
-	struct agent_config c;
-	struct capture cap;
-	const char *path;
-	char expect[512], *err;
-	int r;
+	struct unreadable_case u;
+	char expect[512], got[512] = "";
+	size_t n;
 
 	(void)state;
-	if (geteuid() == 0)
-		skip(); /* root reads anything; the missing-file cases above cover the path */
-	path = write_file("secret.yaml", "frequency: 19\n");
-	assert_int_equal(chmod(path, 0), 0);
-	capture_begin(&cap, 2);
-	r = load(&c, NULL, ARGS("--config", path));
-	err = capture_end(&cap);
-	assert_int_equal(r, -EINVAL);
-	snprintf(expect, sizeof(expect), "prowl: error: cannot read config file '%s': Permission denied\n", path);
-	assert_string_equal(err, expect);
+	assert_int_equal(chmod(tmpdir, 0711), 0); /* the user may reach the file, not read it */
+	u.path = write_file("secret.yaml", "frequency: 19\n");
+	u.err = tmpfile();
+	assert_non_null(u.err);
+	/* The same file made readable loads for the same user: the user is set up right. */
+	assert_int_equal(chmod(u.path, 0644), 0);
+	u.want = 0;
+	assert_int_equal(run_unprivileged(load_as_user, &u), 0);
+	assert_int_equal(chmod(u.path, 0), 0);
+	u.want = -EINVAL;
+	assert_int_equal(ftruncate(fileno(u.err), 0), 0);
+	assert_int_equal(lseek(fileno(u.err), 0, SEEK_SET), 0);
+	assert_int_equal(run_unprivileged(load_as_user, &u), 0);
+	rewind(u.err);
+	n = fread(got, 1, sizeof(got) - 1, u.err);
+	got[n] = 0;
+	fclose(u.err);
+	snprintf(expect, sizeof(expect), "prowl: error: cannot read config file '%s': Permission denied\n", u.path);
+	assert_string_equal(got, expect);
+	assert_int_equal(chmod(tmpdir, 0700), 0);
 }
 
 /* A FIFO named as the config file is refused at once, not waited on; so is a file
@@ -744,9 +773,9 @@ static void test_hostile_files(void **state)
 	(void)state;
 	snprintf(fifo, sizeof(fifo), "%s/fifo.yaml", tmpdir);
 	assert_int_equal(mkfifo(fifo, 0600), 0);
-	capture_begin(&cap, 2);
+	fd_capture_begin(&cap, 2);
 	r = load(&c, NULL, ARGS("--config", fifo));
-	err = capture_end(&cap);
+	err = fd_capture_end(&cap);
 	assert_int_equal(r, -EINVAL);
 	snprintf(expect, sizeof(expect), "prowl: error: cannot read config file '%s': not a regular file\n", fifo);
 	assert_string_equal(err, expect);
@@ -758,9 +787,9 @@ static void test_hostile_files(void **state)
 		strcat(deep, i < 62 ? "[" : "\n  [");
 	path = write_file("deep.yaml", deep);
 	free(deep);
-	capture_begin(&cap, 2);
+	fd_capture_begin(&cap, 2);
 	r = load(&c, NULL, ARGS("--config", path));
-	err = capture_end(&cap);
+	err = fd_capture_end(&cap);
 	assert_int_equal(r, -EINVAL);
 	snprintf(expect, sizeof(expect), "prowl: error: %s:5: nested more than 64 levels deep: a configuration "
 		 "needs at most 4\n", path);

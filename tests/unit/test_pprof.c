@@ -427,14 +427,12 @@ static void test_pprof_protoc(void **state)
 
 	(void)state;
 	if (!proto) {
-		print_message("SKIP: proto/profile.proto not found (run from the repo root)\n");
-		skip();
+		skip_because("proto/profile.proto not found (run from the repo root)");
 	}
 	out = run("protoc --version 2>/dev/null", &status);
 	if (!out || status != 0) {
 		free(out);
-		print_message("SKIP: protoc not installed\n");
-		skip();
+		skip_because("protoc not installed");
 	}
 	free(out);
 	snprintf(protodir, sizeof(protodir), "%s", proto);
@@ -484,8 +482,7 @@ static void test_pprof_tool(void **state)
 
 	(void)state;
 	if (access(pprof, X_OK) != 0) {
-		print_message("SKIP: pprof binary %s not found (set PPROF)\n", pprof);
-		skip();
+		skip_because("pprof binary %s not found (make tools; tests/run.sh sets PPROF)", pprof);
 	}
 	small_build(&s);
 	assert_int_equal(encode_pprof(s.p, &gz, &len), 0);

@@ -1,5 +1,6 @@
 /* testutil.h: small helpers the unit tests share (gunzip a body, run a shell command,
- * capture stderr, a child that waits); static inline, so each test includes only this header. */
+ * capture stderr, a child that waits, run code as an unprivileged user); static inline,
+ * header only. */
 #ifndef PROWL_TESTUTIL_H
 #define PROWL_TESTUTIL_H
 
@@ -10,13 +11,26 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
+
+#include "aggregate.h"
+
+/* Skips the running test, saying why: tests/run.sh lists every skip with the
+ * "skipped: " line printed before cmocka's SKIPPED marker. */
+#define skip_because(...)                             \
+	do {                                          \
+		print_message("skipped: " __VA_ARGS__); \
+		print_message("\n");                  \
+		skip();                               \
+	} while (0)
 
 /* Inflates the gzip stream in[0..len) into a malloc'ed buffer; fails the test on
  * anything but a complete, valid stream. */
@@ -137,6 +151,91 @@ static inline void reap_child(struct child *c)
 {
 	close(c->fd);
 	assert_int_equal(waitpid(c->pid, NULL, 0), c->pid);
+}
+
+/* A profile of one stack (main in /bin/app) with count samples, or none when count
+ * is 0: enough for the exporters' tests. Free it with profile_free(). */
+static inline struct profile *test_profile(int64_t count)
+{
+	struct prof_frame fr = { .function = "main", .file = "app.c", .line = 3 };
+	struct prof_label_in lab = { .key = "process_name", .str = "app" };
+	struct profile *p = profile_new();
+	uint32_t map, loc, ls;
+
+	assert_non_null(p);
+	profile_set_period(p, 10000000);
+	profile_set_time(p, 1700000000000000000LL, 10000000000LL);
+	if (!count)
+		return p;
+	assert_int_equal(profile_mapping(p, &(struct prof_mapping_in){ .key = 1, .start = 0x1000, .limit = 0x2000,
+				.filename = "/bin/app", .is_main = true }, &map), 0);
+	assert_int_equal(profile_add_location(p, map, 0x1100, &fr, 1, true, &loc), 0);
+	assert_int_equal(profile_labelset(p, &lab, 1, &ls), 0);
+	assert_int_equal(profile_add_sample(p, ls, &loc, 1, count), 0);
+	return p;
+}
+
+/* Lines of text that contain needle. */
+static inline size_t count_lines_with(const char *text, const char *needle)
+{
+	size_t n = 0;
+
+	for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		const char *hit = strstr(l, needle), *end = strchr(l, '\n');
+
+		n += hit && (!end || hit < end);
+	}
+	return n;
+}
+
+/* The unprivileged user that tests act as ($PROWL_TEST_USER, default "prowltest"):
+ * the same one the end-to-end tests' `unprivileged` fixture uses. Created (system
+ * account, no home, no shell) when missing, and left in place. Sets *ret_uid and
+ * *ret_gid; fails the test when there is no such user and it cannot be made. */
+static inline void test_user(uid_t *ret_uid, gid_t *ret_gid)
+{
+	const char *name = getenv("PROWL_TEST_USER") ?: "prowltest";
+	struct passwd *pw = getpwnam(name);
+
+	if (!pw) {
+		/* Two suites may race to create it: whichever loses finds it afterwards. */
+		run_cmd("useradd --system --user-group --no-create-home --shell /usr/sbin/nologin '%s' 2>/dev/null",
+			name);
+		pw = getpwnam(name);
+	}
+	if (!pw)
+		fail_msg("no user '%s' and useradd could not create it: run the tests as root", name);
+	*ret_uid = pw->pw_uid;
+	*ret_gid = pw->pw_gid;
+}
+
+/* Runs fn(arg) in a child process as test_user(): real, effective and saved ids,
+ * no supplementary groups, and so no capabilities. fn must not use cmocka's
+ * assertions (they would unwind into the child's copy of the runner): it returns
+ * 0 for success or a small number saying what failed. Returns fn's result, or -1
+ * when the child could not drop privileges or did not exit normally. */
+static inline int run_unprivileged(int (*fn)(void *arg), void *arg)
+{
+	uid_t uid;
+	gid_t gid;
+	pid_t pid;
+	int st;
+
+	test_user(&uid, &gid);
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0 ||
+		    geteuid() == 0)
+			_exit(255);
+		_exit(fn(arg) & 0xff);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) == 255)
+		return -1;
+	return WEXITSTATUS(st);
 }
 
 #endif

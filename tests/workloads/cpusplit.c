@@ -83,24 +83,34 @@ static void on_usr1(int sig)
 	flipped = 1;
 }
 
+/* Each round spends 3u in hot_a and u in hot_b (the other way round after SIGUSR1),
+ * or split percent of 10u in each, u drawn from [0.5, 1.5] ms. A fixed 4 ms round
+ * (4.08 ms with the loops' overshoot) is a fifth of the 49 Hz sampling period: every
+ * sample then fell at the same point of the round, and a window showed hot_a at 0% or
+ * 100%. Random round lengths keep the split but not the phase. */
 static void *worker(void *arg)
 {
 	uint64_t stop = (cpu_seconds ? cpu_ns() : now_ns()) + (uint64_t)(seconds * 1e9);
+	uint64_t rnd = now_ns() ^ (uintptr_t)&stop;
 
 	(void)arg;
-	/* One round is 4 ms of CPU time at 3:1, or 10 ms with a split. */
+	/* One round is 4u of CPU time at 3:1, or 10u with a split. */
 	while ((cpu_seconds ? cpu_ns() : now_ns()) < stop) {
+		uint64_t u;
+
+		rnd = rnd * 6364136223846793005ull + 1442695040888963407ull; /* an LCG (Knuth's MMIX) */
+		u = 500000 + (rnd >> 33) % 1000001;
 		if (!split[0] && !split[1] && !split[2]) {
-			hot_a(flipped ? 1000000 : 3000000); /* 3 ms, or 1 ms after SIGUSR1 */
-			hot_b(flipped ? 3000000 : 1000000);
+			hot_a(flipped ? u : 3 * u); /* 3:1, or 1:3 after SIGUSR1 */
+			hot_b(flipped ? 3 * u : u);
 			continue;
 		}
 		if (split[0])
-			hot_a(split[0] * 100000ull);
+			hot_a(split[0] * u / 10);
 		if (split[1])
-			hot_b(split[1] * 100000ull);
+			hot_b(split[1] * u / 10);
 		if (split[2])
-			hot_c(split[2] * 100000ull);
+			hot_c(split[2] * u / 10);
 	}
 	return NULL;
 }

@@ -1,0 +1,103 @@
+#!/bin/bash
+# mutation.sh: checks that the suite can fail. In a scratch copy of the tree it breaks
+# five chosen lines on purpose, one at a time, rebuilds and runs the tests that cover
+# each; every mutant must make them FAIL (and the unbroken copy must pass them first).
+# Usage: tests/mutation.sh [NAME...]   (default: all; `make mutation` runs it)
+set -u
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PPROF=${PPROF:-$ROOT/build/tools/pprof}
+[ "$(id -u)" = 0 ] || { echo "mutation.sh: run as root (the tests load BPF)" >&2; exit 1; }
+[ -x "$PPROF" ] || { echo "mutation.sh: $PPROF is not built: run 'make tools' first" >&2; exit 1; }
+
+# mutant NAME FROM TO UNIT E2E: FROM is a fixed string that must occur exactly once in
+# the C sources (found by content, not by line number), TO what it becomes, UNIT the
+# unit tests (build/tests/NAME) and E2E the end-to-end tests (pytest node ids) to run.
+NAMES=() FROMS=() TOS=() UNITS=() E2ES=()
+mutant() { NAMES+=("$1"); FROMS+=("$2"); TOS+=("$3"); UNITS+=("$4"); E2ES+=("$5"); }
+
+mutant pprof-address 'ret->addr = addr - m->bias;' 'ret->addr = addr;' \
+	test_symbolize tests/e2e/test_record.py::test_symbols_agree_with_eu_addr2line
+mutant folded-count 'intern_str(lines, order[i]), counts[order[i]]);' \
+	'intern_str(lines, order[i]), counts[order[i]] + 1);' \
+	test_pprof tests/e2e/test_record.py::test_folded_agrees_with_pprof
+mutant retry-condition 'if (code == 429 || code >= 500) {' 'if (code >= 500) {' test_sender ''
+mutant cfa-offset 'row->cfa_off = (uint16_t)(cfa_off / 8);' 'row->cfa_off = (uint16_t)(cfa_off / 8 + 1);' \
+	test_unwind_table tests/e2e/test_unwind.py::test_recursion_depth_100_complete
+mutant service-label 'add_label(s, "service_name", svc);' 'add_label(s, "service", svc);' \
+	'' tests/e2e/test_agent_ops.py::test_dir_default_exporter_and_retention
+
+SCRATCH=$(mktemp -d /tmp/prowl-mutation.XXXXXX)
+LOGS=$SCRATCH/logs
+mkdir -p "$LOGS"
+# The scratch copy goes when every mutant was caught; otherwise its logs are kept.
+trap '[ "${status:-1}" = 0 ] && rm -rf "$SCRATCH"' EXIT
+echo "== scratch copy in $SCRATCH"
+git ls-files -z --cached --others --exclude-standard | grep -zv '^build' | xargs -0 cp --parents -t "$SCRATCH"
+cd "$SCRATCH" || exit 1
+B=build-mut
+build() { make -j"$(nproc)" O=$B all unit workloads >"$SCRATCH/make.log" 2>&1 || { tail -20 "$SCRATCH/make.log"; return 1; }; }
+mkdir -p $B/tools && cp "$PPROF" $B/tools/pprof
+
+# Runs a mutant's tests; returns 0 when all pass. Prints the failing test names to fd 3
+# and keeps the output in $LOGS/<name>.<baseline|mutant>.{<unit test>,e2e}.log.
+run_tests() { # $1 = unit tests, $2 = e2e node ids, $3 = log name
+	local t rc ok=0
+	for t in $1; do
+		"$B/tests/$t" >"$LOGS/$3.$t.log" 2>&1
+		rc=$?
+		if [ $rc -ne 0 ]; then
+			grep -E '^\[  FAILED  \] [a-z_]' "$LOGS/$3.$t.log" | sed "s|^\[  FAILED  \] |$t: |" | sort -u >&3
+			grep -q '^\[  FAILED  \] [a-z_]' "$LOGS/$3.$t.log" || echo "$t: exit status $rc" >&3
+			ok=1
+		fi
+	done
+	if [ -n "$2" ]; then
+		# shellcheck disable=SC2086
+		if ! PROWL_TEST_BUILD=$B /usr/bin/python3 -m pytest -q -p no:cacheprovider $2 >"$LOGS/$3.e2e.log" 2>&1; then
+			grep -E '^(FAILED|ERROR) ' "$LOGS/$3.e2e.log" | sed 's/ - .*//' >&3
+			ok=1
+		fi
+	fi
+	return $ok
+}
+
+status=0
+want=("$@")
+for k in "${!NAMES[@]}"; do
+	name=${NAMES[$k]} from=${FROMS[$k]} to=${TOS[$k]} unit=${UNITS[$k]} e2e=${E2ES[$k]}
+	if [ ${#want[@]} -gt 0 ] && [[ " ${want[*]} " != *" $name "* ]]; then continue; fi
+	mapfile -t files < <(grep -rlF --include='*.c' -- "$from" agent lib symbolizer)
+	if [ ${#files[@]} -ne 1 ] || [ "$(grep -cF -- "$from" "${files[0]}")" -ne 1 ]; then
+		echo "MISSING  $name: '$from' must occur exactly once in the C sources (found in: ${files[*]:-nothing}); update the mutant lines above" >&2
+		status=1
+		continue
+	fi
+	f=${files[0]}
+	cp "$f" "$f.orig"
+	build || { echo "BUILD    $name: the unbroken tree does not build" >&2; exit 1; }
+	# The unbroken tree must pass first (twice at most: a test that a loaded machine
+	# made flaky once is not what this checks), or a failure would prove nothing.
+	if ! run_tests "$unit" "$e2e" "$name.baseline" 3>"$SCRATCH/caught" &&
+		! run_tests "$unit" "$e2e" "$name.baseline" 3>"$SCRATCH/caught"; then
+		echo "BASELINE $name: its tests fail on the unbroken tree, so the check means nothing (logs: $LOGS):" >&2
+		cat "$SCRATCH/caught" >&2
+		rm -f "$f.orig"
+		status=1
+		continue
+	fi
+	FROM="$from" TO="$to" perl -0pi -e 's/\Q$ENV{FROM}\E/$ENV{TO}/' "$f"
+	if ! build; then
+		echo "BUILD    $name: the mutant does not build" >&2
+		status=1
+	elif run_tests "$unit" "$e2e" "$name.mutant" 3>"$SCRATCH/caught"; then
+		echo "SURVIVED $name: $f: '$from' -> '$to' and every test passed" >&2
+		status=1
+	else
+		echo "CAUGHT   $name ($f): $(paste -sd, "$SCRATCH/caught" | sed 's/,/, /g')"
+	fi
+	mv "$f.orig" "$f"
+	touch "$f" # newer than the mutant's object, so the next build recompiles it
+done
+[ $status -eq 0 ] && echo "every mutant was caught"
+exit $status
