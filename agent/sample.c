@@ -371,13 +371,18 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 		}
 	}
 	if (log_get_level() >= LOG_LVL_DEBUG) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
+		struct bpf_program *prog;
 
-		/* verified_insns: 5.16+; older kernels leave it 0. */
-		if (bpf_obj_get_info_by_fd(bpf_program__fd(s->prog), &info, &len) == 0 && info.verified_insns)
-			log_debug("BPF program %s: the verifier processed %u instructions", bpf_program__name(s->prog),
-				  info.verified_insns);
+		bpf_object__for_each_program(prog, s->skel->obj) {
+			struct bpf_prog_info info = {};
+			__u32 len = sizeof(info);
+
+			/* verified_insns: 5.16+; older kernels leave it 0. */
+			if (bpf_program__fd(prog) >= 0 && bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0 &&
+			    info.verified_insns)
+				log_debug("BPF program %s: the verifier processed %u instructions", bpf_program__name(prog),
+					  info.verified_insns);
+		}
 	}
 	/* The kernel's own count of runs and run time (run_time_ns, run_cnt). */
 	if (s->timing_log && kfeatures_get()->has[KF_STATS])

@@ -10,7 +10,7 @@ set -u
 B=$KM_BIN
 T=$KM_TMP
 S=${KM_SECONDS:-3}
-F=499
+F=999
 exec 3>>"$KM_OUT"
 
 now() { cut -d' ' -f1 /proc/uptime; }

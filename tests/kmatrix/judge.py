@@ -10,7 +10,7 @@ import tempfile
 SPLIT = {"share50": 50.0, "share30": 30.0, "share20": 20.0}
 TOLERANCE_PP = 5.0
 ROOTED_MIN = 95.0
-MIN_SAMPLES = 150
+MIN_SAMPLES = 400  # below this, a correct split misses 5 points too often to judge
 WINDOWS_MIN = 3
 # Where a complete user stack ends: the CFI of glibc's _start and clone3 says so.
 DWARF_ROOTS = {"_start", "__clone3", "clone3", "__clone", "clone"}
