@@ -68,7 +68,7 @@ $(O)/obj/%.o: %.c $(PROTO_HDRS) Makefile
 	$(CC) $(CFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
 
 # Only the sample stage includes the BPF skeleton.
-$(O)/obj/agent/sample.o: $(O)/prowl.skel.h
+$(O)/obj/agent/sample.o $(O)/obj/agent/sample_stats.o: $(O)/prowl.skel.h
 # The flame graph page is assembled into html.o (.incbin).
 $(O)/obj/agent/analyse/html.o: agent/analyse/flame.html
 
