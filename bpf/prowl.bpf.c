@@ -183,13 +183,12 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, enum unwinder
 		ust = dwarf_begin(ctx, tgid, &fp_reason, unw == UNW_DWARF_LOOP ? UW_LOOP : UW_BOUNDED);
 	if (ust && unw == UNW_DWARF_LOOP) {
 		bpf_loop(PROWL_MAX_STACK + 1, unwind_frame_cb, NULL, 0);
-	} else if (ust && unw == UNW_DWARF_BOUNDED) {
-		dwarf_chunk(ust);
-		if (!ust->done) {
-			ust->t0 = t0;
-			bpf_tail_call(ctx, &unwind_chain, 0);
-			unwind_stop(ust, PROWL_UR_DEPTH); /* no next run: the chain ends here */
-		}
+	} else if (ust && unw == UNW_DWARF_BOUNDED && !ust->done) {
+		/* Every frame is stepped in prowl_unwind_step: this program stays small,
+		 * and the verifier checks the stepping code once, not twice. */
+		ust->t0 = t0;
+		bpf_tail_call(ctx, &unwind_chain, 0);
+		unwind_stop(ust, PROWL_UR_DEPTH); /* no next run: the chain ends here */
 	}
 	if (ust)
 		dwarf_end(ust, tgid);
@@ -212,15 +211,15 @@ int prowl_sample_dwarf(struct bpf_perf_event_data *ctx)
 	return sample(ctx, UNW_DWARF_LOOP);
 }
 
-/* DWARF unwinding with bounded loops and no newer helper (5.8+): the first
- * UW_CHUNK frames here, the rest in prowl_unwind_step. */
+/* DWARF unwinding with bounded loops and no newer helper (5.8+): the setup here,
+ * the frames in prowl_unwind_step. */
 SEC("perf_event")
 int prowl_sample_dwarf_bounded(struct bpf_perf_event_data *ctx)
 {
 	return sample(ctx, UNW_DWARF_BOUNDED);
 }
 
-/* The bounded build's next UW_CHUNK frames, reached by tail call from the
+/* The bounded build's UW_CHUNK frames per run, reached by tail call from the
  * program above or from itself; the last run writes the sample. */
 SEC("perf_event")
 int prowl_unwind_step(struct bpf_perf_event_data *ctx)

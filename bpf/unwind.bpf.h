@@ -92,7 +92,8 @@ struct {
 /* The bounded build steps UW_CHUNK frames per program run and chains runs by
  * tail calls: the verifier checks every step of a bounded loop, about 10,000
  * instructions per frame, so 128 steps in one program would pass its limit of
- * one million. 16 runs (15 tail calls; kernels allow 32) cover PROWL_MAX_STACK. */
+ * one million. 16 runs of prowl_unwind_step (16 tail calls; kernels allow 32)
+ * cover PROWL_MAX_STACK. */
 #define UW_CHUNK 8
 #define UW_MAX_RUNS ((PROWL_MAX_STACK + UW_CHUNK) / UW_CHUNK)
 #define SLOT 8             /* bytes per stack slot; row offsets count slots */
