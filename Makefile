@@ -34,7 +34,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
 WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools check-cfi mutation
+.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools check-cfi mutation kernel-matrix
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -42,7 +42,7 @@ $(O)/vmlinux.h:
 	@test -r /sys/kernel/btf/vmlinux || { echo "error: /sys/kernel/btf/vmlinux missing: the build host's kernel must have BTF (CONFIG_DEBUG_INFO_BTF=y)"; exit 1; }
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-$(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/prowl.h $(O)/vmlinux.h
+$(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/unwind.bpf.h bpf/prowl.h $(O)/vmlinux.h
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -I$(O) -Ibpf -c $< -o $@
 
 $(O)/prowl.skel.h: $(O)/prowl.bpf.o
@@ -68,7 +68,7 @@ $(O)/obj/%.o: %.c $(PROTO_HDRS) Makefile
 	$(CC) $(CFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
 
 # Only the sample stage includes the BPF skeleton.
-$(O)/obj/agent/sample.o: $(O)/prowl.skel.h
+$(O)/obj/agent/sample.o $(O)/obj/agent/sample_stats.o: $(O)/prowl.skel.h
 # The flame graph page is assembled into html.o (.incbin).
 $(O)/obj/agent/analyse/html.o: agent/analyse/flame.html
 
@@ -91,6 +91,9 @@ $(O)/workloads/%: tests/workloads/%.c
 	@mkdir -p $(@D)
 	$(CC) $$(sed -n 's|^/\* *BUILD: *\(.*\) *\*/|\1|p' $<) -o $@ $< $$(sed -n 's|^/\* *LIBS: *\(.*\) *\*/|\1|p' $<)
 
+# A workload that includes another is rebuilt with it.
+$(O)/workloads/split532_fp: tests/workloads/split532.c
+
 workloads: $(WORKLOADS)
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
@@ -111,6 +114,13 @@ test: all unit workloads tools
 	$(MAKE) O=build-san SAN=1 all unit workloads
 	@mkdir -p build-san/tools && cp $(O)/tools/pprof build-san/tools/pprof
 	tests/run.sh $(O) build-san
+
+# Debian's kernels (newest 5.10, 6.1, 6.12) booted under QEMU with prowl in an
+# initramfs, and this machine's kernel: record in both unwinding modes, record -p,
+# the agent, and the one-line errors. The kernels are cached in $(O)/kmatrix.
+# make test runs it too; KMATRIX_ARGS=--both also measures the second DWARF build.
+kernel-matrix: all workloads tools
+	tests/kmatrix/kmatrix.py --build $(O) $(KMATRIX_ARGS)
 
 # Benchmarks (not timed tests): record overhead against perf, the unwinder's
 # per-sample cost and table builds, the agent over 10-minute runs, recording rules,

@@ -648,7 +648,7 @@ int agent_main(int argc, char **argv)
 	apply_logging(&a.cfg);
 	unsetenv("DEBUGINFOD_URLS");
 
-	if (sampler_preflight() < 0)
+	if (sampler_preflight(a.cfg.unwind == UNWIND_DWARF) < 0)
 		goto out;
 	syo.max_cached_frames = a.cfg.limits.symbol_cache_entries;
 	syo.max_processes = a.cfg.limits.max_processes;

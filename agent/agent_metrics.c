@@ -82,8 +82,9 @@ static void unwind_metrics(FILE *f, const struct agent_snapshot *s)
 	static const char *const reasons[] = {
 		[PROWL_UR_DEPTH] = "depth", [PROWL_UR_NO_TABLE] = "no_table", [PROWL_UR_NO_MAPPING] = "no_mapping",
 		[PROWL_UR_READ] = "unreadable", [PROWL_UR_BAD_CFI] = "bad_cfi", [PROWL_UR_NO_FDE] = "no_fde",
-		[PROWL_UR_NEW_PROC] = "new_process",
+		[PROWL_UR_NEW_PROC] = "new_process", [PROWL_UR_NO_REGS] = "no_registers",
 	};
+	_Static_assert(sizeof(reasons) / sizeof(reasons[0]) == PROWL_UR__MAX, "a reason without a label");
 	char l[64];
 
 	fputs("# HELP prowl_unwind_truncated_total User stacks cut short, by reason (each ends in a marker frame).\n"

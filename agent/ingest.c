@@ -21,7 +21,10 @@ struct ingest {
 	uint32_t *mapping_of;   /* symbolizer module id -> profile mapping id */
 	size_t mapping_of_cap;
 	uint32_t unknown_mapping, prowl_mapping;
-	uint32_t loc_trunc_user, loc_trunc_kernel;
+	uint32_t loc_trunc_user, loc_trunc_kernel, loc_no_entry;
+	/* Per location id: 1 when its function is a thread's entry (thread_entry()). */
+	uint8_t *is_entry;
+	size_t is_entry_cap;
 	const struct sym_module *main_mod;
 	bool main_mod_looked_up;
 	/* The previous sample's labels, reused while pid/tid/names repeat. */
@@ -50,6 +53,7 @@ void ingest_free(struct ingest *g)
 	if (!g)
 		return;
 	free(g->mapping_of);
+	free(g->is_entry);
 	free(g);
 }
 
@@ -58,7 +62,9 @@ void ingest_profile_reset(struct ingest *g)
 	if (g->mapping_of)
 		memset(g->mapping_of, 0, g->mapping_of_cap * sizeof(*g->mapping_of));
 	g->unknown_mapping = g->prowl_mapping = 0;
-	g->loc_trunc_user = g->loc_trunc_kernel = 0;
+	g->loc_trunc_user = g->loc_trunc_kernel = g->loc_no_entry = 0;
+	if (g->is_entry)
+		memset(g->is_entry, 0, g->is_entry_cap);
 	g->last.id = 0;
 }
 
@@ -184,6 +190,10 @@ static int ureason_location(struct ingest *g, unsigned int reason, const struct 
 		snprintf(text, sizeof(text), "[truncated: frame pointers only, process not loaded by the unwinder yet]");
 		name = NULL;
 		break;
+	case PROWL_UR_NO_REGS:
+		snprintf(text, sizeof(text), "[truncated: frame pointers only, user registers not found in the kernel]");
+		name = NULL;
+		break;
 	default:
 		snprintf(text, sizeof(text), "[truncated: unknown reason %u]", reason);
 		name = NULL;
@@ -197,6 +207,61 @@ static int ureason_location(struct ingest *g, unsigned int reason, const struct 
 	if (*ret)
 		return 0;
 	return profile_add_location(g->prof, g->prowl_mapping, key, &f, 1, true, ret);
+}
+
+/* Where a thread's user stack begins: the functions that call the program's
+ * own code first (glibc, musl, Go). A frame-pointer walk that ends anywhere
+ * else lost the frames above, because code without frame pointers broke the chain. */
+static bool thread_entry(const char *fn)
+{
+	static const char *const entries[] = {
+		"_start", "__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main",
+		"libc_start_main_stage2", "start_thread", "clone", "__clone", "clone3", "__clone3",
+		"runtime.goexit", "runtime.mstart", "runtime.rt0_go",
+	};
+
+	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
+		if (strcmp(fn, entries[i]) == 0)
+			return true;
+	return false;
+}
+
+static int note_entry(struct ingest *g, uint32_t loc)
+{
+	if (loc >= g->is_entry_cap) {
+		size_t cap = g->is_entry_cap ? g->is_entry_cap : 1024;
+		uint8_t *p;
+
+		while (cap <= loc)
+			cap *= 2;
+		p = realloc(g->is_entry, cap);
+		if (!p)
+			return -ENOMEM;
+		memset(p + g->is_entry_cap, 0, cap - g->is_entry_cap);
+		g->is_entry = p;
+		g->is_entry_cap = cap;
+	}
+	g->is_entry[loc] = 1;
+	return 0;
+}
+
+/* The marker frame at the root of a frame-pointer walk that ended short of a
+ * thread's entry. */
+static int no_entry_location(struct ingest *g, uint32_t *ret)
+{
+	struct prof_frame f = { .function = "[truncated: frame-pointer walk ended before the thread's entry]" };
+	int r;
+
+	if (g->loc_no_entry) {
+		*ret = g->loc_no_entry;
+		return 0;
+	}
+	r = pseudo_mapping(g, KEY_PROWL, "[prowl]", &g->prowl_mapping);
+	if (r < 0)
+		return r;
+	r = profile_add_location(g->prof, g->prowl_mapping, 3, &f, 1, true, &g->loc_no_entry);
+	*ret = g->loc_no_entry;
+	return r;
 }
 
 static int location_for(struct ingest *g, const struct sym_addr *a, uint32_t *ret)
@@ -225,7 +290,11 @@ static int location_for(struct ingest *g, const struct sym_addr *a, uint32_t *re
 			.line = sf[i].line,
 			.start_line = sf[i].start_line,
 		};
-	return profile_add_location(g->prof, mapping, a->addr, pf, n, symbolized, ret);
+	r = profile_add_location(g->prof, mapping, a->addr, pf, n, symbolized, ret);
+	/* The outermost of an inline chain is the function the code is in. */
+	if (r >= 0 && a->mod->kind != SYM_MOD_KERNEL && thread_entry(sf[n - 1].function))
+		r = note_entry(g, *ret);
+	return r;
 }
 
 static int labels_for(struct ingest *g, const struct prowl_sample *s, uint32_t *ret)
@@ -266,7 +335,7 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 {
 	unsigned int kn = s->kstack_len < PROWL_MAX_STACK ? s->kstack_len : PROWL_MAX_STACK;
 	unsigned int un = s->ustack_len < PROWL_MAX_STACK ? s->ustack_len : PROWL_MAX_STACK;
-	size_t n = 0;
+	size_t n = 0, user_first;
 	uint32_t labels;
 	struct sym_addr a;
 	const struct sym_module *last_mod = NULL;
@@ -292,6 +361,7 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 			return r;
 		n++;
 	}
+	user_first = n;
 	for (unsigned int i = 0; i < un; i++) {
 		uint64_t pc = s->ustack[i] - (i > 0);
 
@@ -312,6 +382,14 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 		n++;
 	} else if (s->flags & PROWL_SAMPLE_USTACK_TRUNC) {
 		r = truncated_location(g, false, &g->locs[n]);
+		if (r < 0)
+			return r;
+		n++;
+	} else if (s->flags & PROWL_SAMPLE_USTACK_FP && n > user_first &&
+		   (g->locs[n - 1] >= g->is_entry_cap || !g->is_entry[g->locs[n - 1]])) {
+		/* No stack is passed off as complete: a frame-pointer walk must end
+		 * in a thread's entry, or say that it did not. */
+		r = no_entry_location(g, &g->locs[n]);
 		if (r < 0)
 			return r;
 		n++;

@@ -523,7 +523,7 @@ int record_main(int argc, char **argv)
 	/* No network lookups of debug info in this version. */
 	unsetenv("DEBUGINFOD_URLS");
 
-	if (sampler_preflight() < 0)
+	if (sampler_preflight(!o.unwind_fp) < 0)
 		goto out;
 	if (open_targets(&c) < 0)
 		goto out;
@@ -580,6 +580,11 @@ int record_main(int argc, char **argv)
 		sampler_add_pid(c.sampler, o.pids[i]);
 		symbolizer_add_process(c.sym, o.pids[i]);
 	}
+	/* The whole host: every running process is loaded before the first
+	 * sample, as -p loads its targets, so no capture starts with stacks
+	 * marked "not loaded by the unwinder yet". */
+	if (o.all && !o.unwind_fp)
+		sampler_preload_all(c.sampler);
 	if (o.cmd && sampler_add_pid(c.sampler, c.child) < 0) {
 		log_error("cannot add the command's pid to the BPF filter");
 		goto out;

@@ -3,6 +3,7 @@
 #include "sample.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <linux/perf_event.h>
@@ -20,65 +21,17 @@
 #include <bpf/libbpf.h>
 
 #include "clock.h"
+#include "libbpf_log.h"
 #include "log.h"
-#include "prowl.skel.h"
+#include "sample_priv.h"
 
 #define HOTPLUG_CHECK_NS (1000ull * 1000 * 1000)
+#define POLL_BUDGET_NS   (200ull * 1000 * 1000) /* longest sampler_poll() spends reading */
+#define POLL_CHECK_EVERY 64u                    /* samples between two looks at the clock */
 #define DEF_UNWIND_ROWS  (2u << 20)
 #define DEF_UNWIND_MAPS  65536u
 #define DEF_UNWIND_PROCS 16384u
-#define LIBBPF_LOG_KEEP 24
 
-struct sampler {
-	uint64_t ringbuf_bytes;
-	struct sampler_opts opts;
-	struct prowl_bpf *skel;
-	struct ring_buffer *rb;    /* samples */
-	/* The unwinder runs in its own thread, so a new process's mappings are
-	 * loaded within a millisecond or so even while the main thread is busy
-	 * symbolizing (a new binary's first samples can take long). */
-	struct ring_buffer *urb;   /* unwinder events (dwarf mode) */
-	pthread_t uthread;
-	bool uthread_running;
-	int ustop_fd;              /* eventfd: stop the unwinder thread */
-	pthread_mutex_t ulock;     /* the unwinder */
-	int ncpus;                 /* possible CPUs */
-	int *pfd;                  /* per CPU perf event fd or -1 */
-	struct bpf_link **links;   /* per CPU */
-	bool started;
-	uint64_t next_hotplug_ns;
-	int cb_err;
-	/* DWARF unwinding */
-	struct unwinder *unw;
-	bool timing_log;
-};
-
-/* libbpf's messages: kept in a small ring so a load failure can show the
- * verifier's last lines with -v; printed as they come when verbose. */
-static char libbpf_log[LIBBPF_LOG_KEEP][256];
-static unsigned int libbpf_log_n;
-static bool libbpf_verbose;
-
-static int libbpf_print(enum libbpf_print_level lvl, const char *fmt, va_list ap)
-{
-	char *msg = NULL, *line, *save = NULL;
-
-	if (lvl == LIBBPF_DEBUG && !libbpf_verbose)
-		return 0;
-	/* One message may hold a whole verifier log: no fixed-size buffer. */
-	if (vasprintf(&msg, fmt, ap) < 0)
-		return 0;
-	/* One message may hold a whole verifier log: keep it line by line. */
-	for (line = strtok_r(msg, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		if (strncmp(line, "libbpf: ", 8) == 0)
-			line += 8;
-		if (libbpf_verbose)
-			log_debug("libbpf: %s", line);
-		snprintf(libbpf_log[libbpf_log_n++ % LIBBPF_LOG_KEEP], sizeof(libbpf_log[0]), "%s", line);
-	}
-	free(msg);
-	return 0;
-}
 
 static bool cap_effective(unsigned int cap)
 {
@@ -100,10 +53,12 @@ static bool cap_effective(unsigned int cap)
 	return ret;
 }
 
-int sampler_preflight(void)
+int sampler_preflight(bool unwind_dwarf)
 {
 	enum { CAP_SYS_PTRACE_ = 19, CAP_SYS_ADMIN_ = 21, CAP_PERFMON_ = 38, CAP_BPF_ = 39 };
 	bool admin = cap_effective(CAP_SYS_ADMIN_);
+	const struct kfeatures *kf;
+	enum kf_unwinder unw;
 	char missing[128] = "";
 	int r;
 
@@ -118,17 +73,12 @@ int sampler_preflight(void)
 			  "maps): run as root, e.g. 'sudo prowl ...'", missing);
 		return -EPERM;
 	}
-	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
-		log_error("this kernel has no BTF (/sys/kernel/btf/vmlinux is missing): prowl needs a kernel built "
-			  "with CONFIG_DEBUG_INFO_BTF=y (Linux 5.8+)");
-		return -EOPNOTSUPP;
-	}
-	r = libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL);
-	if (r == 0) {
-		log_error("this kernel has no BPF ring buffer (BPF_MAP_TYPE_RINGBUF): prowl needs Linux 5.8 or newer");
-		return -EOPNOTSUPP;
-	}
-	return 0;
+	kf = kfeatures_get();
+	kfeatures_log(kf);
+	r = kfeatures_check_base(kf);
+	if (r < 0)
+		return r;
+	return kfeatures_pick_unwinder(kf, unwind_dwarf, &unw);
 }
 
 static void *unwind_thread(void *arg)
@@ -154,6 +104,16 @@ static void *unwind_thread(void *arg)
 		pthread_mutex_lock(&s->ulock);
 		ring_buffer__consume(s->urb);
 		unwinder_work(s->unw);
+		if (s->self_pending) {
+			struct prowl_unwind_event self = { .type = PROWL_UEV_UNKNOWN_PID, .pid = s->self_pid };
+
+			/* Whoever asked meanwhile goes first, then prowl itself. */
+			s->self_pending = false;
+			ring_buffer__consume(s->urb);
+			unwinder_work(s->unw);
+			unwinder_event(s->unw, &self);
+			unwinder_work(s->unw);
+		}
 		pthread_mutex_unlock(&s->ulock);
 	}
 	close(epfd);
@@ -172,43 +132,88 @@ static int handle_event(void *ctx, void *data, size_t size)
 		s->cb_err = r;
 		return r; /* stops this ring_buffer__poll() round */
 	}
+	/* The sample is consumed either way; stopping here hands control back. */
+	if ((++s->handled & (POLL_CHECK_EVERY - 1)) == 0 && clock_mono_ns() >= s->poll_until) {
+		s->over_budget = true;
+		return -EAGAIN;
+	}
 	return 0;
 }
 
 static int handle_unwind_event(void *ctx, void *data, size_t size)
 {
 	struct sampler *s = ctx;
+	const struct prowl_unwind_event *ev = data;
 
-	if (s->unw && size >= sizeof(struct prowl_unwind_event))
-		unwinder_event(s->unw, data);
+	if (!s->unw || size < sizeof(*ev))
+		return 0;
+	/* prowl's own process maps some 50 objects: the processes it profiles
+	 * are loaded before it, so their first samples are complete sooner. */
+	if (ev->type == PROWL_UEV_UNKNOWN_PID && ev->pid == s->self_pid) {
+		s->self_pending = true;
+		return 0;
+	}
+	unwinder_event(s->unw, ev);
 	return 0;
 }
 
-/* Before load: sizes of the unwinder's maps (tiny when unused). */
-static int setup_unwind(struct sampler *s)
+/* Before load: which programs load, and the sizes of the unwinder's maps (tiny
+ * when unused). */
+static int setup_programs(struct sampler *s)
 {
+	const struct kfeatures *kf = kfeatures_get();
 	struct prowl_bpf *k = s->skel;
 	uint32_t rows = s->opts.unwind_max_rows ? s->opts.unwind_max_rows : DEF_UNWIND_ROWS;
 	uint32_t maps = s->opts.unwind_max_maps ? s->opts.unwind_max_maps : DEF_UNWIND_MAPS;
 	uint32_t procs = s->opts.unwind_max_procs ? s->opts.unwind_max_procs : DEF_UNWIND_PROCS;
+	bool want_tp = s->opts.unwind_dwarf || s->opts.follow_children;
+	struct bpf_program *const samplers[] = {
+		[KF_UNW_FP] = k->progs.prowl_sample_fp,
+		[KF_UNW_DWARF_LOOP] = k->progs.prowl_sample_dwarf,
+		[KF_UNW_DWARF_BOUNDED] = k->progs.prowl_sample_dwarf_bounded,
+	};
+	int r;
 
-	if (!s->opts.unwind_dwarf) {
-		bpf_program__set_autoload(k->progs.prowl_exec, false);
-		bpf_program__set_autoload(k->progs.prowl_exit, false);
-		return 0;
+	r = kfeatures_pick_unwinder(kf, s->opts.unwind_dwarf, &s->unwinder);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; i < sizeof(samplers) / sizeof(samplers[0]); i++)
+		bpf_program__set_autoload(samplers[i], i == s->unwinder);
+	s->prog = samplers[s->unwinder];
+	bpf_program__set_autoload(k->progs.prowl_unwind_step, s->unwinder == KF_UNW_DWARF_BOUNDED);
+	if (want_tp && !kf->has[KF_TP_BTF] && !kf->has[KF_RAW_TP]) {
+		log_error("%s needs %s (Linux %s+), which this kernel (%s) lacks",
+			  s->opts.unwind_dwarf ? "DWARF unwinding (--unwind=dwarf)" : "following children",
+			  kfeature_name(KF_RAW_TP), kfeature_since(KF_RAW_TP), kf->release);
+		return -EOPNOTSUPP;
 	}
-#if !defined(__x86_64__)
-	log_error("DWARF unwinding (--unwind=dwarf) is implemented for x86_64 only: use --unwind=fp on this machine");
-	return -EOPNOTSUPP;
-#endif
+	s->tp_btf = kf->has[KF_TP_BTF];
+	bpf_program__set_autoload(k->progs.prowl_fork, s->opts.follow_children && s->tp_btf);
+	bpf_program__set_autoload(k->progs.prowl_fork_raw, s->opts.follow_children && !s->tp_btf);
+	bpf_program__set_autoload(k->progs.prowl_exec, s->opts.unwind_dwarf && s->tp_btf);
+	bpf_program__set_autoload(k->progs.prowl_exec_raw, s->opts.unwind_dwarf && !s->tp_btf);
+	bpf_program__set_autoload(k->progs.prowl_exit, s->opts.unwind_dwarf && s->tp_btf);
+	bpf_program__set_autoload(k->progs.prowl_exit_raw, s->opts.unwind_dwarf && !s->tp_btf);
+	log_debug("BPF programs: %s sampler (%s)%s", kf_unwinder_name(s->unwinder), bpf_program__name(s->prog),
+		  want_tp ? (s->tp_btf ? ", tp_btf tracepoints" : ", raw tracepoints") : "");
+	if (!s->opts.unwind_dwarf)
+		return 0;
 	s->opts.unwind_max_rows = rows;
 	s->opts.unwind_max_maps = maps;
 	s->opts.unwind_max_procs = procs;
-	k->rodata->unwind_dwarf = 1;
 	if (bpf_map__set_max_entries(k->maps.unwind_rows, rows) || bpf_map__set_max_entries(k->maps.unwind_maps, maps) ||
 	    bpf_map__set_max_entries(k->maps.unwind_procs, procs))
 		return log_error_errno(-EINVAL, "cannot size the unwinder's maps");
 	return 0;
+}
+
+/* Attaches a tracepoint program, the tp_btf or the raw_tp build. */
+static struct bpf_link *attach_tp(struct sampler *s, struct bpf_program *btf, struct bpf_program *raw,
+				  const char *name)
+{
+	if (s->tp_btf)
+		return bpf_program__attach(btf);
+	return bpf_program__attach_raw_tracepoint(raw, name);
 }
 
 /* After load: map the arrays and start the user-space half. */
@@ -229,8 +234,10 @@ static int start_unwind(struct sampler *s)
 	r = unwinder_new(&uo, &um, &s->unw);
 	if (r < 0)
 		return log_error_errno(r, "cannot set up the unwinder");
-	s->skel->links.prowl_exec = bpf_program__attach(s->skel->progs.prowl_exec);
-	s->skel->links.prowl_exit = bpf_program__attach(s->skel->progs.prowl_exit);
+	s->skel->links.prowl_exec = attach_tp(s, s->skel->progs.prowl_exec, s->skel->progs.prowl_exec_raw,
+					      "sched_process_exec");
+	s->skel->links.prowl_exit = attach_tp(s, s->skel->progs.prowl_exit, s->skel->progs.prowl_exit_raw,
+					      "sched_process_exit");
 	if (!s->skel->links.prowl_exec || !s->skel->links.prowl_exit)
 		return log_error_errno(-errno, "cannot attach the exec/exit tracepoints the unwinder needs");
 	s->urb = ring_buffer__new(bpf_map__fd(s->skel->maps.unwind_events), handle_unwind_event, s, NULL);
@@ -258,7 +265,7 @@ static int size_ringbuf(struct sampler *s)
 	while (size < want && size < (256u << 20))
 		size <<= 1;
 	s->ringbuf_bytes = size;
-	s->skel->rodata->ringbuf_wakeup_bytes = size / 8;
+	s->skel->rodata->ringbuf_wakeup_bytes = size / PROWL_RINGBUF_WAKE_DIV;
 	if (bpf_map__set_max_entries(s->skel->maps.events, size))
 		return log_error_errno(-errno, "cannot size the BPF ring buffer to %" PRIu64 " bytes", size);
 	return 0;
@@ -269,13 +276,14 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 	struct sampler *s;
 	int r;
 
-	libbpf_verbose = opts->verbose;
-	libbpf_set_print(libbpf_print);
+	libbpf_log_setup();
 
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->ustop_fd = -1;
+	s->stats_fd = -1;
+	s->self_pid = (uint32_t)getpid();
 	pthread_mutex_init(&s->ulock, NULL);
 	s->opts = *opts;
 	s->ncpus = libbpf_num_possible_cpus();
@@ -303,9 +311,7 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 		goto fail;
 	s->skel->bss->keep_idle = opts->idle;
 	s->skel->rodata->follow_children = opts->follow_children;
-	if (!opts->follow_children)
-		bpf_program__set_autoload(s->skel->progs.prowl_fork, false);
-	r = setup_unwind(s);
+	r = setup_programs(s);
 	if (r < 0)
 		goto fail;
 	s->timing_log = getenv("PROWL_BPF_TIMING") && strcmp(getenv("PROWL_BPF_TIMING"), "1") == 0;
@@ -313,19 +319,44 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 
 	r = prowl_bpf__load(s->skel);
 	if (r) {
-		log_error("cannot load the BPF program into the kernel: %s%s", strerror(-r),
-			  opts->verbose ? "" : " (run with -v to see the verifier's log)");
-		if (opts->verbose) {
-			unsigned int first = libbpf_log_n > LIBBPF_LOG_KEEP ? libbpf_log_n - LIBBPF_LOG_KEEP : 0;
+		char why[LIBBPF_LOG_WHY_MAX];
 
-			log_error("last lines from libbpf and the verifier:");
-			for (unsigned int i = first; i < libbpf_log_n; i++)
-				log_error("  %s", libbpf_log[i % LIBBPF_LOG_KEEP]);
-		}
+		libbpf_log_verifier_reason(why, sizeof(why));
+		log_error("cannot load the BPF program %s (%s unwinding) into this kernel (%s): %s%s%s%s",
+			  bpf_program__name(s->prog), kf_unwinder_name(s->unwinder), kfeatures_get()->release,
+			  strerror(-r), why[0] ? "; the verifier says: " : "", why,
+			  opts->verbose ? "" : " (run with -v for the verifier's whole log)");
 		goto fail;
 	}
+	if (s->unwinder == KF_UNW_DWARF_BOUNDED) {
+		__u32 slot = 0;
+		int fd = bpf_program__fd(s->skel->progs.prowl_unwind_step);
+
+		if (bpf_map__update_elem(s->skel->maps.unwind_chain, &slot, sizeof(slot), &fd, sizeof(fd), BPF_ANY)) {
+			r = log_error_errno(-errno, "cannot chain the bounded unwinder's programs");
+			goto fail;
+		}
+	}
+	if (log_get_level() >= LOG_LVL_DEBUG) {
+		struct bpf_program *prog;
+
+		bpf_object__for_each_program(prog, s->skel->obj) {
+			struct bpf_prog_info info = {};
+			__u32 len = sizeof(info);
+
+			/* verified_insns: 5.16+; older kernels leave it 0. */
+			if (bpf_program__fd(prog) >= 0 && bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0 &&
+			    info.verified_insns)
+				log_debug("BPF program %s: the verifier processed %u instructions", bpf_program__name(prog),
+					  info.verified_insns);
+		}
+	}
+	/* The kernel's own count of runs and run time (run_time_ns, run_cnt). */
+	if (s->timing_log && kfeatures_get()->has[KF_STATS])
+		s->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	if (opts->follow_children) {
-		s->skel->links.prowl_fork = bpf_program__attach(s->skel->progs.prowl_fork);
+		s->skel->links.prowl_fork = attach_tp(s, s->skel->progs.prowl_fork, s->skel->progs.prowl_fork_raw,
+						      "sched_process_fork");
 		if (!s->skel->links.prowl_fork) {
 			r = log_error_errno(-errno, "cannot attach the fork tracepoint");
 			goto fail;
@@ -361,6 +392,35 @@ int sampler_add_pid(struct sampler *s, uint32_t pid)
 		pthread_mutex_unlock(&s->ulock);
 	}
 	return 0;
+}
+
+int sampler_preload_all(struct sampler *s)
+{
+	uint64_t t0 = clock_mono_ns();
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	if (!s->unw)
+		return 0;
+	d = opendir("/proc");
+	if (!d)
+		return -errno;
+	pthread_mutex_lock(&s->ulock);
+	while ((de = readdir(d))) {
+		char *end;
+		unsigned long pid = strtoul(de->d_name, &end, 10);
+
+		/* prowl itself is loaded last, when it is first sampled. */
+		if (*end || !pid || pid > UINT32_MAX || pid == s->self_pid)
+			continue;
+		if (unwinder_add_pid(s->unw, (uint32_t)pid) == 0)
+			n++;
+	}
+	pthread_mutex_unlock(&s->ulock);
+	closedir(d);
+	log_debug("unwind: %d processes loaded before sampling, in %.1f ms", n, (clock_mono_ns() - t0) / 1e6);
+	return n;
 }
 
 /* Parses a CPU list like "0-3,5" into a bitmap of s->ncpus entries. */
@@ -422,7 +482,7 @@ static int open_cpu(struct sampler *s, int cpu)
 	if (fd < 0)
 		return -errno;
 	s->pfd[cpu] = fd;
-	s->links[cpu] = bpf_program__attach_perf_event(s->skel->progs.prowl_sample, fd);
+	s->links[cpu] = bpf_program__attach_perf_event(s->prog, fd);
 	if (!s->links[cpu]) {
 		r = -errno;
 		close_cpu(s, cpu);
@@ -491,14 +551,18 @@ int sampler_poll(struct sampler *s, int timeout_ms)
 	int n;
 
 	s->cb_err = 0;
+	s->over_budget = false;
+	/* A reader slower than the samples arrive (a slow symbolizer, an emulated
+	 * CPU) would never leave libbpf's loop: its caller's deadlines must run. */
+	s->poll_until = clock_mono_ns() + POLL_BUDGET_NS;
 	n = ring_buffer__poll(s->rb, timeout_ms);
 	if (s->cb_err)
 		return s->cb_err;
-	if (n < 0 && n != -EINTR)
+	if (n < 0 && n != -EINTR && !s->over_budget)
 		return n;
 	/* BPF wakes this reader only when the ring fills up (a wakeup per sample
 	 * costs microseconds in the sampled task): take what arrived meanwhile. */
-	if (n >= 0) {
+	if (n >= 0 && !s->over_budget) {
 		int m = ring_buffer__consume(s->rb);
 
 		if (s->cb_err)
@@ -518,6 +582,7 @@ int sampler_drain(struct sampler *s)
 	int n;
 
 	s->cb_err = 0;
+	s->poll_until = UINT64_MAX;
 	n = ring_buffer__consume(s->rb);
 	if (s->cb_err)
 		return s->cb_err;
@@ -529,23 +594,6 @@ void sampler_stop(struct sampler *s)
 	for (int cpu = 0; cpu < s->ncpus; cpu++)
 		close_cpu(s, cpu);
 	s->started = false;
-}
-
-void sampler_get_counters(const struct sampler *s, struct sampler_counters *ret)
-{
-	int ncpu = s->ncpus;
-	__u64 *vals = calloc(ncpu, sizeof(__u64));
-
-	memset(ret, 0, sizeof(*ret));
-	if (!vals)
-		return;
-	for (__u32 k = 0; k < PROWL_CNT__MAX; k++) {
-		if (bpf_map__lookup_elem(s->skel->maps.counters, &k, sizeof(k), vals, sizeof(__u64) * ncpu, 0))
-			continue;
-		for (int c = 0; c < ncpu; c++)
-			ret->v[k] += vals[c];
-	}
-	free(vals);
 }
 
 int sampler_set_freq(struct sampler *s, unsigned int freq)
@@ -576,108 +624,6 @@ unsigned int sampler_ncpus_active(const struct sampler *s)
 	return n;
 }
 
-int sampler_unwind_stats(const struct sampler *s, struct unwind_stats *ret)
-{
-	if (!s->unw)
-		return -ENOENT;
-	pthread_mutex_lock((pthread_mutex_t *)&s->ulock);
-	unwinder_get_stats(s->unw, ret);
-	pthread_mutex_unlock((pthread_mutex_t *)&s->ulock);
-	return 0;
-}
-
-void sampler_set_timing(struct sampler *s, bool on)
-{
-	s->skel->bss->time_samples = on;
-}
-
-int sampler_cost_hist(const struct sampler *s, uint64_t ret[PROWL_COST_BUCKETS])
-{
-	__u64 *vals = calloc(s->ncpus, sizeof(__u64));
-
-	if (!vals)
-		return -ENOMEM;
-	for (__u32 k = 0; k < PROWL_COST_BUCKETS; k++) {
-		ret[k] = 0;
-		if (bpf_map__lookup_elem(s->skel->maps.cost_hist, &k, sizeof(k), vals, sizeof(__u64) * s->ncpus, 0))
-			continue;
-		for (int c = 0; c < s->ncpus; c++)
-			ret[k] += vals[c];
-	}
-	free(vals);
-	return 0;
-}
-
-/* Percentile of the cost histogram, in ns (upper bound of its bucket). */
-static double hist_pct(const uint64_t *h, uint64_t total, double pct)
-{
-	uint64_t want = (uint64_t)(total * pct + 0.5), acc = 0;
-
-	for (int i = 0; i < PROWL_COST_BUCKETS; i++) {
-		acc += h[i];
-		if (acc >= want && acc)
-			return (i + 1) * (double)PROWL_COST_BUCKET_NS;
-	}
-	return PROWL_COST_BUCKETS * (double)PROWL_COST_BUCKET_NS;
-}
-
-static void log_timing(const struct sampler *s)
-{
-	uint64_t h[PROWL_COST_BUCKETS], total = 0;
-
-	if (sampler_cost_hist(s, h) < 0)
-		return;
-	for (int i = 0; i < PROWL_COST_BUCKETS; i++)
-		total += h[i];
-	if (!total)
-		return;
-	log_info("BPF cost per sample (%s unwinding, %" PRIu64 " runs): p50 <= %.2f us, p90 <= %.2f us, p99 <= %.2f us",
-		 s->opts.unwind_dwarf ? "dwarf" : "fp", total, hist_pct(h, total, 0.5) / 1000,
-		 hist_pct(h, total, 0.9) / 1000, hist_pct(h, total, 0.99) / 1000);
-}
-
-static void log_unwind_stats(const struct sampler *s)
-{
-	struct unwind_stats st;
-	struct sampler_counters c;
-	static const char *const reasons[] = { "too deep", "no table", "no mapping", "unreadable stack", "bad CFI",
-					       "no FDE", "new process" };
-	char buf[512];
-	size_t off = 0;
-
-	if (!s->unw || log_get_level() < LOG_LVL_DEBUG)
-		return;
-	sampler_unwind_stats(s, &st);
-	sampler_get_counters(s, &c);
-	log_debug("unwinder: %" PRIu32 " tables (%" PRIu64 " of %" PRIu64 " rows, %" PRIu64 " KiB), %" PRIu32
-		  " processes, %" PRIu64 " of %" PRIu64 " mappings, %" PRIu64 " tables built in %.1f ms, %" PRIu64
-		  " evicted, %" PRIu64 " maps reads, %" PRIu64 " events, capacity hits rows/maps/procs %" PRIu64 "/%" PRIu64
-		  "/%" PRIu64,
-		  st.tables, st.rows_used, st.rows_capacity, st.rows_used * 8 / 1024, st.procs, st.maps_used,
-		  st.maps_capacity, st.tables_built, st.table_build_ns / 1e6, st.tables_evicted, st.maps_reads, st.events,
-		  st.rows_full, st.maps_full, st.procs_full);
-	for (int i = 0; i < PROWL_UR__MAX - 1; i++)
-		off += snprintf(buf + off, sizeof(buf) - off, "%s%s %" PRIu64, i ? ", " : "", reasons[i],
-				(uint64_t)c.v[PROWL_CNT_UNWIND_TRUNC + i]);
-	log_debug("unwinder: truncated stacks: %s; frame-pointer frames %" PRIu64 ", requests %" PRIu64 " (%" PRIu64
-		  " lost)", buf, (uint64_t)c.v[PROWL_CNT_UNWIND_FP_FRAMES], (uint64_t)c.v[PROWL_CNT_UNWIND_REQ],
-		  (uint64_t)c.v[PROWL_CNT_UNWIND_REQ_LOST]);
-}
-
-int sampler_prog_stats(const struct sampler *s, uint64_t *ret_run_cnt, uint64_t *ret_run_time_ns)
-{
-	struct bpf_prog_info info = {};
-	__u32 len = sizeof(info);
-	int r;
-
-	r = bpf_obj_get_info_by_fd(bpf_program__fd(s->skel->progs.prowl_sample), &info, &len);
-	if (r)
-		return -errno;
-	*ret_run_cnt = info.run_cnt;
-	*ret_run_time_ns = info.run_time_ns;
-	return 0;
-}
-
 void sampler_free(struct sampler *s)
 {
 	if (!s)
@@ -693,10 +639,10 @@ void sampler_free(struct sampler *s)
 	}
 	if (s->pfd)
 		sampler_stop(s);
-	if (s->skel && s->timing_log)
-		log_timing(s);
 	if (s->skel)
-		log_unwind_stats(s);
+		sampler_log_stats(s);
+	if (s->stats_fd >= 0)
+		close(s->stats_fd);
 	ring_buffer__free(s->rb);
 	ring_buffer__free(s->urb);
 	if (s->ustop_fd >= 0)

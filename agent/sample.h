@@ -37,12 +37,16 @@ struct sampler_counters {
 	uint64_t v[PROWL_CNT__MAX];
 };
 
-/* Checks the host (root/capabilities, BTF, ring buffer support). Returns 0 or a
- * negative errno after logging one line that names what is missing. */
-int sampler_preflight(void);
+/* Checks the host: root/capabilities, and the kernel's BPF features for the
+ * unwinding mode (kfeatures.h). Returns 0 or a negative errno after logging one
+ * line that names what is missing and the kernel release that brings it. */
+int sampler_preflight(bool unwind_dwarf);
 /* Opens and loads the BPF object. Logs one line on failure. */
 int sampler_open(const struct sampler_opts *opts, struct sampler **ret);
 int sampler_add_pid(struct sampler *s, uint32_t pid);
+/* DWARF mode: loads the unwind tables of every running process now (but prowl's
+ * own), so that their first samples are complete. Returns how many, or -errno. */
+int sampler_preload_all(struct sampler *s);
 /* Opens perf events on online CPUs and attaches the program. */
 int sampler_start(struct sampler *s);
 /* Waits up to timeout_ms for samples and consumes them; also picks up CPUs that
@@ -66,8 +70,12 @@ int sampler_unwind_stats(const struct sampler *s, struct unwind_stats *ret);
  * environment turns it on at open and logs p50/p90/p99 at sampler_free. */
 void sampler_set_timing(struct sampler *s, bool on);
 int sampler_cost_hist(const struct sampler *s, uint64_t ret[PROWL_COST_BUCKETS]);
-/* BPF program run statistics (needs kernel.bpf_stats_enabled=1). */
+/* The kernel's run statistics of the sampling program: runs and total run time
+ * (kept while PROWL_BPF_TIMING=1 turned them on, or kernel.bpf_stats_enabled=1),
+ * which sampler_free logs as a per-sample cost with PROWL_BPF_TIMING=1. */
 int sampler_prog_stats(const struct sampler *s, uint64_t *ret_run_cnt, uint64_t *ret_run_time_ns);
+/* The user-stack unwinder the loaded program carries, e.g. "dwarf (bpf_loop)". */
+const char *sampler_unwinder(const struct sampler *s);
 void sampler_free(struct sampler *s); /* accepts NULL */
 
 #endif

@@ -7,6 +7,7 @@
 #define PROWL_MAX_STACK   127  /* frames kept per kernel or user stack */
 #define PROWL_COMM_LEN    16
 #define PROWL_RINGBUF_SZ  (16u << 20) /* compiled-in default; user space sizes it per host */
+#define PROWL_RINGBUF_WAKE_DIV 8      /* the reader is woken when 1/8 of the ring is full */
 
 /* Values of prowl_cfg.filter_mode. */
 enum prowl_filter {
@@ -25,7 +26,7 @@ enum prowl_counter {
 	/* DWARF unwinding (--unwind=dwarf): user stacks cut short, by reason
 	 * (PROWL_CNT_UNWIND_TRUNC + enum prowl_ureason - 1), and refresh requests. */
 	PROWL_CNT_UNWIND_TRUNC,                        /* PROWL_UR_DEPTH */
-	PROWL_CNT_UNWIND_TRUNC_LAST = PROWL_CNT_UNWIND_TRUNC + 6, /* PROWL_UR_NEW_PROC */
+	PROWL_CNT_UNWIND_TRUNC_LAST = PROWL_CNT_UNWIND_TRUNC + 7, /* PROWL_UR_NO_REGS */
 	PROWL_CNT_UNWIND_REQ,      /* refresh requests sent to user space */
 	PROWL_CNT_UNWIND_REQ_LOST, /* refresh requests the event ring could not take */
 	PROWL_CNT_UNWIND_FP_FRAMES, /* frames unwound with frame pointers (no table) */
@@ -36,6 +37,9 @@ enum prowl_counter {
 #define PROWL_SAMPLE_KERNEL_MODE (1u << 0) /* the CPU was in kernel mode */
 #define PROWL_SAMPLE_USTACK_TRUNC (1u << 1) /* user stack hit PROWL_MAX_STACK */
 #define PROWL_SAMPLE_KSTACK_TRUNC (1u << 2) /* kernel stack hit PROWL_MAX_STACK */
+#define PROWL_SAMPLE_USTACK_FP (1u << 3)    /* the user stack is the kernel's frame-pointer
+					     * walk (bpf_get_stack), which cannot tell
+					     * whether it reached the thread's entry */
 
 /* Values of prowl_sample.ureason: why a DWARF-unwound user stack stops short of
  * the thread's entry. 0 = complete (or --unwind=fp, where nothing is known). */
@@ -49,6 +53,8 @@ enum prowl_ureason {
 	PROWL_UR_BAD_CFI,    /* CFI the BPF unwinder cannot evaluate, or a corrupt frame */
 	PROWL_UR_NO_FDE,     /* a pc inside an object but not covered by its CFI */
 	PROWL_UR_NEW_PROC,   /* the process's mappings were not loaded yet (frame pointers used) */
+	PROWL_UR_NO_REGS,    /* the user registers of a task sampled in the kernel were not
+			      * found (kernels without bpf_task_pt_regs; frame pointers used) */
 	PROWL_UR__MAX,
 };
 
@@ -159,5 +165,55 @@ struct prowl_unwind_event {
  * runs that took [i * 100 ns, (i + 1) * 100 ns); the last bucket is open. */
 #define PROWL_COST_BUCKETS 128
 #define PROWL_COST_BUCKET_NS 100
+
+/* Every struct above crosses the BPF/user boundary: clang -target bpf and the
+ * host's compiler both include this header, so both check that they agree on
+ * the layout, field by field, and that no implicit padding crept in. */
+#define PROWL_AT(type, field, off) \
+	_Static_assert(__builtin_offsetof(struct type, field) == (off), #type "." #field " is not at " #off)
+#define PROWL_SIZE(type, size) _Static_assert(sizeof(struct type) == (size), "struct " #type " is not " #size " bytes")
+
+PROWL_AT(prowl_sample, time_ns, 0);
+PROWL_AT(prowl_sample, cgroup_id, 8);
+PROWL_AT(prowl_sample, pid, 16);
+PROWL_AT(prowl_sample, tid, 20);
+PROWL_AT(prowl_sample, cpu, 24);
+PROWL_AT(prowl_sample, flags, 28);
+PROWL_AT(prowl_sample, kstack_len, 32);
+PROWL_AT(prowl_sample, ustack_len, 34);
+PROWL_AT(prowl_sample, ureason, 36);
+PROWL_AT(prowl_sample, _pad, 37);
+PROWL_AT(prowl_sample, comm, 40);
+PROWL_AT(prowl_sample, pcomm, 40 + PROWL_COMM_LEN);
+PROWL_AT(prowl_sample, kstack, 40 + 2 * PROWL_COMM_LEN);
+PROWL_AT(prowl_sample, ustack, 40 + 2 * PROWL_COMM_LEN + 8 * PROWL_MAX_STACK);
+PROWL_SIZE(prowl_sample, 40 + 2 * PROWL_COMM_LEN + 16 * PROWL_MAX_STACK);
+
+PROWL_AT(prowl_unwind_row, pc, 0);
+PROWL_AT(prowl_unwind_row, cfa_off, 4);
+PROWL_AT(prowl_unwind_row, rule, 6);
+PROWL_AT(prowl_unwind_row, rbp_off, 7);
+PROWL_SIZE(prowl_unwind_row, 8);
+
+PROWL_AT(prowl_unwind_map, start, 0);
+PROWL_AT(prowl_unwind_map, end, 8);
+PROWL_AT(prowl_unwind_map, bias, 16);
+PROWL_AT(prowl_unwind_map, row_first, 24);
+PROWL_AT(prowl_unwind_map, row_count, 28);
+PROWL_AT(prowl_unwind_map, kind, 32);
+PROWL_AT(prowl_unwind_map, _pad, 36);
+PROWL_SIZE(prowl_unwind_map, 40);
+
+PROWL_AT(prowl_unwind_proc, map_first, 0);
+PROWL_AT(prowl_unwind_proc, map_count, 4);
+PROWL_SIZE(prowl_unwind_proc, 8);
+
+PROWL_AT(prowl_unwind_event, type, 0);
+PROWL_AT(prowl_unwind_event, pid, 4);
+PROWL_AT(prowl_unwind_event, pc, 8);
+PROWL_SIZE(prowl_unwind_event, 16);
+
+#undef PROWL_AT
+#undef PROWL_SIZE
 
 #endif /* PROWL_H */

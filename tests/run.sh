@@ -1,6 +1,7 @@
 #!/bin/bash
 # run.sh: runs prowl's whole test suite: C unit tests and end-to-end tests (as root,
-# real BPF) on build/, then again on build-san/ (ASan+UBSan); lists every skipped test
+# real BPF) on build/, then again on build-san/ (ASan+UBSan), then the kernel matrix
+# (tests/kmatrix: Debian's kernels under QEMU) on build/; lists every skipped test
 # with its reason and ends with "N passed, N failed, N skipped".
 # Usage: tests/run.sh [BUILD_DIR...]   (default: build build-san)
 set -u
@@ -78,6 +79,23 @@ run_e2e() { # $1 = build dir, $2 = "quick" to skip the long captures
 	if [ "${f:-0}" != 0 ] || [ "${e:-0}" != 0 ]; then failures+=("$1/e2e"); fi
 }
 
+run_kmatrix() { # $1 = build dir
+	local line n m log="$1/kmatrix.log"
+	echo "== kernel matrix ($1)"
+	/usr/bin/python3 tests/kmatrix/kmatrix.py --build "$1" 2>&1 | tee "$log"
+	line=$(grep -E '^kernel matrix: [0-9]+ of [0-9]+ checks passed' "$log" | tail -1)
+	if [ -z "$line" ]; then
+		failed=$((failed + 1))
+		failures+=("$1/kernel-matrix (did not run to the end)")
+		return
+	fi
+	n=$(awk '{print $3}' <<<"$line")
+	m=$(awk '{print $5}' <<<"$line")
+	passed=$((passed + n))
+	failed=$((failed + m - n))
+	[ "$n" = "$m" ] || failures+=("$1/kernel-matrix")
+}
+
 dirs=("$@")
 [ ${#dirs[@]} -gt 0 ] || dirs=(build build-san)
 for d in "${dirs[@]}"; do
@@ -92,6 +110,18 @@ for d in "${dirs[@]}"; do
 	*san*) run_e2e "$d" quick ;; # sanitizers: every test but the long captures
 	*) run_e2e "$d" "" ;;
 	esac
+done
+# Once, on the first build without sanitizers (the guests run its binaries).
+for d in "${dirs[@]}"; do
+	case "$d" in *san*) continue ;; esac
+	[ -x "$d/prowl" ] || continue
+	if [ "$(id -u)" != 0 ]; then
+		failed=$((failed + 1))
+		failures+=("$d/kernel-matrix (not root)")
+	else
+		run_kmatrix "$d"
+	fi
+	break
 done
 
 echo

@@ -1,0 +1,524 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* unwind.bpf.h: the DWARF CFI user-stack unwinder of the BPF sampler (x86_64), in two
+ * builds: frames stepped by bpf_loop (5.17+) or by a bounded loop (5.8+). */
+#ifndef PROWL_UNWIND_BPF_H
+#define PROWL_UNWIND_BPF_H
+
+/* Included by prowl.bpf.c only, after its maps and count(). */
+
+/* ---- DWARF unwinding state (sizes set by user space before load) ---- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct prowl_unwind_row);
+} unwind_rows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct prowl_unwind_map);
+} unwind_maps SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct prowl_unwind_proc);
+} unwind_procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} unwind_events SEC(".maps");
+
+/* tgid -> time of its last refresh request. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} unwind_req_time SEC(".maps");
+
+/* Stack memory is read through an aligned window: one helper call copies
+ * STACK_WIN bytes, and most frames' slots are found in it. A window never
+ * crosses a page (it divides the page size), so it reads what single reads
+ * would. */
+#define STACK_WIN 1024
+
+struct uw_state {
+	__u64 pc, sp, bp;
+	__u32 n;          /* frames recorded */
+	__u32 map_first, map_count;
+	__u32 cur_map;    /* index of the mapping of the previous frame */
+	__u8 bp_valid;
+	__u8 exact;       /* pc is not a return address (first frame, after a signal) */
+	__u8 done;
+	__u8 reason;      /* enum prowl_ureason */
+	__u8 sticky;      /* a reason that does not stop the walk (PROWL_UR_NO_TABLE) */
+	__u8 want_refresh;
+	__u8 runs;        /* bounded build: program runs so far */
+	__u64 t0;         /* bounded build: the sample's start (cost timing), carried across tail calls */
+	__u64 win_base;   /* user address of win[0], 0 = empty */
+	__u64 frames[PROWL_MAX_STACK];
+	__u8 win[STACK_WIN];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct uw_state);
+} unwind_scratch SEC(".maps");
+
+/* The bounded build's next run: user space puts prowl_unwind_step in slot 0. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} unwind_chain SEC(".maps");
+
+#if defined(__TARGET_ARCH_x86)
+
+/* The lowest kernel address: user pointers are below it (x86_64, 4- and 5-level paging). */
+#define KERNEL_MIN_ADDR 0xffff800000000000ull
+#define MAX_MAP_SEARCH 16  /* 65536 mappings per process */
+#define MAX_ROW_SEARCH 25  /* 32M rows per table (user space keeps tables smaller) */
+/* The bounded build steps UW_CHUNK frames per program run and chains runs by
+ * tail calls: the verifier checks every step of a bounded loop, about 10,000
+ * instructions per frame, so 128 steps in one program would pass its limit of
+ * one million. 16 runs of prowl_unwind_step (16 tail calls; kernels allow 32)
+ * cover PROWL_MAX_STACK. */
+#define UW_CHUNK 8
+#define UW_MAX_RUNS ((PROWL_MAX_STACK + UW_CHUNK) / UW_CHUNK)
+#define SLOT 8             /* bytes per stack slot; row offsets count slots */
+
+/* A frame-pointer frame: [bp] = the caller's bp, [bp + FP_RA_OFF] = the return address;
+ * the caller's sp is bp + FP_FRAME_SIZE. */
+#define FP_RA_OFF     8
+#define FP_FRAME_SIZE 16
+/* The return address sits right below the CFA (x86_64 call pushes it there). */
+#define CFA_RA_OFF    8
+#define PLT_ENTRY_SIZE 16 /* x86_64 PLT entries, which ld's CFA expression indexes */
+
+/* A signal frame (rt_sigreturn): rsp points at a struct ucontext, whose
+ * uc_mcontext holds the interrupted registers. User ABI, so fixed offsets. */
+#define UC_RBP __builtin_offsetof(struct ucontext, uc_mcontext.bp)
+#define UC_RSP __builtin_offsetof(struct ucontext, uc_mcontext.sp)
+#define UC_RIP __builtin_offsetof(struct ucontext, uc_mcontext.ip)
+_Static_assert(UC_RBP == 120 && UC_RSP == 160 && UC_RIP == 168, "x86_64 ucontext layout");
+
+/* Without bpf_task_pt_regs (before 5.15), the user registers of a task that
+ * entered the kernel are found where the kernel saves them: a struct pt_regs at
+ * the top of the task's stack (task_pt_regs()). x86_64 kernel stacks are
+ * THREAD_SIZE = 16 KiB (4 pages; KASAN builds double it, and are caught by the
+ * user-mode check on the registers read). */
+#define X86_64_THREAD_SIZE (16u << 10)
+#define RPL_MASK 3 /* the privilege level in the low bits of cs */
+#define USER_RPL 3 /* ... which is 3 in user mode */
+
+/* Only the fields read here; CO-RE finds them in the running kernel's pt_regs. */
+struct pt_regs___prowl {
+	unsigned long bp, ip, cs, sp;
+} __attribute__((preserve_access_index));
+
+static __always_inline void unwind_stop(struct uw_state *st, __u8 reason)
+{
+	st->reason = reason;
+	st->done = 1;
+}
+
+/* The mapping covering addr, trying the previous frame's first. */
+static __always_inline struct prowl_unwind_map *find_map(struct uw_state *st, __u64 addr)
+{
+	struct prowl_unwind_map *m;
+	__u32 lo = 0, hi = st->map_count, idx = st->cur_map;
+
+	m = bpf_map_lookup_elem(&unwind_maps, &idx);
+	if (m && addr >= m->start && addr < m->end)
+		return m;
+	for (int i = 0; i < MAX_MAP_SEARCH; i++) {
+		__u32 mid;
+
+		if (lo >= hi)
+			break;
+		mid = (lo + hi) / 2;
+		idx = st->map_first + mid;
+		m = bpf_map_lookup_elem(&unwind_maps, &idx);
+		if (!m)
+			return NULL;
+		if (addr < m->start) {
+			hi = mid;
+		} else if (addr >= m->end) {
+			lo = mid + 1;
+		} else {
+			st->cur_map = idx;
+			return m;
+		}
+	}
+	return NULL;
+}
+
+/* The row covering rel in rows [first, first + count), or NULL. */
+static __always_inline struct prowl_unwind_row *find_row(__u32 first, __u32 count, __u32 rel)
+{
+	struct prowl_unwind_row *r;
+	__u32 lo = first, hi = first + count, mid;
+
+	if (!count)
+		return NULL;
+	for (int i = 0; i < MAX_ROW_SEARCH; i++) {
+		if (hi - lo <= 1)
+			break;
+		mid = lo + (hi - lo) / 2;
+		r = bpf_map_lookup_elem(&unwind_rows, &mid);
+		if (!r)
+			return NULL;
+		if (r->pc <= rel)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	r = bpf_map_lookup_elem(&unwind_rows, &lo);
+	if (!r || r->pc > rel)
+		return NULL;
+	return r;
+}
+
+/* Reads the user stack word at addr (through the window). */
+static __always_inline long stack_read(struct uw_state *st, __u64 addr, __u64 *ret)
+{
+	__u64 off = addr - st->win_base, base;
+
+	if (addr & (SLOT - 1))
+		return bpf_probe_read_user(ret, sizeof(*ret), (void *)addr);
+	if (!st->win_base || addr < st->win_base || off > STACK_WIN - SLOT) {
+		base = addr & ~(__u64)(STACK_WIN - 1);
+		if (bpf_probe_read_user(st->win, STACK_WIN, (void *)base)) {
+			st->win_base = 0;
+			return -1;
+		}
+		st->win_base = base;
+		off = addr - base;
+	}
+	*ret = *(__u64 *)(st->win + (off & (STACK_WIN - SLOT)));
+	return 0;
+}
+
+/* One frame with frame pointers. */
+static __always_inline void fp_step(struct uw_state *st, __u8 fail_reason)
+{
+	__u64 fr[2];
+
+	if (!st->bp_valid) {
+		unwind_stop(st, fail_reason);
+		return;
+	}
+	if (st->bp == 0) { /* the ABI's outermost frame (_start clears rbp) */
+		unwind_stop(st, PROWL_UR_NONE);
+		return;
+	}
+	if (st->bp < st->sp) {
+		unwind_stop(st, fail_reason);
+		return;
+	}
+	if (stack_read(st, st->bp, &fr[0]) || stack_read(st, st->bp + FP_RA_OFF, &fr[1])) {
+		unwind_stop(st, PROWL_UR_READ);
+		return;
+	}
+	st->sp = st->bp + FP_FRAME_SIZE;
+	st->bp = fr[0];
+	st->pc = fr[1];
+	st->exact = 0;
+	if (st->pc == 0)
+		unwind_stop(st, PROWL_UR_NONE);
+}
+
+/* Records the current frame and steps to its caller. Returns 1 when the walk
+ * is over (st->done), 0 to go on. */
+static __always_inline long unwind_step(struct uw_state *st)
+{
+	struct prowl_unwind_map *m;
+	struct prowl_unwind_row *row;
+	__u64 lookup, cfa, ra;
+	__s64 rbp_off;
+	__u8 rbp_rule;
+	__u32 n;
+
+	if (st->done)
+		return 1;
+	n = st->n;
+	if (n >= PROWL_MAX_STACK) {
+		unwind_stop(st, PROWL_UR_DEPTH);
+		return 1;
+	}
+	/* A pc after a signal frame is exact; +1 cancels the -1 the symbolizer
+	 * applies to every frame but the leaf. */
+	st->frames[n] = st->pc + (n > 0 && st->exact);
+	st->n = n + 1;
+
+	lookup = st->pc - !st->exact; /* a return address: look up the call */
+	m = find_map(st, lookup);
+	if (!m) {
+		st->want_refresh = 1;
+		unwind_stop(st, PROWL_UR_NO_MAPPING);
+		return 1;
+	}
+	if (m->kind != PROWL_MAP_TABLE) {
+		if (m->kind == PROWL_MAP_NO_TABLE)
+			st->sticky = PROWL_UR_NO_TABLE;
+		count(PROWL_CNT_UNWIND_FP_FRAMES);
+		fp_step(st, m->kind == PROWL_MAP_NO_TABLE ? PROWL_UR_NO_TABLE : PROWL_UR_BAD_CFI);
+		return st->done != 0;
+	}
+	row = find_row(m->row_first, m->row_count, (__u32)(lookup - m->bias));
+	if (!row) {
+		unwind_stop(st, PROWL_UR_NO_FDE);
+		return 1;
+	}
+	rbp_rule = PROWL_ROW_RBP(row);
+	rbp_off = (__s64)row->rbp_off * SLOT;
+	switch (PROWL_ROW_CFA(row)) {
+	case PROWL_CFA_RSP:
+		cfa = st->sp + (__u64)row->cfa_off * SLOT;
+		break;
+	case PROWL_CFA_RBP:
+		if (!st->bp_valid) {
+			unwind_stop(st, PROWL_UR_BAD_CFI);
+			return 1;
+		}
+		cfa = st->bp + (__u64)row->cfa_off * SLOT;
+		break;
+	case PROWL_CFA_PLT:
+		/* ld's PLT expression: one more slot once the entry's push ran. */
+		cfa = st->sp + (__u64)row->cfa_off * SLOT +
+		      ((st->pc & (PLT_ENTRY_SIZE - 1)) >= (__u64)row->rbp_off ? SLOT : 0);
+		break;
+	case PROWL_CFA_END:
+		unwind_stop(st, PROWL_UR_NONE);
+		return 1;
+	case PROWL_CFA_SIGNAL: {
+		__u64 rbp, rsp, rip;
+
+		/* The trampoline's own pc was reached by the handler's return, but
+		 * it is the first instruction of __restore_rt, not after a call:
+		 * +1 so the symbolizer's -1 lands on it, not before it. */
+		if (n > 0)
+			st->frames[n] = st->pc + 1;
+		if (stack_read(st, st->sp + UC_RBP, &rbp) || stack_read(st, st->sp + UC_RSP, &rsp) ||
+		    stack_read(st, st->sp + UC_RIP, &rip)) {
+			unwind_stop(st, PROWL_UR_READ);
+			return 1;
+		}
+		st->bp = rbp;
+		st->bp_valid = 1;
+		st->sp = rsp;
+		st->pc = rip;
+		st->exact = 1;
+		if (st->pc == 0)
+			unwind_stop(st, PROWL_UR_NONE);
+		return st->done != 0;
+	}
+	case PROWL_CFA_NONE:
+		unwind_stop(st, PROWL_UR_NO_FDE);
+		return 1;
+	default:
+		unwind_stop(st, PROWL_UR_BAD_CFI);
+		return 1;
+	}
+	/* The CFA lies above the frame; anything else is a corrupt frame or a loop. */
+	if (cfa <= st->sp) {
+		unwind_stop(st, PROWL_UR_BAD_CFI);
+		return 1;
+	}
+	if (stack_read(st, cfa - CFA_RA_OFF, &ra)) {
+		unwind_stop(st, PROWL_UR_READ);
+		return 1;
+	}
+	if (rbp_rule == PROWL_RBP_CFA) {
+		__u64 bp;
+
+		if (stack_read(st, cfa + rbp_off, &bp)) {
+			unwind_stop(st, PROWL_UR_READ);
+			return 1;
+		}
+		st->bp = bp;
+		st->bp_valid = 1;
+	} else if (rbp_rule == PROWL_RBP_UNKNOWN) {
+		st->bp_valid = 0;
+	}
+	st->sp = cfa;
+	st->pc = ra;
+	st->exact = 0;
+	if (ra == 0)
+		unwind_stop(st, PROWL_UR_NONE);
+	return st->done != 0;
+}
+
+/* bpf_loop's callback: one frame per call. */
+static long unwind_frame_cb(__u32 i, void *ctx)
+{
+	__u32 zero = 0;
+	struct uw_state *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+
+	return st ? unwind_step(st) : 1;
+}
+
+static __always_inline void unwind_request(__u32 type, __u32 pid, __u64 pc)
+{
+	__u64 now = bpf_ktime_get_ns(), *last = bpf_map_lookup_elem(&unwind_req_time, &pid);
+	struct prowl_unwind_event *ev;
+
+	/* User space may push *last into the future to make a process ask less
+	 * often (its mappings did not change): hence the signed difference. */
+	if (last && (__s64)(now - *last) < (__s64)PROWL_UNWIND_REQ_NS)
+		return;
+	bpf_map_update_elem(&unwind_req_time, &pid, &now, BPF_ANY);
+	ev = bpf_ringbuf_reserve(&unwind_events, sizeof(*ev), 0);
+	if (!ev) {
+		count(PROWL_CNT_UNWIND_REQ_LOST);
+		return;
+	}
+	ev->type = type;
+	ev->pid = pid;
+	ev->pc = pc;
+	bpf_ringbuf_submit(ev, 0);
+	count(PROWL_CNT_UNWIND_REQ);
+}
+
+/* The user registers of the current task, which the sample caught in the kernel.
+ * Returns 0, or -1 when what was read does not look like user mode. */
+static __always_inline int user_regs_compat(struct uw_state *st)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct pt_regs___prowl *regs;
+	unsigned long cs;
+	void *stack;
+
+	stack = BPF_CORE_READ(task, stack);
+	if (!stack)
+		return -1;
+	regs = (struct pt_regs___prowl *)(stack + X86_64_THREAD_SIZE - bpf_core_type_size(struct pt_regs));
+	st->pc = BPF_CORE_READ(regs, ip);
+	st->sp = BPF_CORE_READ(regs, sp);
+	st->bp = BPF_CORE_READ(regs, bp);
+	cs = BPF_CORE_READ(regs, cs);
+	if ((cs & RPL_MASK) != USER_RPL || st->pc >= KERNEL_MIN_ADDR || st->sp >= KERNEL_MIN_ADDR || !st->sp)
+		return -1;
+	return 0;
+}
+
+/* Which build of the unwinder a perf_event program carries. */
+enum uw_build {
+	UW_LOOP,    /* bpf_loop, bpf_task_pt_regs, bpf_get_current_task_btf: 5.17+ */
+	UW_BOUNDED, /* bounded loops chained by tail calls, registers found by hand: 5.8+ */
+};
+
+/* Starts unwinding the current task's user stack in the per-CPU scratch state.
+ * Returns it, or NULL when the process is unknown (a request was sent;
+ * *fp_reason = PROWL_UR_NEW_PROC), must use frame pointers (32-bit code;
+ * *fp_reason = 0), or its registers were not found (*fp_reason = PROWL_UR_NO_REGS). */
+static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *ctx, __u32 tgid,
+						    __u8 *fp_reason, enum uw_build build)
+{
+	struct prowl_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
+	struct uw_state *st;
+	__u32 zero = 0;
+
+	*fp_reason = PROWL_UR_NEW_PROC;
+	if (!proc) {
+		unwind_request(PROWL_UEV_UNKNOWN_PID, tgid, 0);
+		return NULL;
+	}
+	*fp_reason = PROWL_UR_NONE;
+	if (proc->map_first == PROWL_PROC_FP)
+		return NULL;
+	st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	if (!st)
+		return NULL;
+	if (ctx->regs.ip < KERNEL_MIN_ADDR) {
+		st->pc = ctx->regs.ip;
+		st->sp = ctx->regs.sp;
+		st->bp = ctx->regs.bp;
+	} else if (build == UW_LOOP) {
+		/* In the kernel: the user registers are saved at the top of the task's stack. */
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+		st->pc = BPF_CORE_READ(regs, ip);
+		st->sp = BPF_CORE_READ(regs, sp);
+		st->bp = BPF_CORE_READ(regs, bp);
+	} else if (user_regs_compat(st)) {
+		*fp_reason = PROWL_UR_NO_REGS;
+		return NULL;
+	}
+	st->n = 0;
+	st->map_first = proc->map_first;
+	st->map_count = proc->map_count;
+	st->cur_map = proc->map_first;
+	st->bp_valid = 1;
+	st->exact = 1;
+	st->done = 0;
+	st->reason = 0;
+	st->sticky = 0;
+	st->want_refresh = 0;
+	st->runs = 0;
+	st->win_base = 0;
+	if (st->pc == 0 || st->pc >= KERNEL_MIN_ADDR)
+		st->done = 1; /* nothing to unwind (no user context) */
+	return st;
+}
+
+/* The bounded build's share of one program run: UW_CHUNK frames. */
+static __always_inline void dwarf_chunk(struct uw_state *st)
+{
+#pragma clang loop unroll(disable)
+	for (int i = 0; i < UW_CHUNK; i++)
+		if (unwind_step(st))
+			break;
+	st->runs++;
+	/* The chain ends here: whatever is left is deeper than it reaches. */
+	if (!st->done && st->runs >= UW_MAX_RUNS)
+		unwind_stop(st, PROWL_UR_DEPTH);
+}
+
+/* After the last frame: the final reason, and a refresh request for a pc in no
+ * known mapping. */
+static __always_inline void dwarf_end(struct uw_state *st, __u32 tgid)
+{
+	if (!st->reason)
+		st->reason = st->sticky;
+	if (st->want_refresh)
+		unwind_request(PROWL_UEV_UNKNOWN_PC, tgid, st->pc);
+}
+
+#endif /* __TARGET_ARCH_x86 */
+
+/* exec replaced or exit ended a process the unwinder knows: drop its entry and
+ * tell user space. */
+static __always_inline void proc_gone(struct task_struct *p, __u32 type)
+{
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+	struct prowl_unwind_event *ev;
+
+	if (type == PROWL_UEV_EXEC) /* the next sample asks again, right away */
+		bpf_map_delete_elem(&unwind_req_time, &tgid);
+	/* Only processes the unwinder knows are reported. */
+	if (bpf_map_delete_elem(&unwind_procs, &tgid))
+		return;
+	ev = bpf_ringbuf_reserve(&unwind_events, sizeof(*ev), 0);
+	if (!ev) {
+		count(PROWL_CNT_UNWIND_REQ_LOST);
+		return;
+	}
+	ev->type = type;
+	ev->pid = tgid;
+	ev->pc = 0;
+	bpf_ringbuf_submit(ev, 0);
+}
+
+#endif /* PROWL_UNWIND_BPF_H */

@@ -1,0 +1,105 @@
+#!/bin/sh
+# guest.sh: the kernel matrix's checks on one kernel, run as /init's payload in a QEMU
+# guest (busybox sh) or on this machine: prowl's captures, their output as tagged blocks.
+# Environment: KM_BIN (prowl, split532, split532_fp), KM_TMP (scratch dir), KM_OUT
+# (where results go: /dev/ttyS1 in a guest), KM_SECONDS (capture length, default 3),
+# KM_BOTH=1 (also measure the DWARF unwinder the kernel does not pick by itself).
+# Output lines: "@@info KEY VALUE", "@@step NAME rc=N sec=S", and "@@file NAME" or
+# "@@b64 NAME" followed by the file and "@@end". kmatrix.py reads and judges them.
+set -u
+B=$KM_BIN
+T=$KM_TMP
+S=${KM_SECONDS:-3}
+F=999
+exec 3>>"$KM_OUT"
+
+now() { cut -d' ' -f1 /proc/uptime; }
+emit_file() { # $1 = name, $2 = path
+	echo "@@file $1" >&3
+	[ -f "$2" ] && cat "$2" >&3
+	echo "@@end" >&3
+}
+emit_b64() {
+	echo "@@b64 $1" >&3
+	base64 "$2" >&3
+	echo "@@end" >&3
+}
+# step NAME CMD...: runs CMD with stderr to $T/NAME.err, reports its exit code and time.
+step() {
+	name=$1
+	shift
+	t0=$(now)
+	"$@" 2>"$T/$name.err"
+	rc=$?
+	echo "@@step $name rc=$rc sec=$(echo "$(now) $t0" | awk '{ printf "%.1f", $1 - $2 }')" >&3
+	emit_file "$name.err" "$T/$name.err"
+}
+workload() { # $1 = binary: started in the background for long enough, its pid in W
+	"$B/$1" 600 2 >/dev/null 2>&1 &
+	W=$!
+	sleep 0.5
+}
+stop_workload() {
+	kill "$W" 2>/dev/null
+	wait "$W" 2>/dev/null
+}
+
+echo "@@info kernel $(uname -r)" >&3
+echo "@@info cpus $(grep -c ^processor /proc/cpuinfo)" >&3
+if [ -r /sys/kernel/btf/vmlinux ]; then
+	echo "@@info btf $(wc -c </sys/kernel/btf/vmlinux)" >&3
+else
+	echo "@@info btf 0" >&3
+fi
+
+# DWARF unwinding of the whole host, with the kernel's run-time statistics.
+workload split532
+step dwarf env PROWL_BPF_TIMING=1 "$B/prowl" record -q -a -F "$F" -d "${S}s" -o "$T/dwarf.folded"
+emit_file dwarf.folded "$T/dwarf.folded"
+# The other DWARF build: refused with the missing feature named where the kernel
+# cannot load it, and measured where it can (KM_BOTH=1).
+if grep -q 'prowl_sample_dwarf_bounded' "$T/dwarf.err"; then
+	step dwarf-loop env PROWL_BPF_TIMING=1 PROWL_BPF_UNWINDER=loop "$B/prowl" record -q -a -F "$F" -d "${S}s" \
+		-o "$T/dwarf-loop.folded"
+	emit_file dwarf-loop.folded "$T/dwarf-loop.folded"
+elif [ "${KM_BOTH:-0}" = 1 ]; then
+	step dwarf-bounded env PROWL_BPF_TIMING=1 PROWL_BPF_UNWINDER=bounded "$B/prowl" record -q -a -F "$F" \
+		-d "${S}s" -o "$T/dwarf-bounded.folded"
+	emit_file dwarf-bounded.folded "$T/dwarf-bounded.folded"
+fi
+# One process by pid (DWARF, the default).
+step pid "$B/prowl" record -q -p "$W" -F "$F" -d "${S}s" -o "$T/pid.folded"
+emit_file pid.folded "$T/pid.folded"
+stop_workload
+
+# Frame pointers, on the build that has them.
+workload split532_fp
+step fp env PROWL_BPF_TIMING=1 "$B/prowl" record -q -a --unwind=fp -F "$F" -d "${S}s" -o "$T/fp.folded"
+emit_file fp.folded "$T/fp.folded"
+stop_workload
+
+# The agent until it has written three windows to the directory exporter.
+agent() {
+	"$B/prowl" agent --dir "$T/prof" --state-dir "$T/state" --interval 1s --no-metrics -F 49 \
+		--hostname kmatrix --log-format logfmt &
+	a=$!
+	i=0
+	while [ "$i" -lt 600 ] && kill -0 "$a" 2>/dev/null; do
+		# Files are SERVICE/STAMP-HASH.pb.gz, one per series per window.
+		[ "$(find "$T/prof" -name '*.pb.gz' 2>/dev/null | sed 's|.*/||; s|-[^-]*$||' | sort -u | wc -l)" -ge 3 ] &&
+			break
+		sleep 0.2
+		i=$((i + 1))
+	done
+	kill -TERM "$a" 2>/dev/null
+	wait "$a"
+}
+step agent agent
+for f in $(find "$T/prof" -name '*.pb.gz' | sort); do
+	emit_b64 "window:${f#"$T/prof/"}" "$f"
+done
+
+# A kernel without BTF, as far as prowl can tell: an empty file over /sys/kernel/btf/vmlinux.
+step nobtf unshare -m sh -c 'mount -o bind /dev/null /sys/kernel/btf/vmlinux && exec "$0" record -a -d 1s -o "$1"' \
+	"$B/prowl" "$T/nobtf.folded"
+echo "@@done" >&3

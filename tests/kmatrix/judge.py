@@ -1,0 +1,193 @@
+"""judge.py: reads what guest.sh reported for one kernel and judges it: exit codes, the
+50/30/20 split within 5 points, the rooted share, the agent's windows (read with Google's
+pprof), the one-line errors, and the BPF cost per sample; rows for the matrix's table."""
+import base64
+import os
+import re
+import subprocess
+import tempfile
+
+SPLIT = {"share50": 50.0, "share30": 30.0, "share20": 20.0}
+TOLERANCE_PP = 5.0
+ROOTED_MIN = 95.0
+MIN_SAMPLES = 400  # below this, a correct split misses 5 points too often to judge
+WINDOWS_MIN = 3
+# Where a complete user stack ends: the CFI of glibc's _start and clone3 says so.
+DWARF_ROOTS = {"_start", "__clone3", "clone3", "__clone", "clone"}
+# Where a frame-pointer walk through Debian's glibc ends: the callers of user code.
+FP_ROOTS = DWARF_ROOTS | {"start_thread", "__libc_start_call_main", "__libc_start_main_impl"}
+COST_RE = re.compile(r"BPF program (\S+) \(([^)]*\)?) unwinding\): (\d+) runs, (\d+) of them samples, (\d+) ns per run")
+P50_RE = re.compile(r"p50 <= ([0-9.]+) us")
+
+
+def parse(text):
+    """The tagged blocks of guest.sh: info, steps, files (base64 decoded)."""
+    info, steps, files = {}, {}, {}
+    cur, buf, b64 = None, [], False
+    for line in text.splitlines():
+        line = line.rstrip("\r")
+        if cur is not None:
+            if line == "@@end":
+                data = "\n".join(buf) + ("\n" if buf else "")
+                files[cur] = base64.b64decode("".join(buf)) if b64 else data
+                cur, buf = None, []
+            else:
+                buf.append(line)
+            continue
+        if line.startswith("@@info "):
+            _, k, v = (line.split(" ", 2) + [""])[:3]
+            info[k] = v
+        elif line.startswith("@@step "):
+            m = re.match(r"@@step (\S+) rc=(-?\d+) sec=([0-9.]+)", line)
+            if m:
+                steps[m.group(1)] = (int(m.group(2)), float(m.group(3)))
+        elif line.startswith(("@@file ", "@@b64 ")):
+            cur, b64 = line.split(" ", 1)[1], line.startswith("@@b64 ")
+        elif line == "@@done":
+            info["done"] = "1"
+    return info, steps, files
+
+
+def workload_stacks(folded, comm):
+    """(count, frames) of the folded lines of process comm, frames root first."""
+    out = []
+    for line in folded.splitlines():
+        stack, _, n = line.rpartition(" ")
+        fr = stack.split(";")
+        if fr and fr[0] == comm and n.isdigit():
+            out.append((int(n), fr[1:]))
+    return out
+
+
+def split_and_rooted(folded, comm, roots):
+    stacks = workload_stacks(folded, comm)
+    total = sum(n for n, _ in stacks)
+    shares = {k: sum(n for n, fr in stacks if k in fr) for k in SPLIT}
+    counted = sum(shares.values())
+    rooted = sum(n for n, fr in stacks if fr and fr[0] in roots and not any(f.startswith("[truncated") for f in fr))
+    pct = {k: 100.0 * v / counted for k, v in shares.items()} if counted else {}
+    return total, counted, pct, (100.0 * rooted / total if total else 0.0)
+
+
+def cost(err):
+    m = COST_RE.search(err or "")
+    p = P50_RE.search(err or "")
+    if not m:
+        return None
+    return {"prog": m.group(1), "runs": int(m.group(3)), "samples": int(m.group(4)), "ns": int(m.group(5)),
+            "p50_us": float(p.group(1)) if p else None}
+
+
+def one_error_line(err, *words):
+    lines = [l for l in (err or "").splitlines() if l.strip()]
+    if len(lines) != 1:
+        return f"{len(lines)} lines on stderr, not one"
+    missing = [w for w in words if w not in lines[0]]
+    return f"the error does not name {', '.join(missing)}: {lines[0]}" if missing else None
+
+
+def check_capture(row, steps, files, step, comm, roots, need_rooted):
+    rc = steps.get(step, (None, 0))[0]
+    folded = files.get(f"{step}.folded", "")
+    total, counted, pct, rooted = split_and_rooted(folded, comm, roots)
+    c = cost(files.get(f"{step}.err"))
+    row.update(step=step, rc=rc, samples=counted, pct=pct, rooted=rooted, cost=c, sec=steps.get(step, (0, 0))[1])
+    problems = []
+    if rc != 0:
+        problems.append(f"exit code {rc}: {(files.get(f'{step}.err') or '').strip()[-300:]}")
+    elif counted < MIN_SAMPLES:
+        problems.append(f"{counted} samples in the workload's functions, fewer than {MIN_SAMPLES}")
+    else:
+        for k, want in SPLIT.items():
+            if abs(pct[k] - want) > TOLERANCE_PP:
+                problems.append(f"{k} has {pct[k]:.1f}% of the samples, not {want:.0f} +- {TOLERANCE_PP:.0f}")
+        if need_rooted and rooted < ROOTED_MIN:
+            problems.append(f"{rooted:.1f}% of the samples reach a thread root, fewer than {ROOTED_MIN:.0f}%")
+    row["problems"] = problems
+    return row
+
+
+def pprof_samples(pprof, data):
+    """Sample count of a gzip'ed pprof file as Google's pprof reads it, or None."""
+    with tempfile.NamedTemporaryFile(suffix=".pb.gz") as f:
+        f.write(data)
+        f.flush()
+        r = subprocess.run([pprof, "-raw", f.name], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        return None
+    body = r.stdout.split("Samples:", 1)[-1].split("Locations", 1)[0]
+    return sum(int(m.group(1)) for m in re.finditer(r"^\s+(\d+)\s+\d+:", body, re.M))
+
+
+def judge(name, text, pprof):
+    """Rows (one per mode) with a "problems" list each; empty lists mean it passed."""
+    info, steps, files = parse(text)
+    base = {"kernel": name, "release": info.get("kernel", "?")}
+    if "done" not in info:
+        return [dict(base, mode="boot", problems=["guest.sh did not finish (see the console log)"], rc=None)]
+    rows = []
+    dwarf = check_capture(dict(base, mode="record -a, dwarf"), steps, files, "dwarf", "split532", DWARF_ROOTS, True)
+    rows.append(dwarf)
+    if "dwarf-bounded" in steps:
+        rows.append(check_capture(dict(base, mode="record -a, dwarf, bounded unwinder"), steps, files,
+                                  "dwarf-bounded", "split532", DWARF_ROOTS, True))
+    if "dwarf-loop" in steps:
+        # This kernel lacks bpf_loop: forcing that unwinder must fail in one line naming it.
+        err = files.get("dwarf-loop.err", "")
+        rc = steps["dwarf-loop"][0]
+        p = [f"exit code {rc}, not 1"] if rc != 1 else []
+        e = one_error_line(err, "bpf_loop", "5.17")
+        rows.append(dict(base, mode="PROWL_BPF_UNWINDER=loop (refused)", rc=rc,
+                         problems=p + ([e] if e else []), note=err.strip()))
+    rows.append(check_capture(dict(base, mode="record -p, dwarf"), steps, files, "pid", "split532", DWARF_ROOTS,
+                              True))
+    rows.append(check_capture(dict(base, mode="record -a, fp"), steps, files, "fp", "split532_fp", FP_ROOTS, False))
+    # window:SERVICE/STAMP-HASH.pb.gz, one file per series per window
+    wfiles = sorted(k for k in files if k.startswith("window:"))
+    windows = sorted({re.sub(r"-[^-]*$", "", w.rsplit("/", 1)[-1]) for w in wfiles})
+    counts = [pprof_samples(pprof, files[w]) for w in wfiles]
+    rc = steps.get("agent", (None, 0))[0]
+    p = []
+    if rc != 0:
+        p.append(f"agent exit code {rc}: {(files.get('agent.err') or '').strip()[-300:]}")
+    if len(windows) < WINDOWS_MIN:
+        p.append(f"{len(windows)} windows written, fewer than {WINDOWS_MIN}")
+    if any(c is None for c in counts):
+        p.append("pprof cannot read a window")
+    elif counts and not any(counts):
+        p.append("the windows hold no samples")
+    rows.append(dict(base, mode="agent, dir exporter", rc=rc, windows=len(windows), window_samples=counts, problems=p,
+                     sec=steps.get("agent", (0, 0))[1]))
+    err = files.get("nobtf.err", "")
+    rc = steps.get("nobtf", (None, 0))[0]
+    p = [f"exit code {rc}, not 1"] if rc != 1 else []
+    e = one_error_line(err, "BTF", "5.4")
+    rows.append(dict(base, mode="no BTF (refused)", rc=rc, problems=p + ([e] if e else []), note=err.strip()))
+    return rows
+
+
+def fmt_row(r):
+    pct = r.get("pct") or {}
+    split = "/".join(f"{pct[k]:.0f}" for k in SPLIT) if pct else ""
+    c = r.get("cost") or {}
+    unw = c.get("prog", "").replace("prowl_sample_", "")
+    cost = f"{c['ns']:,} ns/run ({c['samples']}/{c['runs']} samples)" if c else ""
+    if "windows" in r:
+        split = f"{r['windows']} windows"
+    rooted = f"{r['rooted']:.1f}%" if "rooted" in r else ""
+    verdict = "ok" if not r["problems"] else "FAIL: " + "; ".join(r["problems"])
+    return [r["kernel"], r["mode"], unw, "" if r.get("rc") is None else str(r["rc"]), str(r.get("samples", "")),
+            split, rooted, cost, verdict]
+
+
+HEADER = ["kernel", "mode", "BPF program", "exit", "samples", "split 50/30/20", "rooted", "BPF cost per run", "result"]
+
+
+def table(rows, markdown=False):
+    cells = [HEADER] + [fmt_row(r) for r in rows]
+    if markdown:
+        lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+        lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in cells[1:]]
+        return "\n".join(lines)
+    w = [max(len(row[i]) for row in cells) for i in range(len(HEADER) - 1)]
+    return "\n".join("  ".join(c.ljust(w[i]) for i, c in enumerate(row[:-1])) + "  " + row[-1] for row in cells)

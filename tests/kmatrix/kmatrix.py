@@ -1,0 +1,338 @@
+#!/usr/bin/python3
+"""kmatrix.py: the kernel matrix. Downloads Debian's kernels (newest 5.10, 6.1, 6.12) with
+apt-get and a private apt state, boots each under QEMU with an initramfs of prowl, and
+judges what guest.sh reports there and on this machine's own kernel.
+
+Usage: tests/kmatrix/kmatrix.py [--build DIR] [--markdown FILE] [--only NAME,...]
+Environment: PROWL_KMATRIX_ACCEL=auto|kvm|tcg (default auto: KVM when /dev/kvm works),
+PROWL_KMATRIX_REFRESH=1 (ask the archive for newer kernels now; otherwise weekly)."""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import judge  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+MIRROR = "http://deb.debian.org/debian"
+SECURITY = "http://deb.debian.org/debian-security"
+# (name, Debian suite, what the suite's linux-image-amd64 must depend on)
+KERNELS = [("5.10", "bullseye", "linux-image-5.10."), ("6.1", "bookworm", "linux-image-6.1."),
+           ("6.12", "trixie", "linux-image-6.12.")]
+REFRESH_S = 7 * 86400
+BOOT_TIMEOUT_S = 300
+KVM_PROBE_S = 15
+
+
+def log(msg):
+    print(f"kmatrix: {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ kernels from the archive
+
+def apt_opts(d):
+    """apt options that keep every piece of state under d: the system's sources,
+    lists, caches and dpkg status are neither read for packages nor written."""
+    return ["-o", f"Dir::Etc::SourceList={d}/sources.list", "-o", f"Dir::Etc::SourceParts={d}/sources.list.d",
+            "-o", f"Dir::Etc::Preferences={d}/preferences", "-o", f"Dir::Etc::PreferencesParts={d}/preferences.d",
+            "-o", f"Dir::State::Lists={d}/lists", "-o", f"Dir::State::status={d}/status",
+            "-o", f"Dir::Cache={d}/cache", "-o", f"Dir::Cache::archives={d}/cache/archives",
+            "-o", "APT::Architecture=amd64", "-o", "APT::Architectures::=amd64", "-o", "Acquire::Languages=none",
+            "-o", "APT::Sandbox::User=root", "-q"]
+
+
+def fetch_kernel(cache, name, suite, prefix):
+    """Returns the path of the suite's newest kernel image, downloading it when the
+    cached one is older than a week (or PROWL_KMATRIX_REFRESH=1) and a newer exists."""
+    kdir = os.path.join(cache, "kernels", suite)
+    stamp = os.path.join(kdir, "package")
+    cached = [f for f in os.listdir(kdir) if f.startswith("vmlinuz-")] if os.path.isdir(kdir) else []
+    fresh = os.path.exists(stamp) and time.time() - os.path.getmtime(stamp) < REFRESH_S
+    if cached and fresh and os.environ.get("PROWL_KMATRIX_REFRESH") != "1":
+        return os.path.join(kdir, cached[0])
+    d = os.path.join(cache, "apt", suite)
+    for sub in ("lists/partial", "cache/archives/partial", "sources.list.d", "preferences.d", "debs"):
+        os.makedirs(os.path.join(d, sub), exist_ok=True)
+    with open(os.path.join(d, "sources.list"), "w") as f:
+        f.write(f"deb [signed-by={KEYRING}] {MIRROR} {suite} main\n"
+                f"deb [signed-by={KEYRING}] {SECURITY} {suite}-security main\n")
+    open(os.path.join(d, "status"), "a").close()
+    t0 = time.time()
+    try:
+        subprocess.run(["apt-get"] + apt_opts(d) + ["update"], check=True, capture_output=True, text=True,
+                       timeout=600)
+        dep = subprocess.run(["apt-cache"] + apt_opts(d) + ["depends", "linux-image-amd64"], check=True,
+                             capture_output=True, text=True, timeout=120).stdout
+        pkg = next(m.group(1) for m in re.finditer(r"Depends: (linux-image-\S+)", dep) if m.group(1).startswith(prefix))
+        if cached and open(stamp).read().strip() == pkg:
+            os.utime(stamp)
+            return os.path.join(kdir, cached[0])
+        subprocess.run(["apt-get"] + apt_opts(d) + ["download", pkg], check=True, capture_output=True, text=True,
+                       cwd=os.path.join(d, "debs"), timeout=1800)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, StopIteration) as e:
+        detail = getattr(e, "stderr", "") or str(e)
+        if cached:
+            log(f"{name}: cannot ask the archive for a newer kernel, using the cached one: {detail.strip()[:200]}")
+            return os.path.join(kdir, cached[0])
+        raise SystemExit(f"kmatrix: error: cannot download the {name} kernel ({suite}): {detail.strip()[:400]}")
+    deb = [f for f in os.listdir(os.path.join(d, "debs")) if f.startswith(pkg + "_") and f.endswith(".deb")][0]
+    tmp = tempfile.mkdtemp(dir=cache)
+    subprocess.run(f"dpkg-deb --fsys-tarfile '{d}/debs/{deb}' | tar -x -C '{tmp}' --wildcards './boot/vmlinuz-*' "
+                   f"'./boot/config-*'", shell=True, check=True)
+    shutil.rmtree(kdir, ignore_errors=True)
+    os.makedirs(os.path.dirname(kdir), exist_ok=True)
+    os.rename(os.path.join(tmp, "boot"), kdir)
+    shutil.rmtree(tmp)
+    os.unlink(os.path.join(d, "debs", deb))  # only the image is kept
+    with open(stamp, "w") as f:
+        f.write(pkg + "\n")
+    log(f"{name}: downloaded {pkg} in {time.time() - t0:.0f}s")
+    return os.path.join(kdir, [f for f in os.listdir(kdir) if f.startswith("vmlinuz-")][0])
+
+
+def kernel_config(vmlinuz):
+    path = vmlinuz.replace("vmlinuz-", "config-")
+    opts = {}
+    if os.path.exists(path):
+        for line in open(path):
+            m = re.match(r"^(CONFIG_\w+)=(.*)$", line)
+            if m:
+                opts[m.group(1)] = m.group(2)
+    return opts
+
+
+# ------------------------------------------------------------------ the initramfs
+
+def ldd(path):
+    out = subprocess.run(["ldd", path], check=True, capture_output=True, text=True).stdout
+    libs = re.findall(r"=> (/\S+)", out) + re.findall(r"^\s*(/\S+ld-linux\S*)", out, re.M)
+    return sorted(set(libs))
+
+
+def build_id(path):
+    out = subprocess.run(["readelf", "-n", path], capture_output=True, text=True).stdout
+    m = re.search(r"Build ID: ([0-9a-f]+)", out)
+    return m.group(1) if m else None
+
+
+def make_initramfs(build, cache):
+    """prowl, its shared libraries, libc's debug info (thread entries by name),
+    busybox, the workloads and guest.sh, as an uncompressed newc cpio."""
+    out = os.path.join(cache, "initramfs.cpio")
+    inputs = [os.path.join(build, "prowl"), os.path.join(build, "workloads/split532"),
+              os.path.join(build, "workloads/split532_fp"), os.path.join(ROOT, "tests/kmatrix/guest.sh"),
+              os.path.abspath(__file__)]
+    for p in inputs:
+        if not os.path.exists(p):
+            raise SystemExit(f"kmatrix: error: {p} is missing: run make all workloads")
+    busybox = "/bin/busybox"
+    if subprocess.run(["ldd", busybox], capture_output=True).returncode == 0:
+        raise SystemExit("kmatrix: error: /bin/busybox is not statically linked: install busybox-static "
+                         "(packaging/install-deps.sh)")
+    if os.path.exists(out) and os.path.getmtime(out) > max(os.path.getmtime(p) for p in inputs):
+        return out
+    stage = tempfile.mkdtemp(dir=cache)
+    try:
+        def put(src, dst=None):
+            dst = os.path.join(stage, (dst or src).lstrip("/"))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(os.path.realpath(src), dst)
+
+        put(busybox, "/bin/busybox")
+        km = "/km"
+        put(os.path.join(build, "prowl"), f"{km}/prowl")
+        # prowl's own frames (it samples itself in record -a) are named from its
+        # symbol table: parsing its DWARF under emulation doubled each capture's time.
+        subprocess.run(["strip", "--strip-debug", os.path.join(stage, "km/prowl")], check=True)
+        put(os.path.join(build, "workloads/split532"), f"{km}/split532")
+        put(os.path.join(build, "workloads/split532_fp"), f"{km}/split532_fp")
+        put(os.path.join(ROOT, "tests/kmatrix/guest.sh"), f"{km}/guest.sh")
+        for lib in ldd(os.path.join(build, "prowl")):
+            put(lib)
+            bid = build_id(lib)
+            dbg = f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug" if bid else None
+            if dbg and os.path.basename(lib).startswith(("libc.so", "ld-linux")) and os.path.exists(dbg):
+                put(dbg)
+        for d in ("proc", "sys", "dev", "tmp", "etc"):
+            os.makedirs(os.path.join(stage, d), exist_ok=True)
+        with open(os.path.join(stage, "init"), "w") as f:
+            f.write(INIT)
+        os.chmod(os.path.join(stage, "init"), 0o755)
+        with open(os.path.join(stage, "etc/passwd"), "w") as f:
+            f.write("root:x:0:0:root:/:/bin/sh\n")
+        files = subprocess.run(["find", "."], cwd=stage, check=True, capture_output=True).stdout
+        with open(out + ".tmp", "wb") as f:
+            subprocess.run(["cpio", "--quiet", "-o", "-H", "newc"], cwd=stage, input=files, stdout=f, check=True)
+        os.rename(out + ".tmp", out)
+    finally:
+        shutil.rmtree(stage)
+    return out
+
+
+INIT = """#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mount -t tmpfs tmp /tmp
+hostname kmatrix
+echo "@@booted" >/dev/ttyS1
+arg() { sed -n "s/.*km.$1=\\([0-9]*\\).*/\\1/p" /proc/cmdline; }
+KM_BIN=/km KM_TMP=/tmp KM_OUT=/dev/ttyS1 KM_SECONDS="$(arg seconds)" KM_BOTH="$(arg both)" sh /km/guest.sh
+sync
+poweroff -f
+"""
+
+
+# ------------------------------------------------------------------ booting
+
+def kvm_verdict(cache):
+    """True/False when known, None when KVM should be tried: /dev/kvm opens, and no
+    earlier run on this host kernel and QEMU saw it fail (some nested setups expose
+    a /dev/kvm whose guests hang)."""
+    mode = os.environ.get("PROWL_KMATRIX_ACCEL", "auto")
+    if mode in ("kvm", "tcg"):
+        return mode == "kvm"
+    try:
+        os.close(os.open("/dev/kvm", os.O_RDWR))
+    except OSError:
+        return False
+    path = os.path.join(cache, "kvm-verdict")
+    if os.path.exists(path):
+        key, _, v = open(path).read().strip().rpartition(" ")
+        if key == kvm_key():
+            return v == "yes"
+    return None
+
+
+def kvm_key():
+    qemu = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
+    return f"{os.uname().release} {qemu}".replace(" ", "_")
+
+
+def remember_kvm(cache, ok):
+    with open(os.path.join(cache, "kvm-verdict"), "w") as f:
+        f.write(f"{kvm_key()} {'yes' if ok else 'no'}\n")
+
+
+def boot(vmlinuz, initrd, name, cache, kvm, seconds, both, probe=False):
+    """Boots one kernel; returns (results text, seconds). probe: give up after
+    KVM_PROBE_S when the guest has not reached its init."""
+    res = os.path.join(cache, "results", f"{name}.txt")
+    con = os.path.join(cache, "results", f"{name}.console")
+    os.makedirs(os.path.dirname(res), exist_ok=True)
+    for p in (res, con):
+        if os.path.exists(p):
+            os.unlink(p)
+    accel = ["-accel", "kvm", "-cpu", "host"] if kvm else ["-accel", "tcg,thread=multi", "-cpu", "max"]
+    cmd = ["qemu-system-x86_64", *accel, "-m", "1024", "-smp", "2", "-nic", "none", "-no-reboot", "-nographic",
+           "-kernel", vmlinuz, "-initrd", initrd,
+           "-append", f"console=ttyS0 panic=-1 quiet km.seconds={seconds} km.both={int(both)}",
+           "-serial", "mon:stdio", "-serial", f"file:{res}"]
+    t0 = time.time()
+    with open(con, "w") as out:
+        p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        while p.poll() is None:
+            late = time.time() - t0 > BOOT_TIMEOUT_S or (probe and time.time() - t0 > KVM_PROBE_S and not booted(res))
+            if late:
+                p.kill()
+                p.wait()
+                log(f"{name}: {'no init after ' + str(KVM_PROBE_S) + 's' if probe else 'timed out'}; console in {con}")
+                break
+            time.sleep(0.2)
+    text = open(res, errors="replace").read() if os.path.exists(res) else ""
+    return text, time.time() - t0
+
+
+def booted(path):
+    return os.path.exists(path) and "@@booted" in open(path, errors="replace").read()
+
+
+def run_host(build, seconds, both):
+    """guest.sh on this machine's own kernel, with the build's binaries. Captures
+    are twice as long: unlike a guest, this machine may be busy with other work,
+    which leaves the workload fewer samples."""
+    tmp = tempfile.mkdtemp(prefix="i18-kmatrix-")
+    try:
+        kb = os.path.join(tmp, "bin")
+        os.makedirs(kb)
+        for src, dst in (("prowl", "prowl"), ("workloads/split532", "split532"),
+                         ("workloads/split532_fp", "split532_fp")):
+            os.symlink(os.path.abspath(os.path.join(build, src)), os.path.join(kb, dst))
+        out = os.path.join(tmp, "results.txt")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}
+        env.update(KM_BIN=kb, KM_TMP=tmp, KM_OUT=out, KM_SECONDS=str(2 * seconds), KM_BOTH=str(int(both)))
+        t0 = time.time()
+        subprocess.run(["sh", os.path.join(ROOT, "tests/kmatrix/guest.sh")], env=env, timeout=BOOT_TIMEOUT_S,
+                       stdin=subprocess.DEVNULL)
+        return open(out, errors="replace").read(), time.time() - t0
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def step_times(text):
+    return ", ".join(f"{m.group(1)} {m.group(2)}s" for m in re.finditer(r"^@@step (\S+) rc=-?\d+ sec=(\S+)", text, re.M))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build", help="build directory (prowl, workloads, tools/pprof)")
+    ap.add_argument("--markdown", help="also write the table as Markdown to this file")
+    ap.add_argument("--only", help="comma-separated subset of: " + ",".join(k[0] for k in KERNELS) + ",host")
+    ap.add_argument("--seconds", type=int, default=3, help="length of each capture (default 3)")
+    ap.add_argument("--both", action="store_true",
+                    help="also measure the DWARF unwinder each kernel does not pick by itself (benchmarks)")
+    args = ap.parse_args()
+    build = os.path.abspath(args.build)
+    cache = os.path.join(build, "kmatrix")
+    pprof = os.path.join(build, "tools/pprof")
+    os.makedirs(cache, exist_ok=True)
+    if os.geteuid() != 0:
+        raise SystemExit("kmatrix: error: run as root (prowl loads BPF on this machine's kernel too)")
+    for tool in ("qemu-system-x86_64", "apt-get", "dpkg-deb", "cpio", "readelf", "strip", "busybox"):
+        if not shutil.which(tool):
+            raise SystemExit(f"kmatrix: error: {tool} is missing: run packaging/install-deps.sh")
+    if not os.access(pprof, os.X_OK):
+        raise SystemExit(f"kmatrix: error: {pprof} is missing: run make tools")
+    only = set(args.only.split(",")) if args.only else None
+    t_all = time.time()
+    rows = []
+    todo = [k for k in KERNELS if only is None or k[0] in only]
+    images = {name: fetch_kernel(cache, name, suite, prefix) for name, suite, prefix in todo}
+    initrd = make_initramfs(build, cache) if todo else None
+    kvm = kvm_verdict(cache)
+    for name, suite, _ in todo:
+        cfg = kernel_config(images[name])
+        if cfg.get("CONFIG_DEBUG_INFO_BTF") != "y":
+            log(f"{name}: {os.path.basename(images[name])} is built without CONFIG_DEBUG_INFO_BTF")
+        text, secs = boot(images[name], initrd, name, cache, kvm is not False, args.seconds, args.both, probe=kvm is None)
+        if kvm is None:
+            kvm = booted(os.path.join(cache, "results", f"{name}.txt"))
+            remember_kvm(cache, kvm)
+            if not kvm:
+                log("KVM does not boot guests here: TCG from now on (remembered)")
+                text, secs = boot(images[name], initrd, name, cache, False, args.seconds, args.both)
+        log(f"{name}: {os.path.basename(images[name])} booted and checked in {secs:.0f}s "
+            f"({'KVM' if kvm else 'TCG'}; {step_times(text)})")
+        rows += judge.judge(f"{name} ({suite})", text, pprof)
+    if only is None or "host" in only:
+        text, secs = run_host(build, args.seconds, args.both)
+        log(f"host: {os.uname().release} checked in {secs:.0f}s ({step_times(text)})")
+        rows += judge.judge(f"{os.uname().release.split('-')[0]} (this machine)", text, pprof)
+    print(judge.table(rows))
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(judge.table(rows, markdown=True) + "\n")
+    bad = [r for r in rows if r["problems"]]
+    print(f"kernel matrix: {len(rows) - len(bad)} of {len(rows)} checks passed in {time.time() - t_all:.0f}s")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
