@@ -18,7 +18,7 @@ CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-f
 # Source folders: each stage's folder and its sub-folders (see README.md, "How it works").
 SRC_DIRS := lib lib/containers symbolizer symbolizer/object symbolizer/unwind agent agent/analyse agent/labels
 INCLUDES := -I$(O) -I$(O)/proto -Ibpf $(addprefix -I,$(SRC_DIRS))
-LDLIBS   := -lbpf -ldw -lelf -lprotobuf-c -lz -lcurl -lyaml -lmicrohttpd -lsystemd -lcrypto -lpthread -lm
+LDLIBS   := -lbpf -ldw -lelf -lprotobuf-c -lz -lcurl -lyaml -lmicrohttpd -lsystemd -ljson-c -lcrypto -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined

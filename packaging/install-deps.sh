@@ -6,7 +6,7 @@ SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 PKGS="make gcc clang llvm pkg-config bpftool libbpf-dev libelf-dev libdw-dev libdebuginfod-dev \
  zlib1g-dev protobuf-c-compiler libprotobuf-c-dev libcurl4-openssl-dev libyaml-dev libmicrohttpd-dev \
- libsystemd-dev libssl-dev"
+ libsystemd-dev libssl-dev libjson-c-dev"
 # prometheus: tests run the real server on loopback (alerts, recording rules).
 # qemu-system-x86, busybox-static, cpio, debian-archive-keyring: the kernel matrix
 # (tests/kmatrix) boots Debian's kernels, fetched by apt-get, with an initramfs.
