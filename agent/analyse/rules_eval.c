@@ -9,7 +9,6 @@
 #include "escape.h"
 #include "log.h"
 #include "rules_priv.h"
-#include "utf8.h"
 
 /* The function cache is dropped past this many names or bytes, so a host that
  * runs ever new code cannot grow it without bound. */
