@@ -34,7 +34,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
 WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools check-cfi mutation kernel-matrix
+.PHONY: all clean deps test unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi mutation kernel-matrix
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -124,16 +124,21 @@ kernel-matrix: all workloads tools
 
 # Benchmarks (not timed tests): record overhead against perf, the unwinder's
 # per-sample cost and table builds, the agent over 10-minute runs, recording rules,
-# then report and diff over 1,000 agent files next to pprof, and the flame graph in Chromium.
-bench: all unit workloads tools $(O)/bench/rules_bench
+# report and diff over 1,000 agent files next to pprof, the flame graph in Chromium,
+# then relabeling and Kubernetes metadata.
+bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench
 	tests/bench/run.sh
 	tests/bench/unwind.sh
 	tests/bench/agent.sh
 	tests/bench/rules.sh
 	tests/bench/report.sh
+	tests/bench/kube.sh
 
 bench-report: all workloads tools
 	tests/bench/report.sh
+
+bench-kube: all workloads $(O)/bench/relabel_bench
+	tests/bench/kube.sh
 
 # prowl's unwind tables against libdw's CFI reader, for every ELF object under /usr/lib
 # and /usr/bin (at most CHECK_CFI_SECONDS); the suite runs a sample of a few seconds.
