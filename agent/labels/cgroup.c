@@ -220,9 +220,6 @@ void cgroup_parse(const char *text, struct cgroup_info *ret)
 	struct cgroup_info ci;
 
 	memset(ret, 0, sizeof(*ret));
-	for (size_t i = 0; i < n; i++)
-		if (!is_v2(&lines[i]) && !(lines[i].pathlen == 1 && lines[i].path[0] == '/'))
-			ret->v1_placed = true;
 	/* The v2 path is the process's cgroup, whatever it holds. */
 	for (size_t i = 0; i < n; i++)
 		if (is_v2(&lines[i])) {
@@ -380,9 +377,11 @@ int cgroup_cache_lookup(struct cgroup_cache *c, const char *proc_root, uint32_t 
 		return -ENOENT;
 	}
 	cgroup_parse(text, ret);
-	/* On hybrid hosts many v1 cgroups share one v2 cgroup: cacheable by its id
-	 * only when the v2 path decided. */
-	if (!cgroup_id || ret->from_v1 || (ret->v1_placed && !ret->container_id[0]))
+	/* Cached by the v2 id only when the v2 path names a container: every process
+	 * of that cgroup is then in it. Otherwise (no container, or one on a v1
+	 * hierarchy of a hybrid host) other processes of the same v2 cgroup may be in
+	 * other containers, so each process reads its own file. */
+	if (!cgroup_id || ret->from_v1 || !ret->container_id[0])
 		return 0;
 	if (c->map.count >= c->max)
 		cache_clear(c);

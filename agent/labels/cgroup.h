@@ -27,8 +27,6 @@ struct cgroup_info {
 	char pod_uid[POD_UID_LEN + 1];           /* dashed form, "" if none */
 	enum container_runtime runtime;
 	bool from_v1;   /* the container was found on a v1 hierarchy (hybrid hosts) */
-	bool v1_placed; /* the process is below the root of some v1 hierarchy: its v2
-			 * cgroup alone does not tell its identity */
 	bool in_kubepods; /* under a kubepods cgroup and not under a user's session:
 			   * only such containers are matched to Kubernetes pods */
 };
@@ -48,8 +46,9 @@ struct cgroup_cache;
 int cgroup_cache_new(uint32_t max_entries, struct cgroup_cache **ret);
 void cgroup_cache_free(struct cgroup_cache *c); /* accepts NULL */
 /* The identity of pid, whose sample carried cgroup_id: from the cache, else
- * read from <proc_root>/<pid>/cgroup and cached when the v2 path alone tells it
- * (on hybrid hosts many v1 cgroups share one v2 cgroup). Returns 0, or -ENOENT when
+ * read from <proc_root>/<pid>/cgroup and cached when the v2 path names a container
+ * (what a v2 cgroup holds otherwise, a hybrid host's v1 hierarchies may split).
+ * Returns 0, or -ENOENT when
  * the process is gone (ret is then empty). */
 int cgroup_cache_lookup(struct cgroup_cache *c, const char *proc_root, uint32_t pid, uint64_t cgroup_id,
 			struct cgroup_info *ret);

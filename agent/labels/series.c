@@ -353,6 +353,24 @@ static void cid_ref(struct series_table *t, const char *cid, int delta)
 		u64map_put(&t->cids, cid_key(cid), n + (uint64_t)delta);
 }
 
+/* Whether pid is still the program p was discovered as: its name in /proc. */
+static bool same_program(const struct series_table *t, uint32_t pid, const struct proc *p)
+{
+	char path[64], comm[PROWL_COMM_LEN + 2] = "";
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "%s/%u/comm", t->o.proc_root, pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	n = fread(comm, 1, sizeof(comm) - 1, f);
+	fclose(f);
+	if (n && comm[n - 1] == '\n')
+		n--;
+	return n <= PROWL_COMM_LEN && strncmp(comm, p->pcomm, n) == 0 && (n == PROWL_COMM_LEN || !p->pcomm[n]);
+}
+
 static void set_dropped(struct series_table *t, uint32_t pid, struct proc *p, bool drop)
 {
 	if (p->dropped == drop)
@@ -365,6 +383,14 @@ static void set_dropped(struct series_table *t, uint32_t pid, struct proc *p, bo
 	if (!drop && p->bpf_dropped && t->o.drop_pid)
 		t->o.drop_pid(t->o.drop_ctx, pid, false);
 	p->bpf_dropped = drop && t->o.drop_pid && t->o.drop_pid(t->o.drop_ctx, pid, true) == 0;
+	/* The decision came from a sample read some time ago: if the process exec'ed
+	 * (or its pid went to another) before BPF was told, BPF's exec/exit hook has
+	 * already run and would not undo it. Checked after telling BPF, so that a
+	 * later exec is BPF's to see. */
+	if (p->bpf_dropped && !same_program(t, pid, p)) {
+		t->o.drop_pid(t->o.drop_ctx, pid, false);
+		p->bpf_dropped = false;
+	}
 	p->drop_time_ns = drop ? clock_mono_ns() : 0;
 }
 
@@ -654,6 +680,8 @@ static void recheck_pods(struct series_table *t)
 	uint64_t gen = kube_generation(t->o.kube), k, v;
 	uint32_t pos = 0;
 
+	/* Deleted pods go once no process of theirs is left, whatever changed. */
+	kube_gc(t->o.kube, cid_in_use, t);
 	if (gen == t->kube_gen)
 		return;
 	t->kube_gen = gen;
@@ -671,7 +699,6 @@ static void recheck_pods(struct series_table *t)
 		if (assign(t, p, &t->scratch, true) == -ENOMEM)
 			break;
 	}
-	kube_gc(t->o.kube, cid_in_use, t);
 }
 
 void series_table_end_window(struct series_table *t)

@@ -109,10 +109,11 @@ def test_reload_lets_a_dropped_process_back(tmp_path):
     agent = Agent(tmp_path, ["--config", str(cfg), "--interval", f"{INTERVAL}s", "-F", str(FREQ)])
     try:
         agent.start()
-        time.sleep(2.5)
-        m = agent.metrics()
+        deadline = time.time() + 15
+        while time.time() < deadline and agent.metrics().get("prowl_relabel_dropped_samples_total", where="bpf") < 20:
+            time.sleep(0.2)
+        assert agent.metrics().get("prowl_relabel_dropped_samples_total", where="bpf") >= 20
         assert not [p for p in map(IngestProfile, rx.requests) if p.service == name]
-        assert m.get("prowl_relabel_dropped_samples_total", where="bpf") >= 20
         cfg.write_text(base)
         reloaded = time.time()
         agent.send(signal.SIGHUP)

@@ -5,6 +5,10 @@ read back from the Pyroscope ingest name and from OTLP resource attributes (otlp
 Scenarios: labels and service_name, a container whose status comes late, steady-state
 requests, relabel keep, the API server down at start, token rotation, a pod deleted
 and recreated with a new container id, and a relist after 410 Gone."""
+import json
+import os
+import re
+import subprocess
 import tempfile
 import time
 
@@ -144,7 +148,7 @@ def test_labels_end_to_end(env):
     for name, (svc, pod, container, runtime) in want.items():
         md = pod["metadata"]
         mine = [p for p in profs if has_process(p, name)]
-        assert len(mine) >= 2, f"{name}: {len(mine)} windows"
+        assert len(mine) >= 2, f"{svc} ({name}): {len(mine)} windows of {sorted({p.req.arg('name') for p in profs})}"
         for p in mine:
             assert p.service == svc and p.labels == {"namespace": md["namespace"], "pod": md["name"],
                                                       "container": container, "node": NODE,
@@ -164,7 +168,6 @@ def test_labels_end_to_end(env):
     assert all(r["token"] == "token-a" for r in env.api.requests)
     assert metrics.get("prowl_kubernetes_up") == 1
     assert metrics.get("prowl_kubernetes_pods", state="live") == 4
-    assert metrics.get("prowl_pod_unlabelled_processes_total") == 0
     assert metrics.get("prowl_kubernetes_watch_events_total") >= 1  # the late container's status
 
 
@@ -180,13 +183,14 @@ def test_keep_rule_exports_one_namespace(env):
     rules = ("relabel_configs:\n  - source_labels: [__meta_kubernetes_namespace]\n    regex: i9-keep\n"
              "    action: keep\n  - source_labels: [__meta_kubernetes_pod_label_app]\n"
              "    regex: '(.*)'\n    replacement: 'team-$1'\n    target_label: team\n")
-    time.sleep(0.2)
-    cpu0 = cpu_ns(pd.pid)
     agent = start_agent(env.d, env.api, env.rx, extra=rules)
     try:
+        time.sleep(1.5)  # the dropped process is known to BPF by now
+        bpf0, cpu0 = agent.metrics().get("prowl_relabel_dropped_samples_total", where="bpf"), cpu_ns(pd.pid)
         time.sleep(4)
         m = agent.metrics()
         cpu1 = cpu_ns(pd.pid)
+        dropped = bpf_pid_drop(agent.pid)
         assert agent.stop() == 0, agent.log()
     finally:
         agent.kill()
@@ -195,12 +199,44 @@ def test_keep_rule_exports_one_namespace(env):
     mine = [p for p in profs if has_process(p, nk)]
     assert mine and all(p.labels.get("team") == "team-api" for p in mine)
     assert not [p for p in profs if has_process(p, nd)], "a process of a dropped namespace was exported"
-    # The dropped workload's samples stopped in BPF: the BPF counter (all dropped
-    # processes of the host) covers at least 80% of what its CPU time gave at FREQ Hz.
+    # The dropped workload's samples stop in BPF: over 4 s the BPF counter (all dropped
+    # processes of the host) grows by at least half of what its CPU time gives at FREQ
+    # Hz (/metrics is refreshed once a second, hence the margin; without the BPF map it
+    # would not grow for this process at all).
     want = (cpu1 - cpu0) / 1e9 * FREQ
-    bpf = m.get("prowl_relabel_dropped_samples_total", where="bpf")
-    assert want > 40 and bpf >= 0.8 * want, (bpf, want)
+    bpf = m.get("prowl_relabel_dropped_samples_total", where="bpf") - bpf0
+    assert want > 40 and bpf >= 0.5 * want, (bpf, want)
+    # bpftool reads the agent's pid_drop map: the dropped process is in it, the kept one not.
+    kept_pid = next(p.pid for p in env.cg.procs if p.pid != pd.pid)
+    assert pd.pid in dropped and kept_pid not in dropped, (pd.pid, kept_pid, sorted(dropped)[:20])
     assert m.get("prowl_relabel_dropped_processes") >= 1
+
+
+def bpf_pid_drop(agent_pid):
+    """The pids in the pid_drop BPF map of the agent process agent_pid, read with bpftool
+    (the map's id from the agent's file descriptors)."""
+    ids = []
+    for fd in os.listdir(f"/proc/{agent_pid}/fdinfo"):
+        try:
+            info = open(f"/proc/{agent_pid}/fdinfo/{fd}").read()
+        except OSError:
+            continue
+        m = re.search(r"^map_id:\s*(\d+)", info, re.M)
+        if m:
+            ids.append(int(m.group(1)))
+    out = set()
+    for i in ids:
+        show = json.loads(subprocess.run(["bpftool", "-j", "map", "show", "id", str(i)], capture_output=True,
+                                         text=True, check=True).stdout)
+        if show.get("name") != "pid_drop":
+            continue
+        dump = json.loads(subprocess.run(["bpftool", "-j", "map", "dump", "id", str(i)], capture_output=True,
+                                         text=True, check=True).stdout)
+        for e in dump:
+            key = e.get("formatted", {}).get("key", e.get("key"))
+            out.add(key if isinstance(key, int) else int.from_bytes(bytes(int(b, 16) for b in key), "little"))
+    assert ids, "no BPF maps among the agent's file descriptors"
+    return out
 
 
 def cpu_ns(pid):
@@ -218,6 +254,9 @@ def test_api_server_down_at_start(env):
     _, name = run_pod(env.cg, env.d, pod)
     agent = start_agent(env.d, env.api, env.rx)
     try:
+        # The process is exported while the server is down, with what its cgroup tells.
+        wait_for(lambda: any(p.service == name for p in ingests(env.rx) if has_process(p, name)), 15,
+                 "a profile without pod labels", agent)
         wait_for(lambda: (agent.metrics().get("prowl_kubernetes_errors_total") or 0) >= 2, 15,
                  "two failed attempts", agent)
         assert agent.metrics().get("prowl_kubernetes_up") == 0
@@ -306,5 +345,5 @@ def test_pod_recreated_and_410_gone(env):
     uids = {a["k8s.pod.uid"]: a["container.id"] for a in res}
     cid_old = old["status"]["containerStatuses"][0]["containerID"].split("://")[1]
     cid_new = new["status"]["containerStatuses"][0]["containerID"].split("://")[1]
-    assert uids == {old["metadata"]["uid"]: cid_old, new["metadata"]["uid"]: cid_new}, uids
+    assert uids == {old["metadata"]["uid"]: cid_old, new["metadata"]["uid"]: cid_new}, (uids, agent.log())
     assert not [l for l in agent.log_lines("warn") if "Kubernetes" in l], agent.log()
