@@ -87,7 +87,13 @@ def wait_for(pred, timeout, what, agent=None):
         if pred():
             return
         time.sleep(0.1)
-    raise AssertionError(f"{what} within {timeout}s" + (f":\n{agent.log()}" if agent else ""))
+    detail = ""
+    if agent:
+        try:
+            detail = "\n".join(l for l in agent.metrics().text.splitlines() if "kubernetes" in l or "discover" in l)
+        except (AssertionError, OSError):
+            pass
+    raise AssertionError(f"{what} within {timeout}s" + (f":\n{agent.log()}\n{detail}" if agent else ""))
 
 
 @pytest.fixture
@@ -323,7 +329,7 @@ def test_pod_recreated_and_410_gone(env):
         new = make_pod("web-0", "shop", NODE, containers={"app": new_id()}, labels={"app": "web"})
         env.api.add_pod(new)
         p2, n2 = run_pod(env.cg, env.d, new)
-        wait_for(lambda: agent.metrics().get("prowl_kubernetes_pods", state="deleted") == 0, 10,
+        wait_for(lambda: agent.metrics().get("prowl_kubernetes_pods", state="deleted") == 0, 20,
                  "the deleted pod freed once its process exited", agent)
         wait_for(lambda: any(has_process(p, n2) for p in ingests(env.rx)), 10, "the new pod's samples", agent)
         # 410 Gone: the history before now is compacted and the watch reconnects.

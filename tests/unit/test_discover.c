@@ -191,18 +191,21 @@ static void test_hostile_names(void **state)
 	rl = rules("- source_labels: [__meta_process_executable]\n  target_label: exe\n"
 		   "- source_labels: [__meta_process_comm]\n  target_label: comm\n", &c);
 	o = opts(cc, rl);
-	memcpy(comm, "a\nb\x7f\xc3(", 7);
-	comm[7] = 0;
+	memcpy(comm, "a\nb\x7f\xc3(\xc2\x85\xe2\x80\xa8", 12);
+	comm[12] = 0;
 	assert_int_equal(discover(&o, 13, 0, comm, &id), 0);
 	for (size_t i = 0; i < id.labels.n; i++) {
 		const unsigned char *v = (const unsigned char *)id.labels.v[i].value;
 
-		for (; *v; v++)
+		for (; *v; v++) {
 			assert_true(*v >= 0x20 && *v != 0x7f);
+			assert_false(v[0] == 0xc2 && v[1] >= 0x80 && v[1] <= 0x9f);     /* C1 */
+			assert_false(v[0] == 0xe2 && v[1] == 0x80 && (v[2] & 0xfe) == 0xa8); /* U+2028/9 */
+		}
 		assert_true(strlen(id.labels.v[i].value) <= 3 * LABEL_VALUE_MAX);
 	}
 	assert_string_equal(labelset_value(&id.labels, "exe"), "/opt/bad?name\xef\xbf\xbd\xef\xbf\xbd/app");
-	assert_string_equal(labelset_value(&id.labels, "comm"), "a?b?\xef\xbf\xbd(");
+	assert_string_equal(labelset_value(&id.labels, "comm"), "a?b?\xef\xbf\xbd(??");
 	assert_string_equal(labelset_value(&id.labels, "service_name"), "app");
 	identity_free(&id);
 	relabel_free(rl);
