@@ -10,7 +10,7 @@
 
 #include "kube.h"
 #include "relabel.h"
-#include "utf8.h"
+#include "escape.h"
 
 static const char *const default_names[] = { "namespace", "pod", "container", "node", "container_id" };
 
@@ -133,8 +133,8 @@ static size_t unprintable_out(char *buf, size_t n)
 	size_t o = 0;
 
 	for (size_t i = 0; i < n;) {
-		size_t len = utf8_seq(u + i, n - i);
-		uint32_t cp = utf8_decode(u + i, len);
+		uint32_t cp = 0;
+		size_t len = utf8_seq_len(u + i, n - i, &cp);
 
 		if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029) {
 			buf[o++] = '?';
@@ -164,7 +164,7 @@ static int finish(struct labelset *s)
 		}
 		if (len > LABEL_VALUE_MAX)
 			len = LABEL_VALUE_MAX;
-		o = unprintable_out(buf, utf8_clean(v, len, buf));
+		o = unprintable_out(buf, utf8_sanitize(v, len, buf));
 		/* A cut in the middle of a character left U+FFFD at the end: fine. */
 		if (o != strlen(v) || memcmp(buf, v, o) != 0) {
 			char name[LABEL_NAME_MAX + 1];

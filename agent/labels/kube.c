@@ -19,6 +19,7 @@
 #include "kube_http.h"
 #include "kube_pod.h"
 #include "log.h"
+#include "url.h"
 
 #define LIST_PAGE       100          /* pods per list request: bounds the JSON held at once */
 #define LIST_BODY_MAX   (64u << 20)  /* bytes of one list page */
@@ -263,7 +264,7 @@ static int list_pods(struct kube *k)
 {
 	struct kube_pod **pods = NULL;
 	size_t n = 0, cap = 0;
-	char *node = kube_http_escape(k->http, k->o.node_name), *cont = NULL, *path = NULL;
+	char *node = url_escape(k->o.node_name), *cont = NULL, *path = NULL;
 	int r = node ? 0 : -ENOMEM;
 
 	pthread_mutex_lock(&k->lock);
@@ -327,7 +328,7 @@ static int list_pods(struct kube *k)
 		set_rv(k, kube_json_str(doc, "metadata", "resourceVersion"));
 		next = kube_json_str(doc, "metadata", "continue");
 		free(cont);
-		cont = next && *next ? kube_http_escape(k->http, next) : NULL;
+		cont = next && *next ? url_escape(next) : NULL;
 		json_object_put(doc);
 		if (!cont)
 			break;
@@ -355,7 +356,7 @@ static int list_pods(struct kube *k)
 
 static enum watch_end watch_pods(struct kube *k)
 {
-	char *node = kube_http_escape(k->http, k->o.node_name), *path = NULL;
+	char *node = url_escape(k->o.node_name), *path = NULL;
 	uint32_t timeout = k->o.watch_timeout_s, r32 = 0;
 	struct kube_get g;
 	int r;

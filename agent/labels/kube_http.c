@@ -16,6 +16,7 @@
 #include "curlopt.h"
 #include "kube_pod.h"
 #include "log.h"
+#include "url.h"
 
 #define TOKEN_MAX          16384
 #define ERROR_BODY_MAX     4096   /* bytes of an error answer kept for the message */
@@ -94,17 +95,6 @@ void kube_http_free(struct kube_http *h)
 	free(h->token_file);
 	free(h->ca_file);
 	free(h);
-}
-
-char *kube_http_escape(struct kube_http *h, const char *s)
-{
-	char *e = curl_easy_escape(h->curl, s, 0), *c;
-
-	if (!e)
-		return NULL;
-	c = strdup(e);
-	curl_free(e);
-	return c;
 }
 
 static bool same_file(const struct stat *a, const struct stat *b)
@@ -292,8 +282,11 @@ int kube_http_get(struct kube_http *h, const char *path, struct kube_get *g)
 	h->errlen = 0;
 	h->ended = false;
 	h->errbuf[0] = 0;
-	if (asprintf(&url, "%s%s", h->api_url, path) < 0)
-		return -ENOMEM;
+	r = url_join(h->api_url, path, &url);
+	if (r < 0) {
+		set_why(g, "cannot make a URL of %s and %s", h->api_url, path);
+		return r;
+	}
 	if (h->token && asprintf(&auth, "Authorization: Bearer %s", h->token) < 0)
 		auth = NULL;
 	hdrs = curl_slist_append(NULL, "Accept: application/json");

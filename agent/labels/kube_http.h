@@ -35,10 +35,9 @@ struct kube_get {
 
 int kube_http_new(const struct kube_http_opts *o, struct kube_http **ret);
 void kube_http_free(struct kube_http *h); /* accepts NULL */
-/* URL-escapes s (malloc'ed; NULL on ENOMEM). */
-char *kube_http_escape(struct kube_http *h, const char *s);
 
-/* GET path (escaped, starting with '/'). Returns 0 after a 200 answer read to
+/* GET path (starting with '/', its query percent-encoded: url_escape) on the
+ * API server, joined to api_url by url_join. Returns 0 after a 200 answer read to
  * its end, 1 when line() or tick() ended it, -ESTALE for 410 Gone, -EIO for
  * anything else (g->why says what, with the API server's message), -ENOMEM. */
 int kube_http_get(struct kube_http *h, const char *path, struct kube_get *g);

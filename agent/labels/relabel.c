@@ -13,7 +13,7 @@
 #include <openssl/evp.h>
 
 #include "log.h"
-#include "utf8.h"
+#include "escape.h"
 
 /* A regex sees at most this many bytes: glibc's matcher is not linear in the
  * worst case, and label values come from processes and the API server. */
@@ -352,6 +352,33 @@ static bool matches(const struct rule *r, const char *subject)
 	return regexec(&r->rx, subject, 0, NULL, 0) == 0;
 }
 
+/* cp (<= U+10FFFF) as UTF-8 in out (room for 4); returns the length. */
+static size_t encode(uint32_t cp, char *out)
+{
+	unsigned char *o = (unsigned char *)out;
+
+	if (cp < 0x80) {
+		o[0] = (unsigned char)cp;
+		return 1;
+	}
+	if (cp < 0x800) {
+		o[0] = (unsigned char)(0xc0 | cp >> 6);
+		o[1] = (unsigned char)(0x80 | (cp & 0x3f));
+		return 2;
+	}
+	if (cp < 0x10000) {
+		o[0] = (unsigned char)(0xe0 | cp >> 12);
+		o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+		o[2] = (unsigned char)(0x80 | (cp & 0x3f));
+		return 3;
+	}
+	o[0] = (unsigned char)(0xf0 | cp >> 18);
+	o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
+	o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+	o[3] = (unsigned char)(0x80 | (cp & 0x3f));
+	return 4;
+}
+
 /* Go's strings.ToLower/ToUpper: Unicode case mapping, invalid bytes as U+FFFD. */
 static void map_case(const struct relabel *rl, const char *in, bool upper, char *out, size_t outsz)
 {
@@ -359,15 +386,15 @@ static void map_case(const struct relabel *rl, const char *in, bool upper, char 
 	size_t o = 0, n = strlen(in);
 
 	for (size_t i = 0; i < n;) {
-		size_t len = utf8_seq(u + i, n - i);
-		uint32_t cp = len ? utf8_decode(u + i, len) : 0xfffd;
+		uint32_t cp = 0xfffd;
+		size_t len = utf8_seq_len(u + i, n - i, &cp);
 		char enc[4];
 
 		if (cp < 0x80)
 			cp = upper ? (cp >= 'a' && cp <= 'z' ? cp - 32 : cp) : (cp >= 'A' && cp <= 'Z' ? cp + 32 : cp);
 		else if (rl->utf8)
 			cp = upper ? (uint32_t)towupper_l((wint_t)cp, rl->utf8) : (uint32_t)towlower_l((wint_t)cp, rl->utf8);
-		put(out, outsz, &o, enc, utf8_encode(cp, enc));
+		put(out, outsz, &o, enc, encode(cp, enc));
 		i += len ? len : 1;
 	}
 	out[o] = 0;
