@@ -16,9 +16,9 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
 	    -D_GNU_SOURCE -DPROWL_VERSION='"$(VERSION)"' -DPROWL_GIT_REV='"$(GIT_REV)"'
 # Source folders: each stage's folder and its sub-folders (see README.md, "How it works").
-SRC_DIRS := lib lib/containers symbolizer symbolizer/object symbolizer/unwind agent agent/analyse
+SRC_DIRS := lib lib/containers symbolizer symbolizer/object symbolizer/unwind agent agent/analyse agent/labels
 INCLUDES := -I$(O) -I$(O)/proto -Ibpf $(addprefix -I,$(SRC_DIRS))
-LDLIBS   := -lbpf -ldw -lelf -lprotobuf-c -lz -lcurl -lyaml -lmicrohttpd -lsystemd -lpthread -lm
+LDLIBS   := -lbpf -ldw -lelf -lprotobuf-c -lz -lcurl -lyaml -lmicrohttpd -lsystemd -ljson-c -lcrypto -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
@@ -34,7 +34,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
 WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench bench-report san-test install workloads tools check-cfi mutation kernel-matrix
+.PHONY: all clean deps test unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi mutation kernel-matrix
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -124,16 +124,21 @@ kernel-matrix: all workloads tools
 
 # Benchmarks (not timed tests): record overhead against perf, the unwinder's
 # per-sample cost and table builds, the agent over 10-minute runs, recording rules,
-# then report and diff over 1,000 agent files next to pprof, and the flame graph in Chromium.
-bench: all unit workloads tools $(O)/bench/rules_bench
+# report and diff over 1,000 agent files next to pprof, the flame graph in Chromium,
+# then relabeling and Kubernetes metadata.
+bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench
 	tests/bench/run.sh
 	tests/bench/unwind.sh
 	tests/bench/agent.sh
 	tests/bench/rules.sh
 	tests/bench/report.sh
+	tests/bench/kube.sh
 
 bench-report: all workloads tools
 	tests/bench/report.sh
+
+bench-kube: all workloads $(O)/bench/relabel_bench
+	tests/bench/kube.sh
 
 # prowl's unwind tables against libdw's CFI reader, for every ELF object under /usr/lib
 # and /usr/bin (at most CHECK_CFI_SECONDS); the suite runs a sample of a few seconds.

@@ -2,6 +2,8 @@
  * series, ends a window every interval and hands it to every exporter; reloads on SIGHUP. */
 #include "agent.h"
 #include "analyse/rules.h"
+#include "labels/kube.h"
+#include "labels/relabel.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -36,6 +38,8 @@ struct agent {
 	struct symbolizer *sym;
 	struct series_table *series;
 	struct series_label *static_labels;
+	struct kube *kube;
+	struct relabel *relabel;
 	struct rules *rules;
 	struct exporter *exp[AGENT_MAX_EXPORTERS];
 	unsigned int nexp;
@@ -278,7 +282,50 @@ static int make_exporters(struct agent *a, const struct agent_config *c, const s
 	return 0;
 }
 
-static int make_series(struct agent *a, const struct agent_config *c)
+/* Relabeling dropped a process (or let it go again): BPF stops (or resumes) its samples. */
+static int drop_pid(void *ctx, uint32_t pid, bool drop)
+{
+	struct agent *a = ctx;
+
+	return a->sampler ? sampler_drop_pid(a->sampler, pid, drop) : -ENODEV;
+}
+
+static bool same_kube(const struct agent_config *x, const struct agent_config *y)
+{
+	return x->kubernetes.on == y->kubernetes.on && same_str(x->kubernetes.api_url, y->kubernetes.api_url) &&
+	       same_str(x->kubernetes.token_file, y->kubernetes.token_file) &&
+	       same_str(x->kubernetes.ca_file, y->kubernetes.ca_file) &&
+	       same_str(x->kubernetes.node_name, y->kubernetes.node_name);
+}
+
+/* The Kubernetes client of c into *ret (NULL when off); keeps `old` when c
+ * would build the same one. */
+static int make_kube(const struct agent_config *c, const struct agent_config *old_cfg, struct kube *old,
+		     struct kube **ret)
+{
+	struct kube_opts o = {
+		.api_url = c->kubernetes.api_url,
+		.token_file = c->kubernetes.token_file,
+		.ca_file = c->kubernetes.ca_file,
+		.node_name = c->kubernetes.node_name,
+	};
+	int r;
+
+	*ret = NULL;
+	if (old && old_cfg && same_kube(c, old_cfg)) {
+		*ret = old;
+		return 0;
+	}
+	if (!c->kubernetes.on)
+		return 0;
+	r = kube_start(&o, ret);
+	if (r < 0)
+		return log_error_errno(r, "cannot start the Kubernetes client");
+	log_info("Kubernetes: watching the pods of node %s at %s", o.node_name, o.api_url);
+	return 0;
+}
+
+static int make_series(struct agent *a, const struct agent_config *c, struct kube *kube, const struct relabel *rl)
 {
 	struct series_table_opts o = {
 		.hostname = c->hostname,
@@ -287,6 +334,10 @@ static int make_series(struct agent *a, const struct agent_config *c)
 		.max_processes = c->limits.max_processes,
 		.per_thread = c->per_thread,
 		.period_ns = 1000000000ll / c->frequency,
+		.kube = kube,
+		.relabel = rl,
+		.drop_pid = drop_pid,
+		.drop_ctx = a,
 	};
 	struct series_label *labels = calloc(c->nlabels ? c->nlabels : 1, sizeof(*labels));
 	int r;
@@ -308,7 +359,7 @@ static int make_series(struct agent *a, const struct agent_config *c)
 
 static int make_rules(const struct agent_config *c, struct rules **ret)
 {
-	const char *names[128];
+	const char *names[512];
 	struct rules_opts o = {
 		.series_labels = names,
 		.nseries_labels = agent_config_series_labels(c, names, sizeof(names) / sizeof(names[0])),
@@ -352,6 +403,9 @@ static void publish(struct agent *a)
 	s->reload_errors = a->reload_errors;
 	series_table_get_stats(a->series, &s->series);
 	symbolizer_get_stats(a->sym, &s->sym);
+	s->has_kube = a->kube != NULL;
+	if (a->kube)
+		kube_get_stats(a->kube, &s->kube);
 	s->has_unwind = sampler_unwind_stats(a->sampler, &s->unwind) == 0;
 	s->has_spool = a->spool != NULL;
 	if (a->spool)
@@ -482,12 +536,20 @@ static void apply_config(struct agent *a, struct agent_config nc)
 {
 	struct series_table *old_series = a->series;
 	struct rules *rules = NULL;
+	struct relabel *rl = NULL;
+	struct kube *kube = NULL;
 	struct exporter *old_exp[AGENT_MAX_EXPORTERS], *backup[AGENT_MAX_EXPORTERS];
 	unsigned int old_nexp = a->nexp;
 	int r;
 
 	r = make_rules(&nc, &rules);
+	if (r == 0 && (r = relabel_new(&nc.relabel, &rl)) < 0)
+		log_error_errno(r, "cannot set up relabel_configs");
+	if (r == 0)
+		r = make_kube(&nc, &a->cfg, a->kube, &kube);
 	if (r != 0) {
+		rules_free(rules);
+		relabel_free(rl);
 		agent_config_free(&nc);
 		reload_failed(a);
 		return;
@@ -500,7 +562,7 @@ static void apply_config(struct agent *a, struct agent_config nc)
 	r = make_exporters(a, &nc, &a->cfg, old_exp, old_nexp);
 	if (r == 0) {
 		a->series = NULL;
-		r = make_series(a, &nc);
+		r = make_series(a, &nc, kube, rl);
 		if (r < 0)
 			a->series = old_series;
 	}
@@ -517,6 +579,9 @@ static void apply_config(struct agent *a, struct agent_config nc)
 		memcpy(a->exp, backup, sizeof(a->exp));
 		a->nexp = old_nexp;
 		rules_free(rules);
+		relabel_free(rl);
+		if (kube != a->kube)
+			kube_stop(kube);
 		agent_config_free(&nc);
 		reload_failed(a);
 		return;
@@ -548,7 +613,13 @@ static void apply_config(struct agent *a, struct agent_config nc)
 		if (!kept)
 			requeue_spooled(a, a->exp[i]);
 	}
+	/* The old table lets BPF sample the processes it dropped: the new rules decide again. */
 	series_table_free(old_series);
+	relabel_free(a->relabel);
+	a->relabel = rl;
+	if (kube != a->kube)
+		kube_stop(a->kube);
+	a->kube = kube;
 	if (nc.frequency != a->cfg.frequency && sampler_set_freq(a->sampler, nc.frequency) < 0)
 		log_error("cannot change the sampling frequency to %u Hz", nc.frequency);
 	sampler_set_idle(a->sampler, nc.idle);
@@ -669,7 +740,13 @@ int agent_main(int argc, char **argv)
 		goto out;
 	}
 	open_spool(&a, &a.cfg);
-	if (make_series(&a, &a.cfg) < 0 || make_rules(&a.cfg, &a.rules) < 0 ||
+	r = relabel_new(&a.cfg.relabel, &a.relabel);
+	if (r < 0) {
+		log_error_errno(r, "cannot set up relabel_configs");
+		goto out;
+	}
+	if (make_kube(&a.cfg, NULL, NULL, &a.kube) < 0 || make_series(&a, &a.cfg, a.kube, a.relabel) < 0 ||
+	    make_rules(&a.cfg, &a.rules) < 0 ||
 	    make_exporters(&a, &a.cfg, NULL, NULL, 0) < 0)
 		goto out;
 	publish_rules(&a);
@@ -691,6 +768,7 @@ int agent_main(int argc, char **argv)
 		.unwind_max_maps = a.cfg.limits.unwind_mappings,
 		.unwind_max_procs = a.cfg.limits.unwind_processes,
 		.unwind_names = { "limits.unwind_table_rows", "limits.unwind_mappings", "limits.unwind_processes" },
+		.drop_pids = true,
 	};
 	if (sampler_open(&so, &a.sampler) < 0)
 		goto out;
@@ -734,8 +812,10 @@ out:
 	reloader_free(a.reloader);
 	stop_exporters(&a, 0);
 	spool_free(a.spool);
-	sampler_free(a.sampler);
 	series_table_free(a.series);
+	sampler_free(a.sampler);
+	kube_stop(a.kube);
+	relabel_free(a.relabel);
 	rules_free(a.rules);
 	free(a.snap.rules_text);
 	symbolizer_free(a.sym);

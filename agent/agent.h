@@ -9,8 +9,9 @@
 #include <stdint.h>
 
 #include "export.h"
+#include "labels/kube.h"
 #include "sample.h"
-#include "series.h"
+#include "labels/series.h"
 #include "spool.h"
 #include "symbolizer.h"
 
@@ -26,6 +27,8 @@ struct agent_snapshot {
 	uint64_t reloads, reload_errors;
 	struct series_stats series;
 	struct symbolizer_stats sym;
+	struct kube_stats kube;
+	bool has_kube;                    /* the Kubernetes client runs */
 	struct unwind_stats unwind;
 	bool has_unwind;                  /* false with --unwind=fp */
 	struct spool_stats spool;

@@ -157,6 +157,53 @@ static void spool_metrics(FILE *f, const struct spool_stats *sp)
 	}
 }
 
+/* Series identity: discovery, relabeling and the Kubernetes client. */
+static void label_metrics(FILE *f, const struct agent_snapshot *s)
+{
+	const struct kube_stats *k = &s->kube;
+
+	metrics_emit(f, "prowl_discoveries_total", "counter",
+		     "Processes discovered and relabeled (when first seen, after exec and when their pod changed).",
+		     NULL, s->series.discoveries);
+	metrics_emit(f, "prowl_discovery_seconds_total", "counter", "Time spent discovering and relabeling processes.",
+		     NULL, s->series.discovery_ns / 1e9);
+	metrics_emit(f, "prowl_relabel_dropped_processes", "gauge", "Processes relabel_configs excludes.", NULL,
+		     s->series.dropped_processes);
+	metrics_emit(f, "prowl_relabel_dropped_samples_total", "counter",
+		     "Samples of excluded processes, stopped in BPF or (before BPF knew) in the agent.", "where=\"bpf\"",
+		     s->bpf.v[PROWL_CNT_DROPPED]);
+	metrics_emit(f, "prowl_relabel_dropped_samples_total", "counter", NULL, "where=\"agent\"",
+		     s->series.dropped_samples);
+	metrics_emit(f, "prowl_pod_unlabelled_processes_total", "counter",
+		     "Processes in a pod exported before the pod's metadata was known (labelled later).", NULL,
+		     s->series.pod_unlabelled);
+	metrics_emit(f, "prowl_pod_wait_overflow_samples_total", "counter",
+		     "Samples not held for their pod's metadata because the holding buffer was full.", NULL,
+		     s->series.pending_overflow);
+	metrics_emit(f, "prowl_label_bytes", "gauge", "Memory of process identities, cgroup and pod caches.", NULL,
+		     s->series.label_bytes + (s->has_kube ? k->mem_bytes : 0));
+	if (!s->has_kube)
+		return;
+	metrics_emit(f, "prowl_kubernetes_up", "gauge", "1 when the pod list is current (listed, watch not failing).",
+		     NULL, k->synced);
+	metrics_emit(f, "prowl_kubernetes_requests_total", "counter", "Requests to the Kubernetes API server.",
+		     "verb=\"list\"", k->list_requests);
+	metrics_emit(f, "prowl_kubernetes_requests_total", "counter", NULL, "verb=\"watch\"", k->watch_requests);
+	metrics_emit(f, "prowl_kubernetes_errors_total", "counter",
+		     "Failed requests to the Kubernetes API server (unreachable, refused, bad answers).", NULL, k->errors);
+	metrics_emit(f, "prowl_kubernetes_outages_total", "counter",
+		     "Times the API server stopped answering (one warning each).", NULL, k->outages);
+	metrics_emit(f, "prowl_kubernetes_relists_total", "counter", "Pod lists (start, 410 Gone, unknown containers).",
+		     NULL, k->relists);
+	metrics_emit(f, "prowl_kubernetes_watch_events_total", "counter", "Pod watch events applied.", NULL, k->events);
+	metrics_emit(f, "prowl_kubernetes_received_bytes_total", "counter", "Bytes read from the API server.", NULL,
+		     k->bytes);
+	metrics_emit(f, "prowl_kubernetes_pods", "gauge", "Pods of this node known.", "state=\"live\"", k->pods);
+	metrics_emit(f, "prowl_kubernetes_pods", "gauge", NULL, "state=\"deleted\"", k->deleted_pods);
+	metrics_emit(f, "prowl_kubernetes_pods_rejected_total", "counter", "Pod events not kept: more pods than the cap.",
+		     NULL, k->pods_rejected);
+}
+
 void agent_metrics_render(void *ctx, FILE *f)
 {
 	struct agent_snapshot *snap = ctx, s;
@@ -221,6 +268,7 @@ void agent_metrics_render(void *ctx, FILE *f)
 		     "Compressed debug sections inflated in memory instead (no room or an error).", NULL,
 		     s.sym.inflate_fallbacks);
 	unwind_metrics(f, &s);
+	label_metrics(f, &s);
 	metrics_emit(f, "prowl_config_reloads_total", "counter", "Configuration reloads.", "result=\"ok\"", s.reloads);
 	metrics_emit(f, "prowl_config_reloads_total", "counter", NULL, "result=\"error\"", s.reload_errors);
 	exporter_metrics(f, &s);

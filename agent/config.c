@@ -17,6 +17,7 @@
 
 #include "escape.h"
 #include "netaddr.h"
+#include "labels/discover.h"
 #include "parse.h"
 #include "unwind.h"
 #include "url.h"
@@ -53,6 +54,7 @@ enum key_type {
 	K_ADDRESS,
 	K_LABELS,
 	K_RULES,    /* recording_rules: a list, from the file only */
+	K_RELABEL,  /* relabel_configs: a list, from the file only */
 };
 
 struct key_def {
@@ -75,6 +77,9 @@ static const char *const format_names[] = {
 	[LOG_FMT_PLAIN] = "plain", [LOG_FMT_LOGFMT] = "logfmt", [LOG_FMT_JSON] = "json", NULL
 };
 static const char *const api_names[] = { [PYRO_API_INGEST] = "ingest", [PYRO_API_PUSH] = "push", NULL };
+static const char *const kube_names[] = { [KUBE_AUTO] = "auto", [KUBE_ON] = "true", [KUBE_OFF] = "false", NULL };
+
+#define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
 
 #define FIELD(m) offsetof(struct agent_config, m), sizeof(((struct agent_config *)0)->m)
 
@@ -130,6 +135,11 @@ static const struct key_def keys[] = {
 	{ "limits.module_memory", K_SIZE, FIELD(limits.module_memory_bytes), "16MiB", MIB, 64 * GIB },
 	{ "limits.debug_inflate_size", K_SIZE, FIELD(limits.debug_inflate_bytes), "512MiB", MIB, 1024 * GIB,
 	  .zero_ok = true },
+	{ "kubernetes.enabled", K_ENUM, FIELD(kubernetes.enabled), "auto", .what = "setting", .names = kube_names },
+	{ "kubernetes.api_url", K_URL, FIELD(kubernetes.api_url), "" },
+	{ "kubernetes.token_file", K_PATH, FIELD(kubernetes.token_file), SA_DIR "/token" },
+	{ "kubernetes.ca_file", K_PATH, FIELD(kubernetes.ca_file), SA_DIR "/ca.crt" },
+	{ "kubernetes.node_name", K_STRING, FIELD(kubernetes.node_name), "" },
 	{ "exporters.dir.enabled", K_BOOL, FIELD(exporters.dir.enabled), "true" },
 	{ "exporters.dir.path", K_PATH, FIELD(exporters.dir.path), "" },
 	{ "exporters.dir.max_age", K_DURATION, FIELD(exporters.dir.max_age_ms), "24h",
@@ -144,6 +154,7 @@ static const struct key_def keys[] = {
 	HTTP_OPTIONS(otlp),
 	HTTP_URL(parca),
 	HTTP_OPTIONS(parca),
+	{ "relabel_configs", K_RELABEL, 0, 0, "" },
 	{ "recording_rules", K_RULES, 0, 0, "" },
 };
 
@@ -172,6 +183,7 @@ struct load {
 	const char *path;               /* the config file, for messages */
 	struct origin origins[NKEYS];   /* of each key's current value */
 	bool secret_in_file;
+	char **envp;
 };
 
 /* A flag's setting, applied after the file and the environment. */
@@ -191,6 +203,10 @@ const char agent_config_usage[] =
 	"that order of precedence (see docs/configuration.md). Secrets (basic_password,\n"
 	"bearer_token) are not options, so that they never show in ps: set them in the file\n"
 	"or as PROWL_PYROSCOPE_BASIC_PASSWORD, PROWL_OTLP_BEARER_TOKEN, ...\n"
+	"\n"
+	"Series carry the process's container id, and in Kubernetes its namespace, pod,\n"
+	"container and node (on by itself in a pod; kubernetes.* in the file). The file's\n"
+	"relabel_configs rewrite them and can leave processes out (see docs/agent.md).\n"
 	"\n"
 	"Options:\n"
 	"      --config FILE          YAML configuration file (env PROWL_CONFIG)\n"
@@ -221,7 +237,9 @@ const char agent_config_usage[] =
 	"  sudo prowl agent --pyroscope-url http://127.0.0.1:4040 --label env=prod\n"
 	"  sudo PROWL_OTLP_BEARER_TOKEN=... prowl agent --otlp-url https://otlp.example.com\n"
 	"  sudo prowl agent --config /etc/prowl/agent.yaml\n"
-	"  prowl agent --config /etc/prowl/agent.yaml --check      # validate, show settings\n";
+	"  prowl agent --config /etc/prowl/agent.yaml --check      # validate, show settings\n"
+	"  sudo PROWL_KUBERNETES_API_URL=http://127.0.0.1:8001 NODE_NAME=$(hostname) \\\n"
+	"      prowl agent --dir /tmp/profiles                     # pod labels via kubectl proxy\n";
 
 static const struct key_def *find_key(const char *path)
 {
@@ -283,6 +301,7 @@ _Static_assert(sizeof(enum unwind_mode) == sizeof(int), "enums are stored as int
 _Static_assert(sizeof(enum log_level) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum log_format) == sizeof(int), "enums are stored as int");
 _Static_assert(sizeof(enum pyroscope_api) == sizeof(int), "enums are stored as int");
+_Static_assert(sizeof(enum kube_enabled) == sizeof(int), "enums are stored as int");
 
 /* Logs one line "<where>: <message>" and returns -EINVAL. key may be NULL. */
 static int __attribute__((format(printf, 5, 6)))
@@ -530,8 +549,10 @@ static int set_value(struct load *l, const struct key_def *k, const char *s, con
 	case K_LABELS:
 		return labels_parse(l, o, s, true);
 	case K_RULES:
+	case K_RELABEL:
 		if (o->kind != ORIGIN_DEFAULT)
-			return cfg_error(l, o, k->path, false, "recording rules can be set only in the config file");
+			return cfg_error(l, o, k->path, false, "%s can be set only in the config file",
+					 k->type == K_RULES ? "recording rules" : "relabel rules");
 		return 0;
 	default: { /* the string types */
 		char **sp = p, *copy = NULL;
@@ -602,7 +623,7 @@ static const char *type_noun(const struct key_def *k)
 	case K_PATH: case K_FILE: return "a path";
 	case K_ADDRESS: return "host:port";
 	case K_LABELS: return "a mapping of name: value";
-	case K_RULES: return "a list of rules";
+	case K_RULES: case K_RELABEL: return "a list of rules";
 	default: return "a string";
 	}
 }
@@ -713,6 +734,8 @@ static int walk_mapping(struct load *l, yaml_document_t *d, yaml_node_t *map, co
 			k = find_key(path);
 		if (k && k->type == K_RULES) {
 			r = rules_config_parse(l->path, d, vn, &l->cfg->recording_rules);
+		} else if (k && k->type == K_RELABEL) {
+			r = relabel_config_parse(l->path, d, vn, &l->cfg->relabel);
 		} else if (k && k->type == K_LABELS) {
 			if (is_null(vn))
 				continue;
@@ -1221,6 +1244,69 @@ static int check_http(struct load *l, const char *name, struct http_exporter_con
 	return 0;
 }
 
+/* Whether the Kubernetes client runs: kubernetes.enabled, or (auto) an api_url
+ * or the in-cluster KUBERNETES_SERVICE_HOST; then the URL, node name and files. */
+static int check_kubernetes(struct load *l)
+{
+	struct agent_config *c = l->cfg;
+	const struct key_def *en = find_key("kubernetes.enabled"), *url = find_key("kubernetes.api_url"),
+			     *node = find_key("kubernetes.node_name");
+	const char *host = env_lookup(l->envp, "KUBERNETES_SERVICE_HOST");
+	const char *port = env_lookup(l->envp, "KUBERNETES_SERVICE_PORT");
+	const char *node_env = env_lookup(l->envp, "NODE_NAME");
+	int r;
+
+	if (c->kubernetes.enabled == KUBE_OFF)
+		return 0;
+	if (!c->kubernetes.api_url && host && *host) {
+		bool v6 = strchr(host, ':') != NULL;
+		const char *why = NULL;
+
+		if (asprintf(&c->kubernetes.api_url, "https://%s%s%s:%s", v6 ? "[" : "", host, v6 ? "]" : "",
+			     port && *port ? port : "443") < 0) {
+			c->kubernetes.api_url = NULL;
+			return log_error_errno(-ENOMEM, "cannot load the configuration");
+		}
+		if (url_check_base(c->kubernetes.api_url, &why) == -EINVAL)
+			return cfg_error(l, &l->origins[url - keys], url->path, false,
+					 "KUBERNETES_SERVICE_HOST/PORT do not make a URL (%s: %s): set kubernetes.api_url",
+					 c->kubernetes.api_url, why);
+	}
+	if (!c->kubernetes.api_url) {
+		if (c->kubernetes.enabled == KUBE_ON)
+			return cfg_error(l, &l->origins[en - keys], en->path, false,
+					 "Kubernetes is on but there is no API server: set kubernetes.api_url, or run "
+					 "in a pod (KUBERNETES_SERVICE_HOST)");
+		return 0;
+	}
+	c->kubernetes.on = true;
+	if (!c->kubernetes.node_name && node_env && *node_env) {
+		r = set_value(l, node, node_env, &(struct origin){ .kind = ORIGIN_ENV, .env = node_env - strlen("NODE_NAME=") });
+		if (r < 0)
+			return r;
+	}
+	if (!c->kubernetes.node_name)
+		return cfg_error(l, &l->origins[node - keys], node->path, false,
+				 "the node's name is unknown: set kubernetes.node_name or NODE_NAME (the DaemonSet "
+				 "sets it from spec.nodeName), so that only this node's pods are listed");
+	/* Files named on purpose must be readable now; the service account
+	 * defaults may be missing outside a cluster: then no token is sent and the
+	 * system's CAs verify the server. */
+	for (size_t i = 0; i < NKEYS; i++) {
+		char **file = field(c, &keys[i]);
+
+		if (strncmp(keys[i].path, "kubernetes.", 11) != 0 || !strstr(keys[i].path, "_file"))
+			continue;
+		if (l->origins[i].kind != ORIGIN_DEFAULT && (r = check_file(l, &keys[i])) < 0)
+			return r;
+		if (l->origins[i].kind == ORIGIN_DEFAULT && *file && access(*file, R_OK) < 0) {
+			free(*file);
+			*file = NULL;
+		}
+	}
+	return 0;
+}
+
 /* Defaults that depend on other settings, and rules across keys. */
 static int finalize(struct load *l)
 {
@@ -1253,8 +1339,11 @@ static int finalize(struct load *l)
 	r = check_http(l, "parca", &c->exporters.parca);
 	if (r < 0)
 		return r;
+	r = check_kubernetes(l);
+	if (r < 0)
+		return r;
 	if (c->recording_rules.n) {
-		const char *names[MAX_LABELS + 2];
+		const char *names[MAX_LABELS + 7 + RELABEL_MAX_RULES];
 		size_t n = agent_config_series_labels(c, names, ARRAY_SIZE(names));
 
 		r = rules_config_check(l->path, &c->recording_rules, names, n);
@@ -1291,6 +1380,7 @@ int agent_config_load(int argc, char **argv, char **envp, struct agent_config *r
 		goto fail;
 	}
 	l->cfg = &c;
+	l->envp = envp;
 	for (size_t i = 0; i < NKEYS; i++) {
 		r = set_value(l, &keys[i], keys[i].def, &(struct origin){ .kind = ORIGIN_DEFAULT });
 		if (r < 0)
@@ -1346,7 +1436,7 @@ static void print_value(FILE *f, const struct agent_config *c, const struct key_
 	const void *p = cfield(c, k);
 	char buf[64];
 
-	if (k->type != K_LABELS && k->type != K_RULES)
+	if (k->type != K_LABELS && k->type != K_RULES && k->type != K_RELABEL)
 		fputc(' ', f);
 	switch (k->type) {
 	case K_BOOL:
@@ -1371,6 +1461,9 @@ static void print_value(FILE *f, const struct agent_config *c, const struct key_
 		break;
 	case K_RULES:
 		rules_config_print(&c->recording_rules, f);
+		return;
+	case K_RELABEL:
+		relabel_config_print(&c->relabel, f);
 		return;
 	case K_LABELS:
 		if (!c->nlabels)
@@ -1397,6 +1490,8 @@ static const char *section_comment(const struct agent_config *c, const char *pat
 	for (size_t i = 0; i < ARRAY_SIZE(http); i++)
 		if (strlen(http[i].name) == len && strncmp(http[i].name, path, len) == 0)
 			return *(const bool *)((const char *)c + http[i].off) ? "  # enabled" : "  # disabled: no url";
+	if (len == 10 && strncmp(path, "kubernetes", 10) == 0)
+		return c->kubernetes.on ? "  # on" : "  # off: no api_url, not in a cluster";
 	return "";
 }
 
@@ -1455,6 +1550,17 @@ size_t agent_config_series_labels(const struct agent_config *c, const char **ret
 		ret[n++] = "host_name";
 	for (size_t i = 0; i < c->nlabels && n < max; i++)
 		ret[n++] = c->labels[i].name;
+	n += discover_label_names(ret + n, max - n);
+	n += relabel_config_targets(&c->relabel, ret + n, max - n);
+	/* Without duplicates (a static label may share a name with the others). */
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(ret[i], ret[j]) == 0) {
+				memmove(&ret[i], &ret[i + 1], (n - i - 1) * sizeof(*ret));
+				n--;
+				i--;
+				break;
+			}
 	return n;
 }
 
@@ -1469,6 +1575,11 @@ void agent_config_free(struct agent_config *c)
 	}
 	free(c->labels);
 	rules_config_free(&c->recording_rules);
+	relabel_config_free(&c->relabel);
+	free(c->kubernetes.api_url);
+	free(c->kubernetes.token_file);
+	free(c->kubernetes.ca_file);
+	free(c->kubernetes.node_name);
 	free(c->state_dir);
 	free(c->metrics.address);
 	free(c->exporters.dir.path);

@@ -11,9 +11,11 @@
 #include "analyse/rules_config.h"
 #include "export.h"
 #include "export_pyroscope.h"
+#include "labels/relabel_config.h"
 #include "log.h"
 
 enum unwind_mode { UNWIND_FP = 0, UNWIND_DWARF };
+enum kube_enabled { KUBE_AUTO = 0, KUBE_ON, KUBE_OFF };
 
 /* A static series label; name matches [a-zA-Z_][a-zA-Z0-9_]* and is not reserved. */
 struct config_label {
@@ -81,6 +83,16 @@ struct agent_config {
 		enum pyroscope_api pyroscope_api; /* from export_pyroscope.h */
 	} exporters;
 
+	/* Kubernetes pod metadata (labels/kube.c). on: whether the client runs,
+	 * decided at load from enabled, api_url and KUBERNETES_SERVICE_HOST; then
+	 * api_url and node_name are set. */
+	struct {
+		enum kube_enabled enabled;
+		char *api_url, *token_file, *ca_file, *node_name;
+		bool on;
+	} kubernetes;
+
+	struct relabel_config relabel;                 /* relabel_configs, from the file only */
 	struct recording_rules_config recording_rules; /* from the file only */
 
 	char *config_path;       /* --config or PROWL_CONFIG; NULL when none */
@@ -100,9 +112,10 @@ int agent_config_load(int argc, char **argv, char **envp, struct agent_config *r
  * secrets (basic_password, bearer_token) are shown as "***". */
 void agent_config_print(const struct agent_config *c, FILE *f);
 
-/* The names of the series labels c gives every series (service_name, host_name,
- * the static labels), as many as fit in ret[0..max); returns their number.
- * Valid while c is unchanged. */
+/* The names of the series labels a series may have (service_name, host_name, the
+ * static labels, namespace/pod/container/node/container_id, and the target
+ * labels relabel_configs names), as many as fit in ret[0..max); returns their
+ * number. Valid while c is unchanged. */
 size_t agent_config_series_labels(const struct agent_config *c, const char **ret, size_t max);
 
 /* Frees what c owns and zeroes it; accepts a zeroed struct. */

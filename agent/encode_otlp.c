@@ -509,19 +509,33 @@ static pb_kv *kv_int(struct otlp_build *b, const char *key, int64_t val)
 	return kv;
 }
 
+/* Series labels that OpenTelemetry's semantic conventions name otherwise. */
+static const char *const semconv[][2] = {
+	{ "namespace", "k8s.namespace.name" }, { "pod", "k8s.pod.name" },	 { "container", "k8s.container.name" },
+	{ "node", "k8s.node.name" },	       { "container_id", "container.id" },
+};
+
+static const char *semconv_name(const char *label)
+{
+	for (size_t i = 0; i < sizeof(semconv) / sizeof(semconv[0]); i++)
+		if (strcmp(semconv[i][0], label) == 0)
+			return semconv[i][1];
+	return label;
+}
+
 /* Resource attributes: service.name, host.name, process.executable.name,
- * process.pid, the series' other labels, container.id. */
+ * process.pid, the series' other labels (k8s.* and container.id under their
+ * semantic-convention names), then the series' own resource attributes. */
 static int build_resource(struct otlp_build *b, const struct export_series *s, const struct res_key *rk,
 			  const char *hostname, pb_resource **ret)
 {
 	const char *service = export_series_label(s, "service_name");
 	const char *host = export_series_label(s, "host_name");
-	const char *container = export_series_label(s, "container_id");
 	pb_resource *r;
 	pb_kv **kvs;
 	size_t n = 0;
 
-	if (!ARENA_NEW(b, r, 1) || !ARENA_NEW(b, kvs, s->nlabels + 5))
+	if (!ARENA_NEW(b, r, 1) || !ARENA_NEW(b, kvs, s->nlabels + s->nresource + 4))
 		return -ENOMEM;
 	*r = (pb_resource)OPENTELEMETRY__PROTO__RESOURCE__V1__RESOURCE__INIT;
 	kvs[n++] = kv_str(b, "service.name", service && *service ? service : "unknown_service");
@@ -533,13 +547,18 @@ static int build_resource(struct otlp_build *b, const struct export_series *s, c
 	for (size_t i = 0; i < s->nlabels; i++) {
 		const char *name = s->labels[i].name;
 
-		if (!name || !*name || !strcmp(name, "service_name") || !strcmp(name, "host_name") ||
-		    !strcmp(name, "container_id"))
+		if (!name || !*name || !strcmp(name, "service_name") || !strcmp(name, "host_name"))
 			continue;
-		kvs[n++] = kv_str(b, name, s->labels[i].value);
+		kvs[n++] = kv_str(b, semconv_name(name), s->labels[i].value);
 	}
-	if (container && *container)
-		kvs[n++] = kv_str(b, "container.id", container);
+	for (size_t i = 0; i < s->nresource; i++) {
+		bool dup = false;
+
+		for (size_t k = 0; k < n && !dup; k++)
+			dup = kvs[k] && strcmp(kvs[k]->key, s->resource[i].name) == 0;
+		if (!dup)
+			kvs[n++] = kv_str(b, s->resource[i].name, s->resource[i].value);
+	}
 	for (size_t i = 0; i < n; i++)
 		if (!kvs[i])
 			return -ENOMEM;

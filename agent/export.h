@@ -18,12 +18,17 @@ struct series_label {
 };
 
 /* One series of one window: the series' labels (service_name, host_name, static
- * labels...) and its aggregated profile. Sample labels (pid, process_name, tid,
- * thread_name) live inside the profile's label sets. */
+ * labels, namespace/pod/container/node or container_id, relabeled) and its
+ * aggregated profile. Sample labels (pid, process_name, tid, thread_name) live
+ * inside the profile's label sets. resource holds OTLP resource attributes that
+ * are not series labels (k8s.pod.uid, container.id), already under their
+ * semantic-convention names. */
 struct export_series {
 	const struct series_label *labels;
 	size_t nlabels;
 	const struct profile *prof;
+	const struct series_label *resource;
+	size_t nresource;
 };
 
 /* Each profile of a series carries its labels as pprof comments "series_label

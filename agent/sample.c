@@ -166,7 +166,9 @@ static int setup_programs(struct sampler *s)
 	uint32_t rows = s->opts.unwind_max_rows ? s->opts.unwind_max_rows : DEF_UNWIND_ROWS;
 	uint32_t maps = s->opts.unwind_max_maps ? s->opts.unwind_max_maps : DEF_UNWIND_MAPS;
 	uint32_t procs = s->opts.unwind_max_procs ? s->opts.unwind_max_procs : DEF_UNWIND_PROCS;
-	bool want_tp = s->opts.unwind_dwarf || s->opts.follow_children;
+	/* exec/exit: the unwinder's tables, and pid_drop is cleared there too. */
+	bool want_exec = s->opts.unwind_dwarf || s->opts.drop_pids;
+	bool want_tp = want_exec || s->opts.follow_children;
 	struct bpf_program *const samplers[] = {
 		[KF_UNW_FP] = k->progs.prowl_sample_fp,
 		[KF_UNW_DWARF_LOOP] = k->progs.prowl_sample_dwarf,
@@ -190,10 +192,10 @@ static int setup_programs(struct sampler *s)
 	s->tp_btf = kf->has[KF_TP_BTF];
 	bpf_program__set_autoload(k->progs.prowl_fork, s->opts.follow_children && s->tp_btf);
 	bpf_program__set_autoload(k->progs.prowl_fork_raw, s->opts.follow_children && !s->tp_btf);
-	bpf_program__set_autoload(k->progs.prowl_exec, s->opts.unwind_dwarf && s->tp_btf);
-	bpf_program__set_autoload(k->progs.prowl_exec_raw, s->opts.unwind_dwarf && !s->tp_btf);
-	bpf_program__set_autoload(k->progs.prowl_exit, s->opts.unwind_dwarf && s->tp_btf);
-	bpf_program__set_autoload(k->progs.prowl_exit_raw, s->opts.unwind_dwarf && !s->tp_btf);
+	bpf_program__set_autoload(k->progs.prowl_exec, want_exec && s->tp_btf);
+	bpf_program__set_autoload(k->progs.prowl_exec_raw, want_exec && !s->tp_btf);
+	bpf_program__set_autoload(k->progs.prowl_exit, want_exec && s->tp_btf);
+	bpf_program__set_autoload(k->progs.prowl_exit_raw, want_exec && !s->tp_btf);
 	log_debug("BPF programs: %s sampler (%s)%s", kf_unwinder_name(s->unwinder), bpf_program__name(s->prog),
 		  want_tp ? (s->tp_btf ? ", tp_btf tracepoints" : ", raw tracepoints") : "");
 	if (!s->opts.unwind_dwarf)
@@ -354,6 +356,16 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 	/* The kernel's own count of runs and run time (run_time_ns, run_cnt). */
 	if (s->timing_log && kfeatures_get()->has[KF_STATS])
 		s->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (opts->drop_pids && !opts->unwind_dwarf) {
+		s->skel->links.prowl_exec = attach_tp(s, s->skel->progs.prowl_exec, s->skel->progs.prowl_exec_raw,
+						      "sched_process_exec");
+		s->skel->links.prowl_exit = attach_tp(s, s->skel->progs.prowl_exit, s->skel->progs.prowl_exit_raw,
+						      "sched_process_exit");
+		if (!s->skel->links.prowl_exec || !s->skel->links.prowl_exit) {
+			r = log_error_errno(-errno, "cannot attach the exec/exit tracepoints");
+			goto fail;
+		}
+	}
 	if (opts->follow_children) {
 		s->skel->links.prowl_fork = attach_tp(s, s->skel->progs.prowl_fork, s->skel->progs.prowl_fork_raw,
 						      "sched_process_fork");
@@ -377,6 +389,18 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 fail:
 	sampler_free(s);
 	return r;
+}
+
+int sampler_drop_pid(struct sampler *s, uint32_t pid, bool drop)
+{
+	__u8 one = 1;
+	int r;
+
+	if (drop)
+		r = bpf_map__update_elem(s->skel->maps.pid_drop, &pid, sizeof(pid), &one, sizeof(one), BPF_ANY);
+	else
+		r = bpf_map__delete_elem(s->skel->maps.pid_drop, &pid, sizeof(pid), 0);
+	return r && !(errno == ENOENT && !drop) ? -errno : 0;
 }
 
 int sampler_add_pid(struct sampler *s, uint32_t pid)

@@ -20,6 +20,7 @@ struct sampler_opts {
 	bool idle;             /* keep idle (pid 0) samples */
 	bool follow_children;  /* processes forked by filtered ones are followed */
 	bool filter_pids;      /* sample only pids added with sampler_add_pid() */
+	bool drop_pids;        /* sampler_drop_pid() may exclude processes (exec/exit clear them) */
 	bool verbose;          /* pass libbpf's messages (and verifier log) through */
 	/* User stacks: DWARF CFI unwinding in BPF (x86_64) when set, else frame
 	 * pointers (bpf_get_stack). Capacity limits of the unwinder's maps; 0 picks
@@ -47,6 +48,9 @@ int sampler_add_pid(struct sampler *s, uint32_t pid);
 /* DWARF mode: loads the unwind tables of every running process now (but prowl's
  * own), so that their first samples are complete. Returns how many, or -errno. */
 int sampler_preload_all(struct sampler *s);
+/* Stops (drop) or resumes sampling process pid in BPF; needs opts.drop_pids.
+ * An exec or the exit of pid resumes it by itself. Returns 0 or a negative errno. */
+int sampler_drop_pid(struct sampler *s, uint32_t pid, bool drop);
 /* Opens perf events on online CPUs and attaches the program. */
 int sampler_start(struct sampler *s);
 /* Waits up to timeout_ms for samples and consumes them; also picks up CPUs that

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "curlopt.h"
 #include "log.h"
 #include "url.h"
 
@@ -749,27 +750,12 @@ static int setup_curl(struct sender *s)
 	c = s->curl = curl_easy_init();
 	if (!s->multi || !c)
 		return -ENOMEM;
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_set_common(c, &(struct curl_io){
+		.timeout_ms = (long)s->t.timeout_ms, .connect_ms = (long)connect_ms, .errbuf = s->errbuf,
+		.write = on_reply, .progress = on_progress, .ctx = s,
+		.verify = !s->t.insecure_skip_verify, .ca_file = s->t.ca_file,
+	});
 	curl_easy_setopt(c, CURLOPT_POST, 1L);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "prowl/" PROWL_VERSION);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)s->t.timeout_ms);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)connect_ms);
-	curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(c, CURLOPT_ERRORBUFFER, s->errbuf);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_reply);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
-	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
-	curl_easy_setopt(c, CURLOPT_XFERINFODATA, s);
-	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-#if LIBCURL_VERSION_NUM >= 0x075500
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-#else
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
-#endif
-	curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, s->t.insecure_skip_verify ? 0L : 1L);
-	curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, s->t.insecure_skip_verify ? 0L : 2L);
-	if (s->t.ca_file)
-		curl_easy_setopt(c, CURLOPT_CAINFO, s->t.ca_file);
 	if (s->t.cert_file)
 		curl_easy_setopt(c, CURLOPT_SSLCERT, s->t.cert_file);
 	if (s->t.key_file)

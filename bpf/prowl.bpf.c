@@ -32,6 +32,15 @@ struct {
 	__type(value, __u8);
 } pid_filter SEC(".maps");
 
+/* tgids relabeling excludes (agent): their samples stop here. exec and exit
+ * remove a tgid, so a new program or a reused pid is looked at again. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PROWL_DROP_MAX);
+	__type(key, __u32);
+	__type(value, __u8);
+} pid_drop SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, PROWL_CNT__MAX);
@@ -173,6 +182,10 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, enum unwinder
 		count(PROWL_CNT_FILTERED);
 		return 0;
 	}
+	if (bpf_map_lookup_elem(&pid_drop, &tgid)) {
+		count(PROWL_CNT_DROPPED);
+		return 0;
+	}
 
 	task = (struct task_struct *)bpf_get_current_task();
 	has_mm = BPF_CORE_READ(task, mm) != NULL;
@@ -266,6 +279,9 @@ static __always_inline int on_fork(struct task_struct *parent, struct task_struc
 /* exec replaced the process's mappings. */
 static __always_inline int on_exec(struct task_struct *p)
 {
+	__u32 tgid = BPF_CORE_READ(p, tgid);
+
+	bpf_map_delete_elem(&pid_drop, &tgid);
 	proc_gone(p, PROWL_UEV_EXEC);
 	return 0;
 }
@@ -273,8 +289,12 @@ static __always_inline int on_exec(struct task_struct *p)
 /* The last thread of a process exited. */
 static __always_inline int on_exit(struct task_struct *p)
 {
+	__u32 tgid;
+
 	if (BPF_CORE_READ(p, signal, live.counter) != 0)
 		return 0;
+	tgid = BPF_CORE_READ(p, tgid);
+	bpf_map_delete_elem(&pid_drop, &tgid);
 	proc_gone(p, PROWL_UEV_EXIT);
 	return 0;
 }

@@ -8,6 +8,7 @@
 #define PROWL_COMM_LEN    16
 #define PROWL_RINGBUF_SZ  (16u << 20) /* compiled-in default; user space sizes it per host */
 #define PROWL_RINGBUF_WAKE_DIV 8      /* the reader is woken when 1/8 of the ring is full */
+#define PROWL_DROP_MAX    65536 /* processes the pid_drop map holds */
 
 /* Values of prowl_cfg.filter_mode. */
 enum prowl_filter {
@@ -30,6 +31,7 @@ enum prowl_counter {
 	PROWL_CNT_UNWIND_REQ,      /* refresh requests sent to user space */
 	PROWL_CNT_UNWIND_REQ_LOST, /* refresh requests the event ring could not take */
 	PROWL_CNT_UNWIND_FP_FRAMES, /* frames unwound with frame pointers (no table) */
+	PROWL_CNT_DROPPED,         /* samples of processes relabeling excludes (pid_drop) */
 	PROWL_CNT__MAX,
 };
 

@@ -13,56 +13,18 @@
 #include "escape.h"
 #include "log.h"
 #include "parse.h"
+#include "yamlnode.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const rule_keys[] = { "metric", "match", "function", "self", "group_by" };
 
 /* Logs "path:line: recording_rules[i].key: message" and returns -EINVAL. */
-static int __attribute__((format(printf, 5, 6)))
-rule_error(const char *path, unsigned long line, long idx, const char *key, const char *fmt, ...)
-{
-	char msg[768], where[160];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (idx < 0)
-		snprintf(where, sizeof(where), "recording_rules");
-	else
-		snprintf(where, sizeof(where), "recording_rules[%ld]%s%s", idx, key ? "." : "", key ? key : "");
-	log_error("%s:%lu: %s: %s", path, line, where, msg);
-	return -EINVAL;
-}
+#define rule_error(path, line, idx, key, ...) yaml_list_error(path, line, "recording_rules", idx, key, __VA_ARGS__)
 
 static int oom(void)
 {
 	return log_error_errno(-ENOMEM, "cannot load the configuration");
-}
-
-static unsigned long node_line(const yaml_node_t *n)
-{
-	return (unsigned long)n->start_mark.line + 1;
-}
-
-static const char *kind_of(const yaml_node_t *n)
-{
-	switch (n->type) {
-	case YAML_MAPPING_NODE: return "a mapping";
-	case YAML_SEQUENCE_NODE: return "a list";
-	default: return "a single value";
-	}
-}
-
-static bool null_node(const yaml_node_t *n)
-{
-	const char *s;
-
-	if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-		return false;
-	s = (const char *)n->data.scalar.value;
-	return !*s || strcmp(s, "~") == 0 || strcasecmp(s, "null") == 0;
 }
 
 /* A Prometheus metric name ending in _total. NULL or why not. */
@@ -127,10 +89,10 @@ static int scalar_of(const char *path, long idx, const char *key, const yaml_nod
 	const char *s;
 
 	if (n->type != YAML_SCALAR_NODE)
-		return rule_error(path, node_line(n), idx, key, "expected %s, got %s", what, kind_of(n));
-	s = null_node(n) ? "" : (const char *)n->data.scalar.value;
+		return rule_error(path, yaml_node_line(n), idx, key, "expected %s, got %s", what, yaml_node_kind(n));
+	s = yaml_node_is_null(n) ? "" : (const char *)n->data.scalar.value;
 	if (strlen(s) > 4096 || has_control(s))
-		return rule_error(path, node_line(n), idx, key,
+		return rule_error(path, yaml_node_line(n), idx, key,
 				  "invalid value: at most 4096 bytes, without control characters or newlines");
 	*ret = s;
 	return 0;
@@ -142,14 +104,14 @@ static int parse_match(const char *path, long idx, yaml_document_t *d, yaml_node
 	char key[192], err[256];
 	size_t n;
 
-	if (null_node(map))
+	if (yaml_node_is_null(map))
 		return 0;
 	if (map->type != YAML_MAPPING_NODE)
-		return rule_error(path, node_line(map), idx, "match", "expected a mapping of label: value, got %s",
-				  kind_of(map));
+		return rule_error(path, yaml_node_line(map), idx, "match", "expected a mapping of label: value, got %s",
+				  yaml_node_kind(map));
 	n = (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
 	if (n > RULES_MAX_MATCHERS)
-		return rule_error(path, node_line(map), idx, "match", "too many matchers: at most %d",
+		return rule_error(path, yaml_node_line(map), idx, "match", "too many matchers: at most %d",
 				  RULES_MAX_MATCHERS);
 	r->match = calloc(n ? n : 1, sizeof(*r->match));
 	if (!r->match)
@@ -165,17 +127,17 @@ static int parse_match(const char *path, long idx, yaml_document_t *d, yaml_node
 			return rc;
 		snprintf(key, sizeof(key), "match.%s", label);
 		if (!valid_label_name(label) || strlen(label) > 128)
-			return rule_error(path, node_line(kn), idx, key,
+			return rule_error(path, yaml_node_line(kn), idx, key,
 					  "invalid label name '%s': use letters, digits and '_', not starting with a digit",
 					  label);
 		for (size_t i = 0; i < r->nmatch; i++)
 			if (strcmp(r->match[i].label, label) == 0)
-				return rule_error(path, node_line(kn), idx, key, "duplicate label '%s' (first at line %lu)",
+				return rule_error(path, yaml_node_line(kn), idx, key, "duplicate label '%s' (first at line %lu)",
 						  label, r->match[i].line);
 		rc = scalar_of(path, idx, key, vn, "a value, \"=~regex\", \"!=value\" or \"!~regex\"", &v);
 		if (rc < 0)
 			return rc;
-		m->line = node_line(vn);
+		m->line = yaml_node_line(vn);
 		if (strncmp(v, "=~", 2) == 0)
 			m->op = RULE_MATCH_RE, v += 2;
 		else if (strncmp(v, "!~", 2) == 0)
@@ -207,14 +169,14 @@ static int parse_group_by(const char *path, long idx, yaml_document_t *d, yaml_n
 {
 	size_t n;
 
-	if (null_node(seq))
+	if (yaml_node_is_null(seq))
 		return 0;
 	if (seq->type != YAML_SEQUENCE_NODE)
-		return rule_error(path, node_line(seq), idx, "group_by", "expected a list of label names, got %s",
-				  kind_of(seq));
+		return rule_error(path, yaml_node_line(seq), idx, "group_by", "expected a list of label names, got %s",
+				  yaml_node_kind(seq));
 	n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
 	if (n > RULES_MAX_GROUP_BY)
-		return rule_error(path, node_line(seq), idx, "group_by", "too many labels: at most %d",
+		return rule_error(path, yaml_node_line(seq), idx, "group_by", "too many labels: at most %d",
 				  RULES_MAX_GROUP_BY);
 	r->group_by = calloc(n ? n : 1, sizeof(*r->group_by));
 	r->group_by_lines = calloc(n ? n : 1, sizeof(*r->group_by_lines));
@@ -229,14 +191,14 @@ static int parse_group_by(const char *path, long idx, yaml_document_t *d, yaml_n
 		if (rc < 0)
 			return rc;
 		if (!valid_label_name(name) || strlen(name) > 128)
-			return rule_error(path, node_line(vn), idx, "group_by",
+			return rule_error(path, yaml_node_line(vn), idx, "group_by",
 					  "invalid label name '%s': use letters, digits and '_', not starting with a digit",
 					  name);
 		for (size_t i = 0; i < r->ngroup; i++)
 			if (strcmp(r->group_by[i], name) == 0)
-				return rule_error(path, node_line(vn), idx, "group_by", "label '%s' is listed twice", name);
+				return rule_error(path, yaml_node_line(vn), idx, "group_by", "label '%s' is listed twice", name);
 		r->group_by[r->ngroup] = strdup(name);
-		r->group_by_lines[r->ngroup] = node_line(vn);
+		r->group_by_lines[r->ngroup] = yaml_node_line(vn);
 		if (!r->group_by[r->ngroup])
 			return oom();
 		r->ngroup++;
@@ -244,48 +206,31 @@ static int parse_group_by(const char *path, long idx, yaml_document_t *d, yaml_n
 	return 0;
 }
 
-static int parse_rule(const char *path, long idx, yaml_document_t *d, yaml_node_t *map,
-		      struct recording_rule_config *r)
+static int parse_rule(const char *path, long idx, yaml_document_t *d, yaml_node_t *map, void *elem)
 {
-	char err[256], known[128] = "";
+	struct recording_rule_config *r = elem;
+	char err[256];
 	const char *s;
 	int rc;
 
-	r->line = node_line(map);
+	r->line = yaml_node_line(map);
 	if (map->type != YAML_MAPPING_NODE)
-		return rule_error(path, node_line(map), idx, NULL,
+		return rule_error(path, yaml_node_line(map), idx, NULL,
 				  "expected a mapping with metric, match, function, self and group_by, got %s",
-				  kind_of(map));
+				  yaml_node_kind(map));
 	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
-		yaml_node_t *kn = yaml_document_get_node(d, p->key), *vn = yaml_document_get_node(d, p->value);
-		const char *name;
-		size_t k;
+		yaml_node_t *vn = yaml_document_get_node(d, p->value);
+		int k = yaml_item_key(path, "recording_rules", idx, d, map, p, rule_keys, ARRAY_SIZE(rule_keys));
+		const char *name = k >= 0 ? rule_keys[k] : NULL;
 
-		rc = scalar_of(path, idx, NULL, kn, "a key", &name);
-		if (rc < 0)
-			return rc;
-		for (k = 0; k < ARRAY_SIZE(rule_keys); k++)
-			if (strcmp(rule_keys[k], name) == 0)
-				break;
-		if (k == ARRAY_SIZE(rule_keys)) {
-			for (size_t i = 0; i < ARRAY_SIZE(rule_keys); i++)
-				snprintf(known + strlen(known), sizeof(known) - strlen(known), "%s%s", i ? ", " : "",
-					 rule_keys[i]);
-			return rule_error(path, node_line(kn), idx, NULL, "unknown key '%s' (known: %s)", name, known);
-		}
-		for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
-			yaml_node_t *prev = yaml_document_get_node(d, q->key);
-
-			if (prev->type == YAML_SCALAR_NODE && strcmp((const char *)prev->data.scalar.value, name) == 0)
-				return rule_error(path, node_line(kn), idx, name, "duplicate key (first at line %lu)",
-						  node_line(prev));
-		}
+		if (k < 0)
+			return k;
 		switch (k) {
 		case 0: /* metric */
 			rc = scalar_of(path, idx, name, vn, "a metric name", &s);
 			if (rc < 0)
 				return rc;
-			r->metric_line = node_line(vn);
+			r->metric_line = yaml_node_line(vn);
 			if (metric_problem(s))
 				return rule_error(path, r->metric_line, idx, name, "bad metric name '%s': %s", s,
 						  metric_problem(s));
@@ -302,7 +247,7 @@ static int parse_rule(const char *path, long idx, yaml_document_t *d, yaml_node_
 			rc = scalar_of(path, idx, name, vn, "a regular expression", &s);
 			if (rc < 0)
 				return rc;
-			r->function_line = node_line(vn);
+			r->function_line = yaml_node_line(vn);
 			if (!*s)
 				break;
 			rc = regex_check(s, false, err, sizeof(err));
@@ -318,13 +263,13 @@ static int parse_rule(const char *path, long idx, yaml_document_t *d, yaml_node_
 			rc = scalar_of(path, idx, name, vn, "true or false", &s);
 			if (rc < 0)
 				return rc;
-			r->self_line = node_line(vn);
+			r->self_line = yaml_node_line(vn);
 			if (strcasecmp(s, "true") == 0 || strcasecmp(s, "yes") == 0 || strcasecmp(s, "on") == 0)
 				r->self = true;
 			else if (strcasecmp(s, "false") == 0 || strcasecmp(s, "no") == 0 || strcasecmp(s, "off") == 0)
 				r->self = false;
 			else
-				return rule_error(path, node_line(vn), idx, name, "invalid boolean '%s': use true or false",
+				return rule_error(path, yaml_node_line(vn), idx, name, "invalid boolean '%s': use true or false",
 						  s);
 			break;
 		default:
@@ -345,27 +290,8 @@ static int parse_rule(const char *path, long idx, yaml_document_t *d, yaml_node_
 
 int rules_config_parse(const char *path, yaml_document_t *d, yaml_node_t *node, struct recording_rules_config *ret)
 {
-	size_t n;
-	int rc;
-
-	if (null_node(node))
-		return 0;
-	if (node->type != YAML_SEQUENCE_NODE)
-		return rule_error(path, node_line(node), -1, NULL, "expected a list of rules (- metric: ...), got %s",
-				  kind_of(node));
-	n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
-	if (n > RULES_MAX)
-		return rule_error(path, node_line(node), -1, NULL, "too many rules: at most %d", RULES_MAX);
-	ret->rules = calloc(n ? n : 1, sizeof(*ret->rules));
-	if (!ret->rules)
-		return oom();
-	for (yaml_node_item_t *it = node->data.sequence.items.start; it < node->data.sequence.items.top; it++) {
-		rc = parse_rule(path, (long)ret->n, d, yaml_document_get_node(d, *it), &ret->rules[ret->n]);
-		ret->n++; /* counted even when half parsed, so that it is freed */
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
+	return yaml_parse_list(path, "recording_rules", "- metric: ...", d, node, RULES_MAX, sizeof(*ret->rules),
+			       parse_rule, (void **)&ret->rules, &ret->n);
 }
 
 static bool in_list(const char *const *list, size_t n, const char *s)

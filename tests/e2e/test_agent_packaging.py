@@ -244,3 +244,22 @@ def test_daemonset_and_configmap(tmp_path):
     assert res.returncode == 0, res.stderr
     eff = yaml.safe_load(res.stdout)
     assert eff["hostname"] == "node-1" and eff["metrics"]["address"] == f":{port}"
+    # Kubernetes metadata: read-only pods of this node, the token mounted, the node's name.
+    role = next(d for d in docs if d["kind"] == "ClusterRole")
+    binding = next(d for d in docs if d["kind"] == "ClusterRoleBinding")
+    sa = next(d for d in docs if d["kind"] == "ServiceAccount")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                  "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+                                    "namespace": ds["metadata"]["namespace"]}]
+    assert spec["serviceAccountName"] == sa["metadata"]["name"] and spec.get("automountServiceAccountToken", True)
+    assert env["NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert not sc.get("privileged"), "least-privilege capabilities, not privileged"
+    # In the cluster, the same file turns the Kubernetes client on and holds relabel rules.
+    res = check_config(str(p), env={"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443",
+                                    "NODE_NAME": "node-1", "PROWL_STATE_DIR": env["PROWL_STATE_DIR"]["value"]})
+    assert res.returncode == 0, res.stderr
+    eff = yaml.safe_load(res.stdout)
+    assert eff["kubernetes"]["api_url"] == "https://10.96.0.1:443" and eff["kubernetes"]["node_name"] == "node-1"
+    assert eff["relabel_configs"], "the ConfigMap shows a relabel example"

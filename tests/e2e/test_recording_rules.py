@@ -203,8 +203,9 @@ BAD = [
      r"recording_rules\[0\]\.function: bad regex 'gc\(\(':"),
     ("match-regex", "  - metric: a_total\n    match:\n      service_name: '=~[b-a]'\n", 6,
      r"recording_rules\[0\]\.match\.service_name: bad regex '\[b-a\]':"),
-    ("group-by", "  - metric: a_total\n    group_by:\n      - service_name\n      - pod\n", 7,
-     r"recording_rules\[0\]\.group_by: unknown label 'pod' \(known: service_name, host_name, team\)"),
+    ("group-by", "  - metric: a_total\n    group_by:\n      - service_name\n      - pods\n", 7,
+     r"recording_rules\[0\]\.group_by: unknown label 'pods' \(known: service_name, host_name, team, namespace, "
+     r"pod, container, node, container_id\)"),
     ("duplicate", "  - metric: a_total\n    group_by: [service_name]\n  - metric: a_total\n    group_by: [team]\n",
      6, r"recording_rules\[1\]\.metric: metric 'a_total' is also recorded at line 4 with labels \[service_name\]"),
 ]

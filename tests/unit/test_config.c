@@ -561,7 +561,8 @@ struct bad_case {
 static const struct bad_case bad_cases[] = {
 	{ "unknown key", "frequency: 19\nfrequncy: 20\n",
 	  ":2: unknown key 'frequncy' (known: frequency, interval, idle, per_thread, unwind, hostname, labels, "
-	  "state_dir, shutdown_timeout, spool, log, metrics, limits, exporters, recording_rules)" },
+	  "state_dir, shutdown_timeout, spool, log, metrics, limits, kubernetes, exporters, relabel_configs, "
+	  "recording_rules)" },
 	{ "unknown nested key", "exporters:\n  pyroscope:\n    timout: 5s\n",
 	  ":3: unknown key 'exporters.pyroscope.timout' (known: url, api, basic_user, basic_password," },
 	{ "unknown exporter", "exporters:\n  jaeger: {}\n", ":2: unknown key 'exporters.jaeger' (known: dir, pyroscope, otlp, parca)" },
@@ -639,7 +640,27 @@ static const struct bad_case bad_cases[] = {
 	{ "no exporter", "exporters:\n  dir:\n    enabled: false\n", ":3: exporters.dir.enabled: no exporter is enabled" },
 	{ "empty state_dir", "state_dir: ''\n", ":1: state_dir: the state directory must not be empty" },
 	{ "control character", "hostname: \"a\\nb\"\n", ":1: hostname: invalid value: at most 4096 bytes, without control" },
+	{ "kubernetes on without a server", "kubernetes:\n  enabled: true\n",
+	  ":2: kubernetes.enabled: Kubernetes is on but there is no API server: set kubernetes.api_url" },
+	{ "kubernetes enabled yes", "kubernetes:\n  enabled: yes\n",
+	  ":2: kubernetes.enabled: invalid setting 'yes': use auto, true or false" },
+	{ "kubernetes token file missing",
+	  "kubernetes:\n  api_url: https://k:6443\n  node_name: n1\n  token_file: /nonexistent/token\n",
+	  ":4: kubernetes.token_file: cannot read '/nonexistent/token': No such file or directory" },
+	{ "kubernetes bad url", "kubernetes:\n  api_url: k8s:6443\n", ":2: kubernetes.api_url: invalid URL 'k8s:6443'" },
+	{ "relabel bad action", "relabel_configs:\n  - source_labels: [a]\n    action: rename\n",
+	  ":3: relabel_configs[0].action: unknown action 'rename'" },
+	{ "relabel not a list", "relabel_configs: {action: keep}\n",
+	  ":1: relabel_configs: expected a list of rules (- source_labels: [...] ...), got a mapping" },
+	{ "rule on an unknown label", "recording_rules:\n  - metric: a_total\n    match: {tean: x}\n",
+	  ":3: recording_rules[0].match.tean: unknown label 'tean'" },
 	/* Not files. */
+	{ "kubernetes without a node name", NULL,
+	  "prowl: error: kubernetes.node_name: the node's name is unknown: set kubernetes.node_name or NODE_NAME",
+	  .env = { "PROWL_KUBERNETES_API_URL=https://k:6443" } },
+	{ "relabel from the environment", NULL,
+	  "prowl: error: PROWL_RELABEL_CONFIGS=x: relabel rules can be set only in the config file",
+	  .env = { "PROWL_RELABEL_CONFIGS=x" } },
 	{ "env frequency", NULL, "prowl: error: PROWL_FREQUENCY=abc: invalid frequency 'abc': give a whole number of Hz",
 	  .env = { "PROWL_FREQUENCY=abc" } },
 	{ "env bool", NULL, "prowl: error: PROWL_METRICS_ENABLED=nah: invalid boolean 'nah'",
@@ -709,6 +730,56 @@ static void test_invalid(void **state)
 		assert_null(c.hostname);
 		assert_null(c.config_path);
 	}
+}
+
+/* Kubernetes on in a cluster (auto), the URL and node from the environment; off
+ * when told; the series labels rules may use. */
+static void test_kubernetes(void **state)
+{
+	char *env[] = { "KUBERNETES_SERVICE_HOST=10.0.0.1", "KUBERNETES_SERVICE_PORT=6443", "NODE_NAME=node-7", NULL };
+	char *env6[] = { "KUBERNETES_SERVICE_HOST=fd00::1", "NODE_NAME=n", NULL };
+	const char *names[64];
+	struct agent_config c;
+	bool has_ns = false, has_team = false, has_cid = false;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(load(&c, env, NULL), 0);
+	assert_true(c.kubernetes.on);
+	assert_string_equal(c.kubernetes.api_url, "https://10.0.0.1:6443");
+	assert_string_equal(c.kubernetes.node_name, "node-7");
+	/* The default token file is dropped when it is not there (outside a pod). */
+	if (access("/var/run/secrets/kubernetes.io/serviceaccount/token", R_OK) < 0)
+		assert_null(c.kubernetes.token_file);
+	else
+		assert_string_equal(c.kubernetes.token_file, "/var/run/secrets/kubernetes.io/serviceaccount/token");
+	agent_config_free(&c);
+	assert_int_equal(load(&c, env6, NULL), 0);
+	assert_string_equal(c.kubernetes.api_url, "https://[fd00::1]:443");
+	agent_config_free(&c);
+	assert_int_equal(load(&c, env, ARGS("--config", write_file("k8s-off.yaml", "kubernetes:\n  enabled: false\n"))), 0);
+	assert_false(c.kubernetes.on);
+	agent_config_free(&c);
+	assert_int_equal(load(&c, NULL, NULL), 0);
+	assert_false(c.kubernetes.on);
+	agent_config_free(&c);
+	/* Rules may match on relabel targets and the Kubernetes labels. */
+	assert_int_equal(load(&c, NULL, ARGS("--config", write_file("relabel.yaml",
+		"labels: {namespace: x}\n"
+		"relabel_configs:\n  - source_labels: [__meta_kubernetes_pod_label_team]\n    target_label: team\n"
+		"recording_rules:\n  - metric: team_cpu_seconds_total\n    match: {team: '=~.+'}\n"
+		"    group_by: [team, namespace, container]\n"))), 0);
+	n = agent_config_series_labels(&c, names, 64);
+	for (size_t i = 0; i < n; i++) {
+		has_ns += strcmp(names[i], "namespace") == 0;
+		has_team += strcmp(names[i], "team") == 0;
+		has_cid += strcmp(names[i], "container_id") == 0;
+	}
+	assert_int_equal(has_ns, 1); /* once, though it is also a static label */
+	assert_int_equal(has_team, 1);
+	assert_int_equal(has_cid, 1);
+	assert_int_equal(c.relabel.n, 1);
+	agent_config_free(&c);
 }
 
 /* What an unprivileged user's agent_config_load() made of --config PATH. */
@@ -809,6 +880,7 @@ int main(void)
 		cmocka_unit_test(test_reload_is_reentrant),
 		cmocka_unit_test(test_unknown_env_warns),
 		cmocka_unit_test(test_invalid),
+		cmocka_unit_test(test_kubernetes),
 		cmocka_unit_test(test_unreadable_file),
 		cmocka_unit_test(test_hostile_files),
 	};
