@@ -226,8 +226,14 @@ class CpuClock:
             time.sleep(0.01)
 
     def stop(self):
+        """Stops following; the last point is read now, so a window that ended before the
+        call lies inside the followed span whatever the polling thread's phase was."""
         self._stop.set()
         self._t.join()
+        try:
+            self.points.append((time.time(), self._read()))
+        except (OSError, ValueError):
+            pass
 
     def at(self, wall):
         """CPU ns at wall time, interpolated."""

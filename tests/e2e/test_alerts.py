@@ -45,9 +45,11 @@ def scaled(expr):
 def test_alerts_silent_when_healthy_and_fire_when_backend_down(tmp_path):
     """Three agents at once. 'healthy' delivers to a receiver and keeps files, one of which
     retention removes while Prometheus watches. 'down' sends to closed ports: Pyroscope
-    retries forever, OTLP gives up after one retry. 'busy' samples busy CPUs at 499 Hz
-    and encodes one-second windows for four backends (over 5% of a CPU); it is stopped
-    for 5 s, so its ring buffer (about 2 s of samples) overflows. Each rule is evaluated
+    retries forever, OTLP gives up after one retry. 'busy' samples busy CPUs at 999 Hz
+    while 300 short-lived processes a second start (each sampled one is symbolized), and
+    encodes one-second windows for four backends: about 10% of a CPU, twice the rule's
+    5%, where the healthy agent at its default rate stays under 1%. It is stopped for 5 s,
+    so its ring buffer (about 1 s of samples) overflows. Each rule is evaluated
     every second from 6 s after the first scrape to the end, 22 s after it."""
     rx = Receiver().start()
     dead = f"http://127.0.0.1:{free_port()}"
@@ -62,10 +64,11 @@ def test_alerts_silent_when_healthy_and_fire_when_backend_down(tmp_path):
                     env={"PROWL_DIR_MAX_AGE": "1m"}, name="healthy")
     down = Agent(tmp_path, ["--interval", "1s", "--pyroscope-url", dead, "--otlp-url", dead],
                  env={"PROWL_PYROSCOPE_API": "push", "PROWL_OTLP_MAX_RETRIES": "1"}, name="down")
-    busy = Agent(tmp_path, ["--interval", "1s", "-F", "499", "--dir", str(tmp_path / "busy-dir"),
+    busy = Agent(tmp_path, ["--interval", "1s", "-F", "999", "--dir", str(tmp_path / "busy-dir"),
                             "--pyroscope-url", dead, "--otlp-url", dead, "--parca-url", dead], name="busy")
     agents = (healthy, down, busy)
     wl = start([workload("spin"), "-t", "2", "-s", "60"])
+    churn = start([workload("churn"), "-r", "300", "-s", "60"])
     prom = None
     try:
         for a in agents:
@@ -96,6 +99,7 @@ def test_alerts_silent_when_healthy_and_fire_when_backend_down(tmp_path):
                 a.send(signal.SIGCONT)
             a.kill()
         stop(wl)
+        stop(churn)
         rx.stop()
     inst = {a: f"127.0.0.1:{a.metrics_port}" for a in agents}
     assert all(x["health"] == "ok" for g in loaded for x in g["rules"]), loaded

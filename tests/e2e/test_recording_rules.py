@@ -158,11 +158,14 @@ def test_reload_keeps_unchanged_rules_and_counters_match_profiles(tmp_path):
         agent.send(signal.SIGHUP)
         agent.wait_log("configuration reloaded")
         m2 = agent.metrics()
-        deadline = time.time() + 30
+        t_reloaded = time.time()
+        deadline = t_reloaded + 30
         while time.time() < deadline:
             time.sleep(0.5)
             m3 = agent.metrics()
-            if (m3.get("i11_changed_cpu_seconds_total") and m3.get("i11_added_cpu_seconds_total", function="hot_a")
+            # At least 3.5 s (three or more 1 s windows) after the reload, however fast
+            # the counters appear, so that the files below span the reload's cut.
+            if (time.time() >= t_reloaded + 3.5 and m3.get("i11_changed_cpu_seconds_total") and m3.get("i11_added_cpu_seconds_total", function="hot_a")
                     and m3.get("i11_added_cpu_seconds_total", function="hot_b")
                     and m3.get("i11_kept_cpu_seconds_total") > m2.get("i11_kept_cpu_seconds_total")):
                 break
