@@ -16,7 +16,9 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
 	    -D_GNU_SOURCE -DPROWL_VERSION='"$(VERSION)"' -DPROWL_GIT_REV='"$(GIT_REV)"'
 # Source folders: each stage's folder and its sub-folders (see README.md, "How it works").
-SRC_DIRS := lib lib/containers symbolizer symbolizer/object symbolizer/unwind agent agent/analyse agent/labels
+SRC_DIRS := lib lib/containers symbolizer symbolizer/object symbolizer/unwind \
+            agent agent/cli agent/config agent/sample agent/resolve agent/labels \
+            agent/aggregate agent/encode agent/export agent/metrics agent/analyse
 INCLUDES := -I$(O) -I$(O)/proto -Ibpf $(addprefix -I,$(SRC_DIRS))
 LDLIBS   := -lbpf -ldw -lelf -lprotobuf-c -lz -lcurl -lyaml -lmicrohttpd -lsystemd -ljson-c -lcrypto -lpthread -lm
 ifeq ($(SAN),1)
@@ -24,7 +26,7 @@ CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
 
-LIB_SRCS   := $(filter-out agent/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
+LIB_SRCS   := $(filter-out agent/cli/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 PROTOS     := $(wildcard proto/*.proto)
 PROTO_OBJS := $(patsubst proto/%.proto,$(O)/obj/proto/%.pb-c.o,$(PROTOS))
 PROTO_HDRS := $(patsubst proto/%.proto,$(O)/proto/%.pb-c.h,$(PROTOS))
@@ -68,11 +70,11 @@ $(O)/obj/%.o: %.c $(PROTO_HDRS) Makefile
 	$(CC) $(CFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
 
 # Only the sample stage includes the BPF skeleton.
-$(O)/obj/agent/sample.o $(O)/obj/agent/sample_stats.o: $(O)/prowl.skel.h
+$(O)/obj/agent/sample/sample.o $(O)/obj/agent/sample/sample_stats.o: $(O)/prowl.skel.h
 # The flame graph page is assembled into html.o (.incbin).
 $(O)/obj/agent/analyse/html.o: agent/analyse/flame.html
 
-$(O)/prowl: $(O)/obj/agent/main.o $(LIB_OBJS)
+$(O)/prowl: $(O)/obj/agent/cli/main.o $(LIB_OBJS)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # A unit test may name extra link flags in a "/* LINK: ... */" line (e.g. --wrap).
