@@ -61,7 +61,7 @@ run_e2e() { # $1 = build dir, $2 = "quick" to skip the long captures
 		return
 	fi
 	# -rfEs: pytest's short summary names each failure, error and skip (with its reason).
-	PROWL_TEST_BUILD="$1" PROWL_TEST_QUICK=$quick /usr/bin/python3 -m pytest -q -rfEs -p no:cacheprovider \
+	PROWL_TEST_BUILD="$1" PROWL_TEST_QUICK=$quick /usr/bin/python3 -m pytest -q -rfEs --durations=12 -p no:cacheprovider \
 		tests/e2e 2>&1 | tee "$log"
 	line=$(grep -E '(passed|failed|error|skipped|no tests ran)' "$log" | tail -1)
 	p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)
