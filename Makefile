@@ -36,7 +36,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
 WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi mutation kernel-matrix
+.PHONY: all clean deps test unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi mutation kernel-matrix soak
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -123,6 +123,14 @@ test: all unit workloads tools
 # make test runs it too; KMATRIX_ARGS=--both also measures the second DWARF build.
 kernel-matrix: all workloads tools
 	tests/kmatrix/kmatrix.py --build $(O) $(KMATRIX_ARGS)
+
+# The agent for SOAK_SECONDS (default 1 hour) under 200 process starts a second, a
+# Pyroscope stand-in down 60 s of every 5 minutes and a SIGHUP every 5 minutes; it
+# reports crashes, RSS drift, lost samples and windows delivered exactly once.
+# The suite runs a 2-minute version (tests/e2e/test_soak.py).
+SOAK_SECONDS ?= 3600
+soak: all workloads
+	PROWL_TEST_BUILD=$(O) tests/soak/soak.py --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 
 # Benchmarks (not timed tests): record overhead against perf, the unwinder's
 # per-sample cost and table builds, the agent over 10-minute runs, recording rules,
