@@ -1,6 +1,7 @@
 /* agent.c: the `prowl agent` main loop: samples the whole host, files samples by
  * series, ends a window every interval and hands it to every exporter; reloads on SIGHUP. */
 #include "agent.h"
+#include "agent_priv.h"
 #include "analyse/rules.h"
 #include "labels/kube.h"
 #include "labels/relabel.h"
@@ -32,36 +33,6 @@
 
 extern char **environ;
 
-struct agent {
-	struct agent_config cfg;
-	struct sampler *sampler;
-	struct symbolizer *sym;
-	struct series_table *series;
-	struct series_label *static_labels;
-	struct kube *kube;
-	struct relabel *relabel;
-	struct rules *rules;
-	struct exporter *exp[AGENT_MAX_EXPORTERS];
-	unsigned int nexp;
-	/* Exporters replaced by a reload, still delivering what they hold. */
-	struct exporter *retiring[4 * AGENT_MAX_EXPORTERS];
-	uint64_t retiring_deadline[4 * AGENT_MAX_EXPORTERS];
-	unsigned int nretiring;
-	struct metrics_server *metrics;
-	struct reloader *reloader;
-	struct spool *spool;  /* NULL: no HTTP exporter yet, or the directory is unusable */
-	struct agent_snapshot snap;
-	int64_t window_start_wall;
-	uint64_t window_start_mono, window_end_mono;
-	uint64_t samples;
-	uint64_t windows, windows_cut;
-	uint64_t reloads, reload_errors;
-	uint64_t watchdog_usec, next_watchdog;
-	uint64_t stop_mono;   /* when SIGTERM was seen: shutdown_timeout counts from here */
-	bool reload_pending;  /* a load runs on the reloader's thread: poll more often */
-	int argc;
-	char **argv;
-};
 
 static volatile sig_atomic_t got_stop, got_hup;
 
@@ -83,205 +54,6 @@ static int on_sample(void *ctx, const struct prowl_sample *s, size_t size)
 	return series_table_ingest(a->series, s) == -ENOMEM ? -ENOMEM : 0;
 }
 
-/* What e did not deliver goes to the exporter of the same kind in a->exp (a
- * reload replaced e) or, failing that, to the spool; then e is freed. */
-static void retire(struct agent *a, struct exporter *e, bool stopping)
-{
-	struct sender_request **reqs = NULL;
-	size_t n = 0;
-
-	if (e->ops->take_pending && (a->spool || !stopping) && e->ops->take_pending(e, &reqs, &n) == 0) {
-		struct exporter *to = NULL;
-
-		for (unsigned int i = 0; !stopping && i < a->nexp; i++)
-			if (a->exp[i] != e && strcmp(a->exp[i]->ops->kind, e->ops->kind) == 0)
-				to = a->exp[i];
-		if (to) {
-			for (size_t i = 0; i < n; i++)
-				to->ops->requeue(to, reqs[i]);
-		} else if (a->spool) {
-			spool_put(a->spool, e->ops->kind, reqs, n);
-		} else {
-			log_warn("%s: %zu undelivered profiles dropped: the spool is not available", e->name, n);
-			for (size_t i = 0; i < n; i++)
-				sender_request_free(reqs[i]);
-		}
-		free(reqs);
-	}
-	e->ops->free(e); /* drops (and logs) whatever is still queued */
-}
-
-static uint32_t ms_until(uint64_t deadline)
-{
-	uint64_t now = clock_mono_ns();
-
-	return now >= deadline ? 0 : (uint32_t)((deadline - now + 999999) / 1000000);
-}
-
-/* Every exporter, retiring ones too, delivers what it holds until one common
- * deadline (their senders work in parallel); the rest goes to the spool. */
-static void stop_exporters(struct agent *a, uint64_t deadline)
-{
-	for (unsigned int i = 0; i < a->nexp; i++)
-		a->exp[i]->ops->flush(a->exp[i], ms_until(deadline));
-	for (unsigned int i = 0; i < a->nretiring; i++)
-		a->retiring[i]->ops->flush(a->retiring[i], ms_until(deadline));
-	for (unsigned int i = 0; i < a->nretiring; i++)
-		retire(a, a->retiring[i], true);
-	a->nretiring = 0;
-	for (unsigned int i = 0; i < a->nexp; i++) {
-		retire(a, a->exp[i], true);
-		a->exp[i] = NULL;
-	}
-	a->nexp = 0;
-}
-
-/* Queues what the spool holds for e's kind ahead of new windows. */
-static void requeue_spooled(struct agent *a, struct exporter *e)
-{
-	struct sender_request **reqs;
-	size_t n;
-
-	if (!a->spool || !e->ops->requeue || spool_take(a->spool, e->ops->kind, &reqs, &n) < 0)
-		return;
-	for (size_t i = 0; i < n; i++)
-		e->ops->requeue(e, reqs[i]);
-	free(reqs);
-}
-
-static bool any_http(const struct agent_config *c)
-{
-	return c->exporters.pyroscope.enabled || c->exporters.otlp.enabled || c->exporters.parca.enabled;
-}
-
-static void open_spool(struct agent *a, const struct agent_config *c)
-{
-	struct spool_opts o = {
-		.state_dir = c->state_dir,
-		.max_bytes = c->spool.max_bytes,
-		.max_age_ns = c->spool.max_age_ms * 1000000ull,
-	};
-
-	if (!a->spool && any_http(c))
-		spool_open(&o, &a->spool); /* logs why not; the agent runs on without */
-}
-
-/* Frees retired exporters once their queue is empty or their grace time is over;
- * never waits. */
-static void reap_retiring(struct agent *a, uint64_t now)
-{
-	unsigned int k = 0;
-
-	for (unsigned int i = 0; i < a->nretiring; i++) {
-		struct exporter *e = a->retiring[i];
-		struct export_stats st;
-
-		e->ops->get_stats(e, &st);
-		if (st.queue_items == 0 || now >= a->retiring_deadline[i]) {
-			retire(a, e, false);
-			continue;
-		}
-		a->retiring[k] = e;
-		a->retiring_deadline[k++] = a->retiring_deadline[i];
-	}
-	a->nretiring = k;
-}
-
-static bool same_str(const char *x, const char *y)
-{
-	return (!x && !y) || (x && y && strcmp(x, y) == 0);
-}
-
-static bool same_target(const struct http_target *x, const struct http_target *y)
-{
-	return same_str(x->url, y->url) && same_str(x->basic_user, y->basic_user) &&
-	       same_str(x->basic_password, y->basic_password) && same_str(x->bearer_token, y->bearer_token) &&
-	       same_str(x->tenant, y->tenant) && same_str(x->ca_file, y->ca_file) &&
-	       same_str(x->cert_file, y->cert_file) && same_str(x->key_file, y->key_file) &&
-	       x->insecure_skip_verify == y->insecure_skip_verify && x->timeout_ms == y->timeout_ms &&
-	       x->buffer_bytes == y->buffer_bytes && x->max_retries == y->max_retries;
-}
-
-/* Whether the exporter of `kind` would be built the same from both configs. */
-static bool same_exporter(const struct agent_config *x, const struct agent_config *y, const char *kind)
-{
-	if (strcmp(kind, "dir") == 0)
-		return x->exporters.dir.enabled == y->exporters.dir.enabled &&
-		       same_str(x->exporters.dir.path, y->exporters.dir.path) &&
-		       x->exporters.dir.max_age_ms == y->exporters.dir.max_age_ms &&
-		       x->exporters.dir.max_size_bytes == y->exporters.dir.max_size_bytes;
-	if (strcmp(kind, "pyroscope") == 0)
-		return x->exporters.pyroscope.enabled == y->exporters.pyroscope.enabled &&
-		       x->exporters.pyroscope_api == y->exporters.pyroscope_api &&
-		       same_target(&x->exporters.pyroscope.target, &y->exporters.pyroscope.target);
-	if (strcmp(kind, "otlp") == 0)
-		return x->exporters.otlp.enabled == y->exporters.otlp.enabled &&
-		       same_target(&x->exporters.otlp.target, &y->exporters.otlp.target);
-	return x->exporters.parca.enabled == y->exporters.parca.enabled &&
-	       same_target(&x->exporters.parca.target, &y->exporters.parca.target);
-}
-
-/* Takes the exporter of `kind` out of keep[] (and returns it) when old_cfg would
- * build it the same as c; NULL otherwise. */
-static struct exporter *take_kept(struct exporter **keep, unsigned int nkeep, const struct agent_config *old_cfg,
-				  const struct agent_config *c, const char *kind)
-{
-	for (unsigned int i = 0; old_cfg && i < nkeep; i++) {
-		struct exporter *e = keep[i];
-
-		if (e && strcmp(e->ops->kind, kind) == 0 && same_exporter(old_cfg, c, kind)) {
-			keep[i] = NULL;
-			return e;
-		}
-	}
-	return NULL;
-}
-
-/* Builds the exporters of c into a->exp, reusing from keep[] (built from old_cfg)
- * those whose settings did not change, so their queues and counters survive. */
-static int make_exporters(struct agent *a, const struct agent_config *c, const struct agent_config *old_cfg,
-			  struct exporter **keep, unsigned int nkeep)
-{
-	struct exporter *e;
-	int r;
-
-	if (c->exporters.dir.enabled) {
-		struct export_dir_opts o = {
-			.path = c->exporters.dir.path,
-			.max_age_ns = c->exporters.dir.max_age_ms * 1000000ull,
-			.max_bytes = c->exporters.dir.max_size_bytes,
-		};
-
-		e = take_kept(keep, nkeep, old_cfg, c, "dir");
-		r = e ? 0 : exporter_dir_new(&o, &e);
-		if (r < 0)
-			return r;
-		a->exp[a->nexp++] = e;
-	}
-	if (c->exporters.pyroscope.enabled) {
-		e = take_kept(keep, nkeep, old_cfg, c, "pyroscope");
-		r = e ? 0 : exporter_pyroscope_new(&c->exporters.pyroscope.target, c->exporters.pyroscope_api, &e);
-		if (r < 0)
-			return log_error_errno(r, "cannot set up the pyroscope exporter");
-		a->exp[a->nexp++] = e;
-	}
-	if (c->exporters.otlp.enabled) {
-		e = take_kept(keep, nkeep, old_cfg, c, "otlp");
-		r = e ? 0 : exporter_otlp_new(&c->exporters.otlp.target, &e);
-		if (r < 0)
-			return log_error_errno(r, "cannot set up the otlp exporter");
-		a->exp[a->nexp++] = e;
-	}
-	if (c->exporters.parca.enabled) {
-		e = take_kept(keep, nkeep, old_cfg, c, "parca");
-		r = e ? 0 : exporter_parca_new(&c->exporters.parca.target, &e);
-		if (r < 0)
-			return log_error_errno(r, "cannot set up the parca exporter");
-		a->exp[a->nexp++] = e;
-	}
-	return 0;
-}
-
 /* Relabeling dropped a process (or let it go again): BPF stops (or resumes) its samples. */
 static int drop_pid(void *ctx, uint32_t pid, bool drop)
 {
@@ -292,10 +64,10 @@ static int drop_pid(void *ctx, uint32_t pid, bool drop)
 
 static bool same_kube(const struct agent_config *x, const struct agent_config *y)
 {
-	return x->kubernetes.on == y->kubernetes.on && same_str(x->kubernetes.api_url, y->kubernetes.api_url) &&
-	       same_str(x->kubernetes.token_file, y->kubernetes.token_file) &&
-	       same_str(x->kubernetes.ca_file, y->kubernetes.ca_file) &&
-	       same_str(x->kubernetes.node_name, y->kubernetes.node_name);
+	return x->kubernetes.on == y->kubernetes.on && agent_same_str(x->kubernetes.api_url, y->kubernetes.api_url) &&
+	       agent_same_str(x->kubernetes.token_file, y->kubernetes.token_file) &&
+	       agent_same_str(x->kubernetes.ca_file, y->kubernetes.ca_file) &&
+	       agent_same_str(x->kubernetes.node_name, y->kubernetes.node_name);
 }
 
 /* The Kubernetes client of c into *ret (NULL when off); keeps `old` when c
@@ -559,7 +331,7 @@ static void apply_config(struct agent *a, struct agent_config nc)
 	memcpy(old_exp, a->exp, sizeof(old_exp));
 	memcpy(backup, a->exp, sizeof(backup));
 	a->nexp = 0;
-	r = make_exporters(a, &nc, &a->cfg, old_exp, old_nexp);
+	r = agent_make_exporters(a, &nc, &a->cfg, old_exp, old_nexp);
 	if (r == 0) {
 		a->series = NULL;
 		r = make_series(a, &nc, kube, rl);
@@ -598,20 +370,20 @@ static void apply_config(struct agent *a, struct agent_config nc)
 		if (!old_exp[i])
 			continue;
 		if (a->nretiring == sizeof(a->retiring) / sizeof(a->retiring[0])) {
-			retire(a, old_exp[i], false);
+			agent_retire(a, old_exp[i], false);
 			continue;
 		}
 		a->retiring[a->nretiring] = old_exp[i];
 		a->retiring_deadline[a->nretiring++] = clock_mono_ns() + (uint64_t)nc.shutdown_timeout_ms * 1000000ull;
 	}
-	open_spool(a, &nc);
+	agent_open_spool(a, &nc);
 	for (unsigned int i = 0; i < a->nexp; i++) {
 		bool kept = false;
 
 		for (unsigned int k = 0; k < old_nexp; k++)
 			kept |= a->exp[i] == backup[k];
 		if (!kept)
-			requeue_spooled(a, a->exp[i]);
+			agent_requeue_spooled(a, a->exp[i]);
 	}
 	/* The old table lets BPF sample the processes it dropped: the new rules decide again. */
 	series_table_free(old_series);
@@ -624,7 +396,7 @@ static void apply_config(struct agent *a, struct agent_config nc)
 		log_error("cannot change the sampling frequency to %u Hz", nc.frequency);
 	sampler_set_idle(a->sampler, nc.idle);
 	apply_logging(&nc);
-	if (nc.metrics.enabled != a->cfg.metrics.enabled || !same_str(nc.metrics.address, a->cfg.metrics.address)) {
+	if (nc.metrics.enabled != a->cfg.metrics.enabled || !agent_same_str(nc.metrics.address, a->cfg.metrics.address)) {
 		metrics_server_stop(a->metrics);
 		a->metrics = NULL;
 		start_metrics(a, &nc);
@@ -684,7 +456,7 @@ static int run(struct agent *a)
 			}
 		}
 		if (a->nretiring)
-			reap_retiring(a, now);
+			agent_reap_retiring(a, now);
 		if (a->watchdog_usec && now >= a->next_watchdog) {
 			sd_notify(0, "WATCHDOG=1");
 			a->next_watchdog = now + a->watchdog_usec * 1000 / 2;
@@ -739,7 +511,7 @@ int agent_main(int argc, char **argv)
 		log_error_errno(r, "cannot set up the symbolizer");
 		goto out;
 	}
-	open_spool(&a, &a.cfg);
+	agent_open_spool(&a, &a.cfg);
 	r = relabel_new(&a.cfg.relabel, &a.relabel);
 	if (r < 0) {
 		log_error_errno(r, "cannot set up relabel_configs");
@@ -747,11 +519,11 @@ int agent_main(int argc, char **argv)
 	}
 	if (make_kube(&a.cfg, NULL, NULL, &a.kube) < 0 || make_series(&a, &a.cfg, a.kube, a.relabel) < 0 ||
 	    make_rules(&a.cfg, &a.rules) < 0 ||
-	    make_exporters(&a, &a.cfg, NULL, NULL, 0) < 0)
+	    agent_make_exporters(&a, &a.cfg, NULL, NULL, 0) < 0)
 		goto out;
 	publish_rules(&a);
 	for (unsigned int i = 0; i < a.nexp; i++)
-		requeue_spooled(&a, a.exp[i]);
+		agent_requeue_spooled(&a, a.exp[i]);
 	r = reloader_new(argc, argv, NULL, &a.reloader);
 	if (r < 0) {
 		log_error_errno(r, "cannot start the configuration loader");
@@ -805,12 +577,12 @@ int agent_main(int argc, char **argv)
 	end_window(&a, true);
 	/* /metrics shows the last window's counts while the exporters flush. */
 	publish(&a);
-	stop_exporters(&a, a.stop_mono + (uint64_t)a.cfg.shutdown_timeout_ms * 1000000ull);
+	agent_stop_exporters(&a, a.stop_mono + (uint64_t)a.cfg.shutdown_timeout_ms * 1000000ull);
 	ret = 0;
 out:
 	metrics_server_stop(a.metrics);
 	reloader_free(a.reloader);
-	stop_exporters(&a, 0);
+	agent_stop_exporters(&a, 0);
 	spool_free(a.spool);
 	series_table_free(a.series);
 	sampler_free(a.sampler);
