@@ -22,7 +22,8 @@ FREQ = 199          # Hz: enough samples for a ±5% share check in a few seconds
 INTERVAL = 2        # s
 STOP_AFTER = 7.0    # s after start: SIGTERM in the middle of the 4th window
 SHARE_TOL = 0.05
-COUNT_TOL = 0.08    # samples of all windows vs. the workload's CPU time x frequency
+COUNT_TOL = 0.08    # samples of all windows above the workload's wall time x frequency
+COUNT_LOW = 0.15    # ... and below its CPU time x frequency (see within())
 
 
 class Run:
@@ -161,18 +162,20 @@ def test_windows_contiguous_and_no_sample_lost_or_doubled(multi):
     # be on a CPU longer). On a busy 2-CPU host, timer sampling leans towards the busy
     # loop (short timer-woken tasks hide between ticks), so the count lies between the
     # two; a lost or doubled window (a quarter of the span) falls outside either way.
-    def within(got, start_ns, end_ns, tol, what):
+    # Below the CPU time the margin is wider: with hundreds of short-lived processes a
+    # second on the host, a busy loop was seen to get 12% fewer ticks than its CPU time.
+    def within(got, start_ns, end_ns, low, high, what):
         cpu = multi.clock.seconds(start_ns, end_ns) * FREQ
         wall = (end_ns - start_ns) / NS * FREQ
-        assert cpu * (1 - tol) <= got <= wall * (1 + tol), \
-            f"{what}: {got} samples, expected {cpu:.0f} (CPU) to {wall:.0f} (wall) ±{tol:.0%}"
+        assert cpu * (1 - low) <= got <= wall * (1 + high), \
+            f"{what}: {got} samples, expected {cpu:.0f} (CPU, -{low:.0%}) to {wall:.0f} (wall, +{high:.0%})"
 
-    within(sum(p.meta.samples for p in mine), windows[0][0], windows[-1][1], COUNT_TOL,
+    within(sum(p.meta.samples for p in mine), windows[0][0], windows[-1][1], COUNT_LOW, COUNT_TOL,
            "cpusplit samples over all windows")
     # And window by window (looser: a boundary moves a few samples).
     for p in mine:
         if multi.clock.seconds(p.meta.time_ns, p.meta.end_ns) * FREQ > 100:
-            within(p.meta.samples, p.meta.time_ns, p.meta.end_ns, 0.15, f"window {p.frm}..{p.until}")
+            within(p.meta.samples, p.meta.time_ns, p.meta.end_ns, 0.22, 0.15, f"window {p.frm}..{p.until}")
 
 
 def test_sigterm_flushes_last_partial_window(multi):
