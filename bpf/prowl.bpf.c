@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* prowl.bpf.c: the sample stage in the kernel. perf_event programs that record pid, tid,
  * CPU, comm, cgroup and both stacks into a ring buffer; user space loads the one its kernel runs. */
 #include "vmlinux.h"
