@@ -82,3 +82,33 @@ def test_agent_drops_itself_until_a_reload_includes_it(tmp_path):
     pids = agent_pids(after)
     assert pids.get(wl.pid, 0) > 100, pids
     assert pids.get(agent.pid, 0) > 0, f"include_self: no sample of the agent (pid {agent.pid}): {pids}"
+
+
+def test_other_pid_namespace_keeps_its_samples(tmp_path):
+    """In a PID namespace of its own, getpid() is not the tgid BPF sees (prowl is pid 1
+    there, the host's init here): prowl says so at debug level and drops nothing, so its
+    samples are in the profile under its host pid."""
+    out = tmp_path / "ns.pb.gz"
+    wl = start([workload("spin"), "-t", "1", "-s", "60"])
+    p = subprocess.Popen(["unshare", "--pid", "--fork", "--mount-proc", PROWL, "record", "-a", "-v", "-F", FREQ,
+                          "-d", "3s", "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         errors="replace")
+    try:
+        inner = None
+        for _ in range(100):
+            try:
+                kids = open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()
+            except OSError:
+                kids = []
+            if kids:
+                inner = int(kids[0])
+                break
+            time.sleep(0.02)
+        _, stderr = p.communicate(timeout=120)
+    finally:
+        stop(wl)
+    assert not san_report(stderr), stderr
+    assert p.returncode == 0, stderr
+    assert "not in the initial PID namespace" in stderr, stderr
+    pids = pids_in(pprof_raw(str(out)))
+    assert inner and pids.get(inner, 0) > 0, f"prowl (host pid {inner}) has no samples: {pids}"
