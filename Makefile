@@ -36,7 +36,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
 WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi mutation kernel-matrix soak
+.PHONY: all clean deps test unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi mutation kernel-matrix soak deb image package-test
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -61,13 +61,13 @@ $(O)/proto/%.pb-c.c $(O)/proto/%.pb-c.h: $(O)/proto/.stamp
 
 $(O)/obj/proto/%.pb-c.o: $(O)/proto/%.pb-c.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -Wno-unused-parameter $(INCLUDES) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter $(INCLUDES) -c $< -o $@
 
 # Objects depend on the Makefile too: a change of flags or of the folder layout
 # (headers moved, so the .d files name paths that are gone) rebuilds them all.
 $(O)/obj/%.o: %.c $(PROTO_HDRS) Makefile
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
 
 # Only the sample stage includes the BPF skeleton.
 $(O)/obj/agent/sample/sample.o $(O)/obj/agent/sample/sample_stats.o: $(O)/prowl.skel.h
@@ -184,6 +184,39 @@ install: all
 	else \
 		install -D -m 0600 packaging/prowl.yaml $(DESTDIR)$(SYSCONFDIR)/prowl/agent.yaml; \
 	fi
+
+# `make deb`: the Debian package, built by dpkg-buildpackage and debhelper from
+# packaging/debian/ (whose rules call `make all` and `make install`). debian/ must sit at
+# the top of the source tree, so the tree (git's files, or all but build output) is
+# copied to $(O)/deb/src with it; the packages land in $(O)/deb/.
+DEB_VERSION = $(shell dpkg-parsechangelog -l packaging/debian/changelog -S Version)
+DEB_ARCH    = $(shell dpkg --print-architecture)
+DEB        := $(O)/deb/prowl_$(DEB_VERSION)_$(DEB_ARCH).deb
+deb:
+	rm -rf $(O)/deb && mkdir -p $(O)/deb/src
+	if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+		git ls-files -z --cached --others --exclude-standard | \
+			tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -C $(O)/deb/src -xf -; \
+	else \
+		tar --exclude=./build --exclude='./build-*' -cf - . | tar -C $(O)/deb/src -xf -; \
+	fi
+	rm -rf $(O)/deb/src/debian && cp -r packaging/debian $(O)/deb/src/debian
+	cd $(O)/deb/src && dpkg-buildpackage -b -us -uc -j$$(nproc) >../build.log 2>&1 || \
+		{ tail -30 ../build.log; echo "make deb: dpkg-buildpackage failed; the whole log is $(O)/deb/build.log"; exit 1; }
+	rm -rf $(O)/deb/src
+	@ls -l $(O)/deb/*.deb
+
+# `make image`: an OCI image layout for the DaemonSet, $(O)/image/oci (tag VERSION), and the
+# same as one archive, $(O)/image/prowl-oci.tar. Its root file system is Debian 12 made
+# by mmdebstrap with the package of `make deb` installed by apt.
+image: deb
+	packaging/oci/build-image.sh $(DEB) $(O)/image
+
+# `make package-test`: builds the package and the image, installs the package with dpkg
+# into a fresh Debian 12 root and runs prowl from it and from the image (slow: a
+# bootstrap takes minutes; the roots are cached under $(O)/package-cache).
+package-test: image workloads tools
+	PROWL_TEST_BUILD=$(O) PROWL_DEB=$(DEB) /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/package
 
 clean:
 	rm -rf build build-san

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* prowl.bpf.c: the sample stage in the kernel. perf_event programs that record pid, tid,
  * CPU, comm, cgroup and both stacks into a ring buffer; user space loads the one its kernel runs. */
 #include "vmlinux.h"
@@ -15,6 +15,9 @@ const volatile __u32 filter_mode = PROWL_FILTER_ALL;
 const volatile __u64 ringbuf_wakeup_bytes = PROWL_RINGBUF_SZ / PROWL_RINGBUF_WAKE_DIV;
 /* Writable at run time (a configuration reload may change it). */
 volatile bool keep_idle = false;
+/* prowl's own tgid, whose samples are dropped; 0 keeps them (--include-self).
+ * Writable at run time, as a reload may change it. */
+volatile __u32 self_tgid = 0;
 const volatile bool follow_children = false;
 /* Writable at run time: time every run into cost_hist. */
 volatile bool time_samples = false;
@@ -176,6 +179,10 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, enum unwinder
 
 	if (tid == 0 && !keep_idle) {
 		count(PROWL_CNT_IDLE);
+		return 0;
+	}
+	if (self_tgid && tgid == self_tgid) {
+		count(PROWL_CNT_FILTERED);
 		return 0;
 	}
 	if (filter_mode == PROWL_FILTER_PIDS && !bpf_map_lookup_elem(&pid_filter, &tgid)) {

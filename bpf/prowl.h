@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* prowl.h: the structs and constants shared by the BPF sampler and user space.
  * Everything that crosses the BPF/user boundary is defined here and only here. */
 #ifndef PROWL_H

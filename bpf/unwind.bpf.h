@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* unwind.bpf.h: the DWARF CFI user-stack unwinder of the BPF sampler (x86_64), in two
  * builds: frames stepped by bpf_loop (5.17+) or by a bounded loop (5.8+). */
 #ifndef PROWL_UNWIND_BPF_H

@@ -395,6 +395,7 @@ static void apply_config(struct agent *a, struct agent_config nc)
 	if (nc.frequency != a->cfg.frequency && sampler_set_freq(a->sampler, nc.frequency) < 0)
 		log_error("cannot change the sampling frequency to %u Hz", nc.frequency);
 	sampler_set_idle(a->sampler, nc.idle);
+	sampler_set_include_self(a->sampler, nc.include_self);
 	apply_logging(&nc);
 	if (nc.metrics.enabled != a->cfg.metrics.enabled || !agent_same_str(nc.metrics.address, a->cfg.metrics.address)) {
 		metrics_server_stop(a->metrics);
@@ -532,6 +533,7 @@ int agent_main(int argc, char **argv)
 	so = (struct sampler_opts){
 		.freq = a.cfg.frequency,
 		.idle = a.cfg.idle,
+		.include_self = a.cfg.include_self,
 		.cb = on_sample,
 		.cb_ctx = &a,
 		.verbose = a.cfg.log.level >= LOG_LVL_DEBUG,

@@ -43,6 +43,7 @@ struct record_opts {
 	int format;
 	bool format_set;
 	bool idle;
+	bool include_self;
 	bool per_thread;
 	bool verbose;
 	bool quiet;
@@ -75,6 +76,7 @@ static const char record_usage[] =
 	"                            default from each output's name (.folded/.txt -> folded,\n"
 	"                            .html -> html), else pprof\n"
 	"      --idle                keep samples of idle CPUs (dropped by default)\n"
+	"      --include-self        keep samples of prowl itself (dropped by default)\n"
 	"      --per-thread          label samples with tid and thread name too\n"
 	"      --unwind MODE         user stacks: dwarf (default: DWARF call frame information,\n"
 	"                            complete without frame pointers; x86_64) or fp (frame\n"
@@ -131,6 +133,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		{ "output", required_argument, NULL, 'o' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "idle", no_argument, NULL, 'I' },
+		{ "include-self", no_argument, NULL, 'S' },
 		{ "per-thread", no_argument, NULL, 'T' },
 		{ "unwind", required_argument, NULL, 'U' },
 		{ "unwind-max-rows", required_argument, NULL, 'R' },
@@ -185,6 +188,9 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'I':
 			o->idle = true;
+			break;
+		case 'S':
+			o->include_self = true;
 			break;
 		case 'T':
 			o->per_thread = true;
@@ -563,6 +569,7 @@ int record_main(int argc, char **argv)
 	sampopts = (struct sampler_opts){
 		.freq = o.freq,
 		.idle = o.idle,
+		.include_self = o.include_self,
 		.filter_pids = !o.all,
 		.follow_children = o.cmd != NULL,
 		.verbose = o.verbose,

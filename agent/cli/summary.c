@@ -50,8 +50,7 @@ void summary_print(FILE *f, const struct profile *p, const struct summary_info *
 	}
 	if (info->max_samples > 0 && st.samples < 0.05 * info->max_samples)
 		fprintf(f, "Note: what was profiled was on a CPU only %.1f%% of the time (%" PRIu64 " samples), so the "
-			"shares below are rough and may be mostly prowl's own start-up; for a fuller profile, record "
-			"a busy process (-p PID) or a command (-- COMMAND)\n", 100.0 * st.samples / info->max_samples,
+			"shares below are rough; for a fuller profile, record a busy process (-p PID) or a command (-- COMMAND)\n", 100.0 * st.samples / info->max_samples,
 			st.samples);
 	summary_print_top(f, p);
 }

@@ -41,6 +41,7 @@ struct agent_config {
 	uint32_t frequency;      /* Hz per CPU, 1-1000 */
 	uint32_t interval_ms;    /* export window, 1s-1h */
 	bool idle;               /* keep samples of idle CPUs */
+	bool include_self;       /* keep samples of prowl itself */
 	bool per_thread;         /* tid/thread_name sample labels */
 	enum unwind_mode unwind;
 	char *hostname;          /* never NULL after load: default gethostname() */

@@ -61,6 +61,7 @@ const char agent_config_usage[] =
 	"      --unwind MODE          fp (frame pointers) or dwarf (default dwarf)\n"
 	"      --per-thread           label samples with tid and thread name\n"
 	"      --idle                 keep samples of idle CPUs\n"
+	"      --include-self         keep samples of prowl itself (dropped by default)\n"
 	"  -v, --verbose              same as --log-level debug\n"
 	"  -h, --help                 this help\n"
 	"\n"
@@ -155,6 +156,7 @@ enum {
 	OPT_UNWIND,
 	OPT_PER_THREAD,
 	OPT_IDLE,
+	OPT_INCLUDE_SELF,
 };
 
 static const struct option longopts[] = {
@@ -176,6 +178,7 @@ static const struct option longopts[] = {
 	{ "unwind", required_argument, NULL, OPT_UNWIND },
 	{ "per-thread", no_argument, NULL, OPT_PER_THREAD },
 	{ "idle", no_argument, NULL, OPT_IDLE },
+	{ "include-self", no_argument, NULL, OPT_INCLUDE_SELF },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
 	{}
@@ -206,6 +209,7 @@ static const struct {
 	{ OPT_UNWIND, "--unwind", "unwind" },
 	{ OPT_PER_THREAD, "--per-thread", "per_thread", "true" },
 	{ OPT_IDLE, "--idle", "idle", "true" },
+	{ OPT_INCLUDE_SELF, "--include-self", "include_self", "true" },
 	{ 'v', "--verbose", "log.level", "debug" },
 };
 

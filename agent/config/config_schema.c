@@ -62,6 +62,7 @@ const struct key_def cfg_keys[] = {
 	{ "frequency", K_UINT, FIELD(frequency), "19", 1, 1000, "frequency", "Hz" },
 	{ "interval", K_DURATION, FIELD(interval_ms), "10s", MS_PER_S, MS_PER_H },
 	{ "idle", K_BOOL, FIELD(idle), "false" },
+	{ "include_self", K_BOOL, FIELD(include_self), "false" },
 	{ "per_thread", K_BOOL, FIELD(per_thread), "false" },
 	{ "unwind", K_ENUM, FIELD(unwind), "dwarf", .what = "unwind mode", .names = unwind_names },
 	{ "hostname", K_STRING, FIELD(hostname), "" },

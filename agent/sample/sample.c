@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,6 +32,8 @@
 #define DEF_UNWIND_ROWS  (2u << 20)
 #define DEF_UNWIND_MAPS  65536u
 #define DEF_UNWIND_PROCS 16384u
+/* The inode of the initial PID namespace (the kernel's PROC_PID_INIT_INO). */
+#define PID_NS_INIT_INO  0xEFFFFFFCu
 
 
 static bool cap_effective(unsigned int cap)
@@ -312,6 +315,7 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 	if (r < 0)
 		goto fail;
 	s->skel->bss->keep_idle = opts->idle;
+	sampler_set_include_self(s, opts->include_self);
 	s->skel->rodata->follow_children = opts->follow_children;
 	r = setup_programs(s);
 	if (r < 0)
@@ -637,6 +641,25 @@ void sampler_set_idle(struct sampler *s, bool idle)
 {
 	s->opts.idle = idle;
 	s->skel->bss->keep_idle = idle;
+}
+
+/* prowl's tgid as BPF sees it, which is getpid() in the initial PID namespace
+ * (the host's, and a hostPID pod's). In another one prowl cannot name it: 0. */
+static uint32_t own_tgid(void)
+{
+	struct stat st;
+
+	if (stat("/proc/self/ns/pid", &st) < 0 || st.st_ino != PID_NS_INIT_INO) {
+		log_debug("not in the initial PID namespace: prowl's own samples are kept");
+		return 0;
+	}
+	return (uint32_t)getpid();
+}
+
+void sampler_set_include_self(struct sampler *s, bool include_self)
+{
+	s->opts.include_self = include_self;
+	s->skel->bss->self_tgid = include_self ? 0 : own_tgid();
 }
 
 unsigned int sampler_ncpus_active(const struct sampler *s)

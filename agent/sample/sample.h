@@ -18,6 +18,7 @@ typedef int (*sampler_cb)(void *ctx, const struct prowl_sample *s, size_t size);
 struct sampler_opts {
 	unsigned int freq;     /* Hz, 1..1000 */
 	bool idle;             /* keep idle (pid 0) samples */
+	bool include_self;     /* keep prowl's own samples (dropped in BPF by default) */
 	bool follow_children;  /* processes forked by filtered ones are followed */
 	bool filter_pids;      /* sample only pids added with sampler_add_pid() */
 	bool drop_pids;        /* sampler_drop_pid() may exclude processes (exec/exit clear them) */
@@ -65,6 +66,7 @@ unsigned int sampler_ncpus_active(const struct sampler *s);
 /* Changes the frequency (reopens the perf events) or the idle filter at run time. */
 int sampler_set_freq(struct sampler *s, unsigned int freq);
 void sampler_set_idle(struct sampler *s, bool idle);
+void sampler_set_include_self(struct sampler *s, bool include_self);
 /* The DWARF unwinder's statistics (tables, rows, capacity hits). Returns
  * -ENOENT when the sampler unwinds with frame pointers. */
 int sampler_unwind_stats(const struct sampler *s, struct unwind_stats *ret);
