@@ -15,7 +15,7 @@
 #include "clock.h"
 #include "dwarf_frames.h"
 #include "log.h"
-#include "printable.h"
+#include "escape.h"
 
 #define VDSO_MAX_SIZE (1u << 20)
 

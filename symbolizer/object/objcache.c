@@ -11,7 +11,7 @@
 
 #include "intern.h"
 #include "log.h"
-#include "printable.h"
+#include "escape.h"
 #include "u64map.h"
 
 #define DEFAULT_MAX_IDLE_BYTES (1u << 20)
