@@ -96,7 +96,13 @@ $(O)/workloads/%: tests/workloads/%.c
 # A workload that includes another is rebuilt with it.
 $(O)/workloads/split532_fp: tests/workloads/split532.c
 
-workloads: $(WORKLOADS)
+# The library of the truncation attack (trunc_attack.c): two source files, so that
+# the second one's line table is read only when its code first runs.
+$(O)/workloads/libtrunc.so: tests/workloads/trunc_lib/first.c tests/workloads/trunc_lib/second.c
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -shared -fPIC -o $@ $^
+
+workloads: $(WORKLOADS) $(O)/workloads/libtrunc.so
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
 # independent reader the tests check prowl's pprof output with.

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "debugfile.h"
+
 /* One function symbol, in libdwfl address space. */
 struct fsym {
 	uint64_t addr, size;
@@ -56,60 +58,52 @@ static int find_elf_cb(Dwfl_Module *mod, void **userdata, const char *modname, D
 	return -1;
 }
 
-/* The separate debug file of m by build id, where distributions install them
- * (/usr/lib/debug/.build-id/xx/yyyy.debug); sets *ret_name. -1 if none. */
-static int open_debug_by_build_id(const struct module *m, char **ret_name)
-{
-	char path[PATH_MAX];
-	int fd;
-
-	if (strlen(m->pub.build_id) < 4)
-		return -1;
-	snprintf(path, sizeof(path), "/usr/lib/debug/.build-id/%.2s/%s.debug", m->pub.build_id, m->pub.build_id + 2);
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd >= 0 && !*ret_name && !(*ret_name = strdup(path))) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
+/* The separate debug file of m, only from where root alone can put files
+ * (debugfile.h): by build id, by .gnu_debuglink, and the dwz file that libdwfl
+ * asks for with a name and no CRC. libdwfl maps what it is given, so a file
+ * another user controls must never be handed over; nor does libdwfl's own
+ * search run, which looks next to the binary. Given a descriptor, libdwfl
+ * maps an inflated copy when the file has compressed sections, instead of
+ * inflating them into the heap (same build id). */
 static int find_debuginfo_cb(Dwfl_Module *mod, void **userdata, const char *modname, Dwarf_Addr base,
 			     const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
 			     char **debuginfo_file_name)
 {
-	const char *urls = getenv("DEBUGINFOD_URLS");
 	struct module *m = *userdata;
-	int fd, ifd;
+	const struct obj_facts *f = m ? module_facts(m) : NULL;
+	char path[PATH_MAX];
+	struct obj_file d;
+	int fd, ifd, r;
 
-	/* libdwfl asks for a dwz alternate file with a name and no CRC; for the
-	 * module's own debug file, the build id path comes first. That one is
-	 * opened here rather than by dwfl_standard_find_debuginfo(), which hands
-	 * libdwfl its own Elf of the file: libdw would then inflate compressed
-	 * sections (debug packages have them) into the heap. Given a descriptor,
-	 * libdwfl maps what it is given: an inflated copy (same build id). */
-	if (m && !(debuglink_file && debuglink_crc == 0)) {
-		fd = open_debug_by_build_id(m, debuginfo_file_name);
-		if (fd >= 0) {
-			ifd = module_inflate_fd(m, fd);
-			if (ifd >= 0) {
-				close(fd);
-				fd = ifd;
-			}
-			return fd;
-		}
+	(void)mod;
+	(void)modname;
+	(void)base;
+	if (!f)
+		return -1;
+	if (debuglink_file && debuglink_crc == 0) {
+		r = obj_debug_alt(debuglink_file, &d);
+		if (r == 0)
+			snprintf(path, sizeof(path), "%s", debuglink_file);
+	} else {
+		r = obj_debug_by_build_id(OBJ_DEBUG_ROOT, f, &d, path, sizeof(path));
+		if (r < 0 && debuglink_file)
+			r = obj_debug_by_link(file_name ? file_name : m->path, debuglink_file, debuglink_crc, f, &d,
+					      path, sizeof(path));
 	}
-	/* The standard search ends with a debuginfod query when DEBUGINFOD_URLS is
-	 * set; a profiler must not block on the network, so then only look locally
-	 * by build id. */
-	if (urls && *urls)
-		return dwfl_build_id_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
-						    debuglink_crc, debuginfo_file_name);
-	return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
-					    debuglink_crc, debuginfo_file_name);
+	if (r < 0)
+		return -1;
+	fd = d.fd;
+	if (!*debuginfo_file_name)
+		*debuginfo_file_name = strdup(path); /* names are only for messages */
+	ifd = module_inflate_fd(m, fd);
+	if (ifd >= 0) {
+		close(fd);
+		fd = ifd;
+	}
+	return fd;
 }
 
-static char *debuginfo_path; /* NULL: the default ":.debug:/usr/lib/debug" */
+static char *debuginfo_path; /* unused: the lookups above do not search it */
 
 static const Dwfl_Callbacks callbacks = {
 	.find_elf = find_elf_cb,
@@ -182,12 +176,10 @@ static struct dwarf_ctx *ctx_get(struct module *m)
 fail_ctx:
 	dwarf_ctx_free(m);
 fail:
-	/* Only fallbacks from now on: the Elf (if libdwfl did not take it) is of no use. */
-	if (m->elf)
-		elf_end(m->elf);
-	m->elf = NULL;
-	m->map = (struct file_map){ 0 };
-	m->dbg_map = (struct file_map){ 0 };
+	/* Only fallbacks from now on: the Elf (if libdwfl did not take it) is of
+	 * no use. A file read with pread() may have failed because it changed. */
+	module_check_file(m);
+	module_close(m);
 	m->dw_failed = true;
 	return NULL;
 }
@@ -489,8 +481,8 @@ out:
 	return r;
 }
 
-int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct sym_frame *frames,
-		    size_t max, size_t *ret_n)
+static int symbolize(struct module *m, uint64_t addr, struct intern *strs, struct sym_frame *frames, size_t max,
+		     size_t *ret_n)
 {
 	struct dwarf_ctx *c;
 	const char *lfile = NULL, *ldir = NULL, *sym;
@@ -532,4 +524,20 @@ int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct
 	}
 	*ret_n = n;
 	return 0;
+}
+
+int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct sym_frame *frames,
+		    size_t max, size_t *ret_n)
+{
+	int r = symbolize(m, addr, strs, frames, max, ret_n);
+
+	/* libelf's pread() of a file truncated meanwhile fails quietly, and bytes
+	 * read before and after a write do not belong together: whatever this
+	 * lookup read from such a file is dropped, and so is the module's state. */
+	if (!module_check_file(m)) {
+		dwarf_ctx_free(m);
+		module_close(m);
+		*ret_n = 0;
+	}
+	return r;
 }

@@ -34,6 +34,7 @@ static int module_alloc(enum sym_module_kind kind, const char *path, const char 
 		module_free(m);
 		return -ENOMEM;
 	}
+	m->fd = -1;
 	m->pub.kind = kind;
 	m->pub.path = m->path;
 	m->pub.name = m->name;
@@ -209,22 +210,52 @@ static Elf *detach(Elf *elf)
 	return elf;
 }
 
+bool module_check_file(struct module *m)
+{
+	if (m->fd < 0 || obj_file_unchanged(m->fd, &m->fd_ident) != -ESTALE)
+		return true;
+	objcache_mark_broken(m->objs, m->obj);
+	return false;
+}
+
+/* Keeps the untrusted file's Elf (read with pread(), never mapped) with its
+ * descriptor, which it needs while it lives. */
+static Elf *keep_fd(struct module *m, struct obj_file *file, Elf *elf)
+{
+	m->fd = file->fd;
+	m->fd_ident = file->ident;
+	file->fd = -1;
+	return elf;
+}
+
 /* Takes file's Elf, or that of an inflated copy of the file when it has
- * compressed sections (rare: only then is the file read a second time). */
+ * compressed sections (rare: only then is the file read a second time). The
+ * copy is prowl's own file, so it is mapped whoever owns the original; the
+ * original must not have changed while it was copied. */
 static Elf *take_elf(struct module *m, struct obj_file *file)
 {
 	Elf *elf = file->elf, *inflated;
 	int ifd;
 
 	file->elf = NULL;
-	if (!elf || !(m->obj->f.sources & OBJ_SRC_COMPRESSED) || (ifd = module_inflate_fd(m, file->fd)) < 0)
-		return detach(elf);
+	if (!elf)
+		return NULL;
+	if (!(m->obj->f.sources & OBJ_SRC_COMPRESSED) || (ifd = module_inflate_fd(m, file->fd)) < 0)
+		return file->ident.trusted ? detach(elf) : keep_fd(m, file, elf);
 	inflated = elf_begin(ifd, ELF_C_READ_MMAP, NULL);
 	inflated = detach(inflated);
 	close(ifd);
+	if (inflated && !file->ident.trusted && obj_file_unchanged(file->fd, &file->ident) == -ESTALE) {
+		objcache_mark_broken(m->objs, m->obj);
+		elf_end(inflated);
+		inflated = NULL;
+		inflate_release(m);
+		elf_end(elf);
+		return NULL;
+	}
 	if (!inflated) {
 		inflate_release(m); /* the copy is gone with its descriptor */
-		return detach(elf);
+		return file->ident.trusted ? detach(elf) : keep_fd(m, file, elf);
 	}
 	elf_end(elf);
 	return inflated;
@@ -257,9 +288,10 @@ int module_new_object(struct objcache *c, struct object *o, const char *path, st
 	m->inflate = inflate;
 	m->pub.limit = o->size;
 	set_layout(m);
-	if (o->f.nloads && file && file->elf) {
+	if (o->f.nloads && file && file->elf && !object_broken(o)) {
 		m->elf = take_elf(m, file);
-		file_map_note(&m->map, m->elf);
+		if (m->fd < 0)
+			file_map_note(&m->map, m->elf);
 	}
 	*ret = m;
 	return 0;
@@ -316,6 +348,9 @@ void module_close(struct module *m)
 	if (m->elf)
 		elf_end(m->elf);
 	m->elf = NULL;
+	if (m->fd >= 0)
+		close(m->fd);
+	m->fd = -1;
 	m->map = (struct file_map){ 0 };
 	m->dbg_map = (struct file_map){ 0 };
 	inflate_release(m);
@@ -341,7 +376,7 @@ int module_reopen(struct module *m, const struct obj_source *srcs, size_t nsrcs)
 	if (!elf)
 		return -ENOENT;
 	m->elf = elf;
-	if (!m->image)
+	if (!m->image && m->fd < 0)
 		file_map_note(&m->map, elf);
 	return 0;
 }

@@ -44,6 +44,11 @@ struct module {
 	struct objcache *objs;   /* where obj came from */
 	struct object *obj;      /* a reference; NULL: pseudo module or unreadable file */
 	Elf *elf;                /* owned until dwarf.c hands it to libdwfl; NULL if not ELF */
+	/* The file of an untrusted object, open while its Elf (read with pread(),
+	 * ELF_C_READ) or the libdwfl session on it lives; -1 for a trusted
+	 * (mapped) one. Checked with module_check_file() after each read. */
+	int fd;
+	struct obj_ident fd_ident;
 	void *image;             /* owned memory behind elf for in-memory images (vdso) */
 	size_t image_size;
 	struct dwarf_ctx *dw;    /* dwarf.c state, created on first use */
@@ -103,12 +108,18 @@ static inline bool module_is_open(const struct module *m)
 	return m->elf || m->dw;
 }
 
-/* Whether a closed module can be opened again: it was a usable ELF and
- * libdwfl did not fail on it. */
+/* Whether a closed module can be opened again: it was a usable ELF, libdwfl
+ * did not fail on it, and its file did not change while it was read. */
 static inline bool module_can_reopen(const struct module *m)
 {
-	return !module_is_open(m) && m->obj && m->obj->f.nloads && !m->dw_failed;
+	return !module_is_open(m) && m->obj && m->obj->f.nloads && !m->dw_failed && !object_broken(m->obj);
 }
+
+/* For a module read with pread(): false when its file changed since it was
+ * opened (truncated, written), after which what libelf read may be partial
+ * or a mix of two files. The object is then marked broken (one warning) and
+ * the caller drops what it just read and closes the module. True otherwise. */
+bool module_check_file(struct module *m);
 
 /* Drops the Elf (the caller ends the libdwfl session first: dwarf_ctx_free()).
  * The identity and the vdso image stay. */

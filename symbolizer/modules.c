@@ -14,6 +14,8 @@
 
 #include "clock.h"
 #include "dwarf_frames.h"
+#include "log.h"
+#include "escape.h"
 
 #define VDSO_MAX_SIZE (1u << 20)
 
@@ -259,6 +261,30 @@ static int vdso_module(struct symbolizer *s, uint32_t pid, const struct pm_entry
 	return 0;
 }
 
+/* The module of a mapped file that only /proc/PID/map_files could have opened
+ * (deleted, or replaced at its path) and that prowl may not open: its name
+ * says so, and so its fallback frames and the marker of stacks cut short in
+ * it. One warning for the first such file. */
+static int unreadable_module(struct symbolizer *s, const char *key, const struct pm_entry *e, struct module **ret)
+{
+	char name[PATH_MAX + 96], buf[PATH_MAX];
+	const char *base = strrchr(e->path, '/');
+
+	base = base && base[1] ? base + 1 : e->path;
+	snprintf(name, sizeof(name), "%s [%sreading it needs CAP_CHECKPOINT_RESTORE]", base,
+		 e->deleted ? "deleted; " : "");
+	if (!s->warned_map_files) {
+		s->warned_map_files = true;
+		log_warn("cannot open %s%s: /proc/PID/map_files, the only way to it, needs CAP_CHECKPOINT_RESTORE "
+			 "(or CAP_SYS_ADMIN); its frames are shown as addresses (further such files are logged at debug "
+			 "level)", printable(e->path, buf, sizeof(buf)), e->deleted ? " (deleted)" : "");
+	} else {
+		log_debug("cannot open %s%s: /proc/PID/map_files needs CAP_CHECKPOINT_RESTORE",
+			  printable(e->path, buf, sizeof(buf)), e->deleted ? " (deleted)" : "");
+	}
+	return keyed_module(s, key, SYM_MOD_ELF, e->path, name, ret);
+}
+
 /* The module of a file mapping: its object's, found or read through the object
  * cache. A file that cannot be opened still gets a module (remembered by its
  * identity and path), so its frames fall back to file offsets. */
@@ -286,6 +312,8 @@ static int file_module(struct symbolizer *s, uint32_t pid, const struct pm_entry
 	}
 	if (r == -ENOMEM)
 		return r;
+	if (r == -EPERM)
+		return unreadable_module(s, key, e, ret);
 	return keyed_module(s, key, SYM_MOD_ELF, e->path, NULL, ret);
 }
 

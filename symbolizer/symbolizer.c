@@ -731,4 +731,5 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 	objcache_get_stats(s->objs, &os);
 	bytes += os.bytes + u64map_mem_bytes(&s->by_obj);
 	ret->mem_bytes = bytes;
+	ret->objects_broken = os.broken;
 }

@@ -89,6 +89,8 @@ struct symbolizer_stats {
 	uint64_t inflated_bytes;           /* size of the inflated debug files held now */
 	uint64_t inflated_files;           /* inflated debug files made */
 	uint64_t inflate_fallbacks;        /* inflations that failed or did not fit */
+	uint64_t objects_broken;           /* object files that changed while prowl read them
+					    * (the object cache's, shared with the unwinder) */
 	uint64_t mem_bytes;                /* estimate of the heap held: caches, process maps,
 					    * module identities, the object cache (shared with the
 					    * unwinder), and the open modules' measured heap

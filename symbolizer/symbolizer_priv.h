@@ -36,6 +36,7 @@ struct symbolizer {
 	struct module *kernel, *anon;
 	struct kallsyms *ksyms;
 	bool ksyms_tried;
+	bool warned_map_files;    /* a file only map_files could open was logged */
 	struct frame_cache frames;
 	uint32_t max_modules, max_processes, max_gone;
 	size_t max_module_heap, open_heap; /* cap on, and sum of, open modules' heap_bytes */

@@ -267,6 +267,9 @@ void agent_metrics_render(void *ctx, FILE *f)
 	metrics_emit(f, "prowl_symbol_inflate_fallbacks_total", "counter",
 		     "Compressed debug sections inflated in memory instead (no room or an error).", NULL,
 		     s.sym.inflate_fallbacks);
+	metrics_emit(f, "prowl_objects_broken_total", "counter",
+		     "Object files that changed (truncated, rewritten) while prowl read them; their frames are shown "
+		     "as addresses.", NULL, s.sym.objects_broken);
 	unwind_metrics(f, &s);
 	label_metrics(f, &s);
 	metrics_emit(f, "prowl_config_reloads_total", "counter", "Configuration reloads.", "result=\"ok\"", s.reloads);

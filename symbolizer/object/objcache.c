@@ -4,11 +4,14 @@
 
 #include <elfutils/libdwelf.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "intern.h"
+#include "log.h"
+#include "escape.h"
 #include "u64map.h"
 
 #define DEFAULT_MAX_IDLE_BYTES (1u << 20)
@@ -84,9 +87,19 @@ static const struct obj_ident *ident_of(const struct object *o, uint64_t dev, ui
 	return NULL;
 }
 
+/* The same file, unchanged, and as much to be trusted: a chmod or chown that
+ * lets others write it makes it another object. */
 static bool same_file(const struct obj_ident *a, const struct obj_ident *b)
 {
-	return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns;
+	return a->dev == b->dev && a->ino == b->ino && a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	       a->uid == b->uid && a->mode == b->mode && a->trusted == b->trusted;
+}
+
+/* Only trusted objects are found by content: a file another user controls
+ * can claim any build id and match any head and tail. */
+static bool shared_by_content(const struct object *o)
+{
+	return o->image || (o->trusted && o->f.build_id_len);
 }
 
 /* ---- objects ---- */
@@ -160,7 +173,7 @@ static void free_object(struct objcache *c, struct object *o)
 		if (map_get(&c->by_ident, k) == o)
 			u64map_del(&c->by_ident, k);
 	}
-	if (o->image || o->f.build_id_len) {
+	if (shared_by_content(o)) {
 		uint64_t k = content_key(&o->f, o->size, o->image);
 
 		if (map_get(&c->by_content, k) == o)
@@ -193,6 +206,7 @@ static int new_object(struct objcache *c, const char *path, struct obj_facts *fa
 	o->f = *facts;
 	o->size = id->size;
 	o->image = image;
+	o->trusted = image || id->trusted;
 	o->refs = 1;
 	o->id = ++c->next_id;
 	memset(facts, 0, sizeof(*facts));
@@ -201,7 +215,7 @@ static int new_object(struct objcache *c, const char *path, struct obj_facts *fa
 		goto fail;
 	if (!image && (r = bind_ident(c, o, id)) < 0) /* an image has no file */
 		goto fail;
-	if ((image || o->f.build_id_len) &&
+	if (shared_by_content(o) &&
 	    u64map_put(&c->by_content, content_key(&o->f, id->size, image), (uint64_t)(uintptr_t)o) < 0) {
 		r = -ENOMEM;
 		goto fail;
@@ -261,6 +275,21 @@ void object_unref(struct objcache *c, struct object *o)
 
 /* ---- lookups ---- */
 
+/* Marks o broken (under the lock), with its one warning; true the first time. */
+static bool set_broken(struct objcache *c, struct object *o)
+{
+	char buf[PATH_MAX];
+
+	if (o->broken)
+		return false;
+	__atomic_store_n(&o->broken, true, __ATOMIC_RELEASE);
+	c->st.broken++;
+	log_warn("%s changed on disk while prowl was reading it (truncated or rewritten in place): its frames are "
+		 "shown as addresses; a process that maps it again gets it read afresh",
+		 printable(o->path, buf, sizeof(buf)));
+	return true;
+}
+
 /* o, referenced, when it is what a lookup looked for (ok); else NULL. */
 static struct object *hit(struct objcache *c, struct object *o, bool ok)
 {
@@ -271,13 +300,26 @@ static struct object *hit(struct objcache *c, struct object *o, bool ok)
 	return o;
 }
 
+/* Whether the file that o read as known is now id. An untrusted object whose
+ * file has another size or mtime now was read, by pread(), from a file that
+ * changed since: it is marked broken. */
+static bool still_same(struct objcache *c, struct object *o, const struct obj_ident *known,
+		       const struct obj_ident *id)
+{
+	if (same_file(known, id))
+		return true;
+	if (!o->trusted && (known->size != id->size || known->mtime_ns != id->mtime_ns))
+		set_broken(c, o);
+	return false;
+}
+
 /* The object that is the file (dev, ino) with this size and mtime, or NULL. */
 static struct object *find_file(struct objcache *c, const struct obj_ident *id)
 {
 	struct object *o = map_get(&c->by_ident, ident_key(id->dev, id->ino));
 	const struct obj_ident *known = o ? ident_of(o, id->dev, id->ino) : NULL;
 
-	return known && same_file(known, id) ? o : NULL;
+	return known && still_same(c, o, known, id) ? o : NULL;
 }
 
 /* Reads the facts of the open file f and returns its object: the one f
@@ -317,8 +359,9 @@ static int file_object(struct objcache *c, struct obj_file *f, const char *path,
 	if (o) {
 		take(c, o);
 	} else {
-		o = facts.build_id_len ? map_get(&c->by_content, content_key(&facts, f->ident.size, false)) : NULL;
-		if (o && same_content(o, &facts, f->ident.size, false)) {
+		o = facts.build_id_len && f->ident.trusted ?
+			    map_get(&c->by_content, content_key(&facts, f->ident.size, false)) : NULL;
+		if (o && o->trusted && same_content(o, &facts, f->ident.size, false)) {
 			take(c, o); /* first: the idle list accounts for o's size as it was */
 			r = bind_ident(c, o, &f->ident);
 			if (r == 0)
@@ -360,9 +403,11 @@ int objcache_get(struct objcache *c, const struct obj_source *src, struct object
 	if (r < 0)
 		return r;
 	r = file_object(c, &f, src->path, &o);
-	if (r == 0 && src->pid && src->ino) {
+	if (r == 0 && src->pid && src->ino && o->trusted) {
 		/* The next mapping of this file by this path is found at once. A
-		 * failure to remember it only costs that speed. */
+		 * failure to remember it only costs that speed. Not for an
+		 * untrusted object: its owner may delete it, and a new file of
+		 * another user at the same path may get its inode number. */
 		pthread_mutex_lock(&c->lock);
 		bind_mapping(c, o, mapping_key(src->dev, src->ino, src->path));
 		pthread_mutex_unlock(&c->lock);
@@ -425,7 +470,8 @@ static bool is_copy(const struct object *o, struct obj_file *f)
 	uint64_t hash;
 	ssize_t len;
 
-	if (!o->f.build_id_len || f->ident.size != o->size || obj_file_begin(f) < 0)
+	if (!o->trusted || !f->ident.trusted || !o->f.build_id_len || f->ident.size != o->size ||
+	    obj_file_begin(f) < 0)
 		return false;
 	len = dwelf_elf_gnu_build_id(f->elf, &id);
 	return len == o->f.build_id_len && !memcmp(id, o->f.build_id, (size_t)len) &&
@@ -441,12 +487,14 @@ int objcache_open(struct objcache *c, struct object *o, const struct obj_source 
 	*file = OBJ_FILE_NONE;
 	if (o->image)
 		return -ENOENT;
+	if (object_broken(o))
+		return -ESTALE;
 	r = obj_open(src, file);
 	if (r < 0)
 		return r;
 	pthread_mutex_lock(&c->lock);
 	known = ident_of(o, file->ident.dev, file->ident.ino);
-	is_o = known && same_file(known, &file->ident);
+	is_o = known && still_same(c, o, known, &file->ident);
 	pthread_mutex_unlock(&c->lock);
 	if (!is_o) {
 		/* Another file: fine when it is a copy (a container's layer, a
@@ -540,6 +588,16 @@ void objcache_unref(struct objcache *c)
 	u64map_free(&c->by_id);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
+}
+
+bool objcache_mark_broken(struct objcache *c, struct object *o)
+{
+	bool first;
+
+	pthread_mutex_lock(&c->lock);
+	first = set_broken(c, o);
+	pthread_mutex_unlock(&c->lock);
+	return first;
 }
 
 void objcache_get_stats(struct objcache *c, struct objcache_stats *ret)

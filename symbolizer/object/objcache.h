@@ -20,6 +20,14 @@ struct object {
 	char *path;                /* the path first seen, for messages */
 	uint64_t size;             /* of its files (copies have the same), or of the image */
 	bool image;                /* read from memory (the vdso), not from a file */
+	/* Its files are trusted (trust.h): mapped, and shared by copies found by
+	 * build id and content. An untrusted object is one file (one identity)
+	 * read with pread(), found again only by opening it. */
+	bool trusted;
+	/* Set once (objcache_mark_broken()) when its file changed while it was
+	 * read: nothing more is read from it, by any stage. Read it with
+	 * object_broken(). */
+	bool broken;
 	struct obj_facts f;
 	/* Under the cache's lock: */
 	uint32_t refs;
@@ -44,6 +52,7 @@ struct objcache_stats {
 	uint64_t reads;            /* files and images whose facts were read (copies too) */
 	uint64_t copies;           /* files found to be copies of a known object */
 	uint64_t evictions;        /* idle objects dropped for the budget */
+	uint64_t broken;           /* objects whose file changed while they were read */
 };
 
 struct objcache;
@@ -57,9 +66,9 @@ struct objcache *objcache_ref(struct objcache *c);
 void objcache_unref(struct objcache *c); /* accepts NULL */
 
 /* The object of a file mapping (src names the process and the mapping). A
- * mapping of a (dev, ino, path) seen before is answered from the cache without
- * a system call; else the file is opened (obj_open()), and read unless its
- * identity (dev, ino, size, mtime) is known. The path is part of the key
+ * mapping of a (dev, ino, path) seen before of a trusted object is answered
+ * from the cache without a system call; else the file is opened (obj_open()),
+ * and read unless its identity (dev, ino, size, mtime, owner, mode) is known. The path is part of the key
  * because an inode number is reused once its file is deleted. When file is not NULL and the
  * file had to be opened, *file holds it open with its Elf begun (the caller
  * may take the Elf, and closes it with obj_file_close()); otherwise it is
@@ -69,11 +78,23 @@ int objcache_get(struct objcache *c, const struct obj_source *src, struct object
 /* The object of an ELF image in memory (the vdso), found by its content. */
 int objcache_get_image(struct objcache *c, const void *image, size_t size, struct object **ret);
 /* Opens o's file again through src for reading it: a file that is o (one of
- * its identities, or a copy with its build id and content hash, which then
- * becomes one). Returns 0 with *file open and its Elf begun, -ESTALE when the
+ * its identities, or for a trusted o a trusted copy with its build id and
+ * content hash, which then becomes one). Returns 0 with *file open and its Elf begun, -ESTALE when the
  * file at src is another one, or the error of opening it. */
 int objcache_open(struct objcache *c, struct object *o, const struct obj_source *src, struct obj_file *file);
 void object_unref(struct objcache *c, struct object *o); /* accepts NULL */
+/* Marks o broken: its file changed (truncated, rewritten) while a stage read
+ * it, so neither stage reads it again; its frames show as addresses. The
+ * first call logs one warning naming the file and returns true. The cache
+ * itself marks an untrusted object broken when it opens its file (same
+ * device and inode) and finds another size or mtime. A file that changed has
+ * another identity: a process that maps it anew gets a new object, read
+ * afresh; the broken one stays what it was when read. */
+bool objcache_mark_broken(struct objcache *c, struct object *o);
+static inline bool object_broken(const struct object *o)
+{
+	return __atomic_load_n(&o->broken, __ATOMIC_ACQUIRE);
+}
 
 void objcache_get_stats(struct objcache *c, struct objcache_stats *ret);
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "intern.h"
+#include "trust.h"
 
 #define PAGE_MASK_4K (~(uint64_t)0xfff)
 #define PHNUM_MAX    4096
@@ -50,26 +51,31 @@ static int open_candidate(const char *path, const struct obj_source *want, struc
 		.fd = fd,
 		.ident = { .dev = st.st_dev, .ino = st.st_ino, .size = (uint64_t)st.st_size,
 			   .mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
-			   .uid = st.st_uid },
+			   .uid = st.st_uid, .mode = st.st_mode },
 	};
 	return 0;
 }
 
-int obj_open(const struct obj_source *src, struct obj_file *ret)
+/* The first route that reaches the file, or the error that tells best why none did. */
+static int open_routes(const struct obj_source *src, struct obj_file *ret)
 {
 	char path[PATH_MAX * 2];
-	int r = -ENOENT;
+	int r, rmf;
 
-	*ret = OBJ_FILE_NONE;
 	if (!src->pid)
 		return src->path ? open_candidate(src->path, NULL, ret) : -ENOENT;
 	snprintf(path, sizeof(path), "%s/%" PRIu32 "/map_files/%" PRIx64 "-%" PRIx64, src->proc_root, src->pid,
 		 src->start, src->end);
-	r = open_candidate(path, NULL, ret);
+	r = rmf = open_candidate(path, NULL, ret);
 	/* Other routes reach a path, not the mapping: without an inode to compare
 	 * with, whatever is there now cannot be told from what was mapped. */
-	if (r == 0 || !src->path || !src->ino)
+	if (r == 0 || !src->ino)
 		return r;
+	/* The main executable, even deleted; needs only ptrace access. */
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/exe", src->proc_root, src->pid);
+	r = open_candidate(path, src, ret);
+	if (r == 0 || !src->path)
+		return r == 0 || rmf != -EPERM ? r : rmf;
 	if ((size_t)snprintf(path, sizeof(path), "%s/%" PRIu32 "/root%s", src->proc_root, src->pid, src->path) <
 	    sizeof(path)) {
 		r = open_candidate(path, src, ret);
@@ -78,6 +84,18 @@ int obj_open(const struct obj_source *src, struct obj_file *ret)
 	}
 	if (src->try_plain_path)
 		r = open_candidate(src->path, src, ret);
+	/* map_files alone could have opened it: say that its capability is missing. */
+	return r == 0 || rmf != -EPERM ? r : rmf;
+}
+
+int obj_open(const struct obj_source *src, struct obj_file *ret)
+{
+	int r;
+
+	*ret = OBJ_FILE_NONE;
+	r = open_routes(src, ret);
+	if (r == 0)
+		ret->ident.trusted = obj_trusted_ident(src, &ret->ident);
 	return r;
 }
 
@@ -85,8 +103,20 @@ int obj_file_begin(struct obj_file *f)
 {
 	if (f->elf)
 		return 0;
-	f->elf = elf_begin(f->fd, ELF_C_READ_MMAP, NULL);
+	f->elf = elf_begin(f->fd, f->ident.trusted ? ELF_C_READ_MMAP : ELF_C_READ, NULL);
 	return f->elf ? 0 : -EINVAL;
+}
+
+int obj_file_unchanged(int fd, const struct obj_ident *id)
+{
+	struct stat st;
+
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((uint64_t)st.st_size != id->size ||
+	    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != id->mtime_ns)
+		return -ESTALE;
+	return 0;
 }
 
 void obj_file_close(struct obj_file *f)

@@ -12,11 +12,17 @@
 #define OBJ_BUILD_ID_HEX (2 * OBJ_BUILD_ID_MAX + 1)
 
 /* A file as fstat() sees it. (dev, ino) is what /proc/PID/maps names; size and
- * mtime tell a file rewritten in place; uid who could have written it. */
+ * mtime tell a file rewritten in place; uid and mode who could have written it. */
 struct obj_ident {
 	uint64_t dev, ino, size;
 	int64_t mtime_ns;
-	uint32_t uid;
+	uint32_t uid, mode;
+	/* Only root can change its bytes, and it is the file the host's root
+	 * directory shows at its path (obj_trusted_ident()): it may be mapped
+	 * (a truncation, which would turn reads of the mapping into SIGBUS,
+	 * needs root) and shared with its copies. Other files are read with
+	 * pread() (ELF_C_READ) and are objects of their own. */
+	bool trusted;
 };
 
 /* One PT_LOAD segment. */
@@ -77,17 +83,28 @@ struct obj_file {
 #define OBJ_FILE_NONE ((struct obj_file){ .fd = -1 })
 
 /* Opens the file of src: /proc/PID/map_files/START-END (the very file mapped:
- * it works across mount namespaces and for deleted files), then
+ * it works across mount namespaces and for deleted files), then /proc/PID/exe
+ * (the main executable, deleted or not, without CAP_CHECKPOINT_RESTORE), then
  * /proc/PID/root/PATH, then PATH if src allows. A candidate other than
  * map_files counts only if it is a regular file with the (dev, ino) the
  * mapping names: a file replaced since it was mapped is not the one mapped.
- * Returns 0 with ret->fd set (elf NULL), or the error of the last candidate
+ * Sets ret->ident.trusted (obj_trusted_ident()). Returns 0 with ret->fd set
+ * (elf NULL), -EPERM when map_files was refused (the capability is missing)
+ * and no other route reached the file, or the error of the last candidate
  * (-ENOENT, -EACCES, -ESTALE for another file at the path, -ENOEXEC...). */
 int obj_open(const struct obj_source *src, struct obj_file *ret);
-/* Begins ret->elf on ret->fd (mapped, not copied). -EINVAL: libelf refused. */
+/* Begins ret->elf on ret->fd: mapped (ELF_C_READ_MMAP) when the file is
+ * trusted, else read with pread() as libelf needs it (ELF_C_READ), so that no
+ * byte of a file another user controls is read through a mapping. Such an Elf
+ * needs its descriptor while it lives. -EINVAL: libelf refused. */
 int obj_file_begin(struct obj_file *f);
 /* Closes what f still holds. */
 void obj_file_close(struct obj_file *f);
+/* 0 when the file open at fd still has the size and mtime of id, -ESTALE when
+ * it changed (truncated, written), or fstat()'s error. Reads of an untrusted
+ * file are checked with it afterwards: libelf's pread() of a truncated file
+ * fails quietly, and what it read before and after a write do not match. */
+int obj_file_unchanged(int fd, const struct obj_ident *id);
 
 /* Reads the facts of elf (a file's or an image's). A file that is not a usable
  * ELF (kind, type, no or inconsistent PT_LOADs) gives e_type 0 and no loads,

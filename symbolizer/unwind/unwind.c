@@ -291,8 +291,8 @@ static struct table *table_of(struct unwinder *u, struct object *o)
 	return (struct table *)(uintptr_t)v;
 }
 
-/* Builds t's rows from elf. */
-static void table_build(struct unwinder *u, struct table *t, Elf *elf)
+/* Builds t's rows from elf, of file (NULL: an image in memory). */
+static void table_build(struct unwinder *u, struct table *t, Elf *elf, const struct obj_file *file)
 {
 	struct unwind_table ut;
 	uint64_t t0 = clock_mono_ns(), dt;
@@ -302,9 +302,22 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf)
 		t->state = T_NO_CFI;
 		return;
 	}
+	if (object_broken(t->obj)) {
+		t->state = T_FAILED;
+		return;
+	}
 	r = unwind_table_build(elf, &ut);
 	dt = clock_mono_ns() - t0;
 	u->st.table_build_ns += dt;
+	/* An untrusted file is read with pread(): one that changed meanwhile
+	 * gave a partial table, or rows of two files. */
+	if (r == 0 && file && !file->ident.trusted && obj_file_unchanged(file->fd, &file->ident) == -ESTALE) {
+		objcache_mark_broken(u->objs, t->obj);
+		unwind_table_free(&ut);
+		u->st.table_build_errors++;
+		t->state = T_FAILED;
+		return;
+	}
 	if (r < 0) {
 		u->st.table_build_errors++;
 		t->state = r == -ENOMEM ? T_FAILED : T_NO_CFI;
@@ -358,7 +371,7 @@ static struct table *vdso_table(struct unwinder *u)
 		t->state = T_NO_CFI;
 		elf = elf_memory((char *)base, size);
 		if (elf) {
-			table_build(u, t, elf);
+			table_build(u, t, elf, NULL);
 			elf_end(elf);
 		}
 	}
@@ -372,7 +385,11 @@ static bool table_wanted(const struct table *t)
 	return !t->state || (t->state == T_FAILED && t->capacity_fail && clock_mono_ns() - t->failed_ns >= RETRY_NS);
 }
 
-static struct table *file_table(struct unwinder *u, uint32_t pid, const struct pm_entry *e)
+/* The table of the file mapped at e, or NULL; *ret_unreadable when the file
+ * is there but prowl could not open it (a capability is missing, it was
+ * deleted or replaced): its frames are unwound with frame pointers, and the
+ * stacks through them say that its table is missing. */
+static struct table *file_table(struct unwinder *u, uint32_t pid, const struct pm_entry *e, bool *ret_unreadable)
 {
 	struct obj_source src = {
 		.proc_root = u->proc_root, .pid = pid, .start = e->start, .end = e->end,
@@ -381,14 +398,18 @@ static struct table *file_table(struct unwinder *u, uint32_t pid, const struct p
 	struct obj_file file;
 	struct object *o;
 	struct table *t;
+	int r;
 
-	if (objcache_get(u->objs, &src, &o, &file) < 0)
-		return NULL; /* mapped with frame pointers */
+	r = objcache_get(u->objs, &src, &o, &file);
+	if (r < 0) {
+		*ret_unreadable = r == -EPERM || r == -EACCES || r == -ESTALE;
+		return NULL;
+	}
 	t = table_of(u, o);
 	if (t && table_wanted(t)) {
 		/* The file is open when the cache had to read it; else open it now. */
 		if (file.elf || objcache_open(u->objs, t->obj, &src, &file) == 0)
-			table_build(u, t, file.elf);
+			table_build(u, t, file.elf, &file);
 	}
 	obj_file_close(&file);
 	return t;
@@ -568,6 +589,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		struct prowl_unwind_map *m = &ents[i];
 		const struct obj_load *l;
 		struct table *t = NULL;
+		bool unreadable = false;
 		uint64_t bias;
 
 		m->start = e->start;
@@ -576,9 +598,12 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		if (e->kind == PM_VDSO)
 			t = vdso_table(u);
 		else if (e->kind == PM_FILE)
-			t = file_table(u, pid, e);
-		if (!t)
+			t = file_table(u, pid, e, &unreadable);
+		if (!t) {
+			if (unreadable)
+				m->kind = PROWL_MAP_NO_TABLE;
 			continue;
+		}
 		if (t->state == T_FAILED) {
 			m->kind = PROWL_MAP_NO_TABLE;
 		} else if (t->state == T_LOADED &&
