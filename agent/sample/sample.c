@@ -58,22 +58,35 @@ static bool cap_effective(unsigned int cap)
 
 int sampler_preflight(bool unwind_dwarf)
 {
-	enum { CAP_SYS_PTRACE_ = 19, CAP_SYS_ADMIN_ = 21, CAP_PERFMON_ = 38, CAP_BPF_ = 39 };
-	bool admin = cap_effective(CAP_SYS_ADMIN_);
+	/* The least-privilege set (docs/agent.md); CAP_SYS_ADMIN stands in for the first
+	 * two, as on kernels before 5.8. Numbers from linux/capability.h. */
+	static const struct {
+		int cap;
+		bool admin_covers;
+		const char *name, *why;
+	} need[] = {
+		{ 39, true, "CAP_BPF", "to load the BPF program" },
+		{ 38, true, "CAP_PERFMON", "to open perf events and read kernel memory from BPF" },
+		{ 19, false, "CAP_SYS_PTRACE", "to read other processes' maps and memory" },
+		{ 34, false, "CAP_SYSLOG", "to read kernel symbol addresses" },
+		{ 2, false, "CAP_DAC_READ_SEARCH", "to read other users' programs and libraries" },
+	};
+	bool admin = cap_effective(21 /* CAP_SYS_ADMIN */);
 	const struct kfeatures *kf;
 	enum kf_unwinder unw;
-	char missing[128] = "";
+	char missing[160] = "", why[320] = "";
 	int r;
 
-	if (!admin && !cap_effective(CAP_BPF_))
-		strcat(missing, " CAP_BPF");
-	if (!admin && !cap_effective(CAP_PERFMON_))
-		strcat(missing, " CAP_PERFMON");
-	if (!cap_effective(CAP_SYS_PTRACE_))
-		strcat(missing, " CAP_SYS_PTRACE");
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+		if ((admin && need[i].admin_covers) || cap_effective(need[i].cap))
+			continue;
+		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s", missing[0] ? ", " : "",
+			 need[i].name);
+		snprintf(why + strlen(why), sizeof(why) - strlen(why), "%s%s", why[0] ? "; " : "", need[i].why);
+	}
 	if (missing[0]) {
-		log_error("missing capabilities:%s (needed to load BPF, open perf events and read other processes' "
-			  "maps): run as root, e.g. 'sudo prowl ...'", missing);
+		log_error("missing capabilities: %s (%s): run as root, or grant CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE, "
+			  "CAP_SYSLOG and CAP_DAC_READ_SEARCH (see docs/agent.md)", missing, why);
 		return -EPERM;
 	}
 	kf = kfeatures_get();
