@@ -286,10 +286,11 @@ def test_sighup_reload_changes_labels_without_losing_samples(tmp_path):
     got = sum(p.meta.samples for p in mine)
     cpu_s = clock.seconds(windows[0][0], windows[-1][1])
     wall_s = (windows[-1][1] - windows[0][0]) / NS
-    # 15% below: a host busy with hundreds of short-lived processes a second was seen
-    # to leave a busy loop 13% fewer ticks than its CPU time; a lost 2 s window is 25%.
-    assert cpu_s * freq * 0.85 <= got <= wall_s * freq * 1.08, \
-        f"samples across reloads: {got}, expected {cpu_s * freq:.0f} (CPU, -15%) to {wall_s * freq:.0f} (wall, +8%)"
+    # 22% below: a host busy with hundreds of short-lived processes a second was seen
+    # to leave a busy loop up to 17% fewer ticks than its CPU time. A lost window is
+    # caught by check_chain above; a doubled one (+25%) by the upper bound.
+    assert cpu_s * freq * 0.78 <= got <= wall_s * freq * 1.08, \
+        f"samples across reloads: {got}, expected {cpu_s * freq:.0f} (CPU, -22%) to {wall_s * freq:.0f} (wall, +8%)"
 
 
 # --------------------------------------------------------------------------- the local directory
