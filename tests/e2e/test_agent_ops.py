@@ -313,7 +313,7 @@ def test_dir_default_exporter_and_retention(tmp_path):
     fillers = []
     for i, age in enumerate((300, 200, 100)):
         p = prof / "filler" / f"f{i}.pb.gz"
-        p.write_bytes(os.urandom(340 * 1024))   # 3 x 340 KiB: just under 1 MiB
+        p.write_bytes(os.urandom(349_500))   # 3 x 349,500 bytes: 76 bytes under 1 MiB
         os.utime(p, (now - age, now - age))
         fillers.append(p)
     exe, svc = private_cpusplit(tmp_path)

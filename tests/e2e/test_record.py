@@ -144,7 +144,12 @@ def test_record_command_follows_children(tmp_path):
     raw = pprof_raw(str(out))
     cs = lambda s: s["labels"].get("process_name") == CPUSPLIT
     assert raw.total(cs) > 3 * 199 * 0.5, raw.total(cs)  # less on a busy machine
-    assert abs(raw.share("hot_a", cs) - 0.75) <= 0.05
+    # The child's first samples come before the DWARF unwinder has loaded it (frame
+    # pointers only, a marker frame): in a 3 s run that was up to 8% of them. The
+    # split is judged over the samples that reached hot_a or hot_b, which must be most.
+    a, b = raw.share("hot_a", cs), raw.share("hot_b", cs)
+    assert a + b >= 0.85, (a, b)
+    assert abs(a / (a + b) - 0.75) <= 0.05, (a, b)
 
 
 def test_per_thread_labels(tmp_path):
