@@ -300,8 +300,11 @@ def test_frame_pointer_binary_same_stacks(tmp_path):
         if share < 0.03:
             continue
         # The same frames, leaf first, then dwarf adds the real entry beyond.
+        # Two separate 3 s captures of about 500 samples each: the difference of two
+        # shares near 0.75 has a standard deviation of about 2.7 pp, so 8 pp is 3 sd.
+        # A stack DWARF failed to find would be missing altogether.
         ext = sum(v for s, v in d.items() if s[:len(stack)] == stack)
-        assert abs(ext - share) <= 0.06, (stack, share, ext, d)
+        assert abs(ext - share) <= 0.08, (stack, share, ext, d)
     assert all(s[-1] in ENTRIES for s in d), d
 
 
