@@ -1,6 +1,7 @@
 """test_recording_rules.py: recording rules end to end: a real Prometheus (Debian's
 package) scrapes the agent and alerts on rate() of a rule's counter; reloads keep the
 counters of unchanged rules; counters agree with the exported profiles; bad rules exit 2."""
+import math
 import os
 import re
 import signal
@@ -72,12 +73,16 @@ def test_prometheus_scrapes_rule_counters_and_alerts_on_rate(tmp_path):
         # Phase 1, 3:1, until the workload has had 5 s of CPU (the host may be busy):
         # the alert must stay quiet while Prometheus computes its ratio.
         t0, quiet, ratio = time.time(), [], {}
-        while time.time() < t0 + 40 and (time.time() < t0 + 6 or cpu() < 5 or not ratio):
+        # The ratio must be a number: right after the series appear, a 4 s range can
+        # hold only equal values of both counters, and 0/0 is NaN.
+        def defined(r):
+            return bool(r) and not any(math.isnan(v) for v in r.values())
+
+        while time.time() < t0 + 40 and (time.time() < t0 + 6 or cpu() < 5 or not defined(ratio)):
             quiet += prom.alerts("HotBOverHalf")
-            ratio = prom.query(RATIO)
+            t_flip = time.time()
+            ratio = prom.query(RATIO, t_flip)
             time.sleep(0.5)
-        t_flip = time.time()
-        ratio = prom.query(RATIO, t_flip)
         before = prom.by_function(svc, t_flip)
         print(f"phase 1: {t_flip - t0:.1f}s, workload cpu {cpu():.2f}s, ratio {ratio}, counters {before}")
         wl.send_signal(signal.SIGUSR1)
