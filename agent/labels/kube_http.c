@@ -279,6 +279,8 @@ int kube_http_get(struct kube_http *h, const char *path, struct kube_get *g)
 	g->why[0] = 0;
 	h->g = g;
 	h->len = 0;
+	if (h->buf)
+		h->buf[0] = 0; /* an empty answer is "", not what the last transfer left */
 	h->errlen = 0;
 	h->ended = false;
 	h->errbuf[0] = 0;
