@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -193,9 +194,48 @@ static int cmp_fsym(const void *a, const void *b)
 	return (int)x->rank - (int)y->rank;
 }
 
+/* The string tables symbol names may point into. libdwfl checks that a name
+ * starts inside its table but not that it ends there: in a hostile file the last
+ * name may run off the table's end. */
+struct strtabs {
+	const char *lo[16], *hi[16];
+	size_t n;
+};
+
+static void strtabs_add(struct strtabs *t, Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while (elf && t->n < 16 && (scn = elf_nextscn(elf, scn))) {
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_STRTAB)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (d && d->d_buf && d->d_size) {
+			t->lo[t->n] = d->d_buf;
+			t->hi[t->n++] = (const char *)d->d_buf + d->d_size;
+		}
+	}
+}
+
+/* True when name ends (NUL) inside the string table it starts in. A name in no
+ * table we know (MiniDebugInfo's, which libdwfl keeps to itself) is refused. */
+static bool name_bounded(const struct strtabs *t, const char *name)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (name >= t->lo[i] && name < t->hi[i])
+			return memchr(name, 0, (size_t)(t->hi[i] - name)) != NULL;
+	return false;
+}
+
 static int syms_build(struct dwarf_ctx *c)
 {
 	int total = dwfl_module_getsymtab(c->mod);
+	struct strtabs tabs = {0};
+	Dwarf_Addr bias;
+	Dwarf *dw;
 	size_t n = 0;
 
 	c->syms_done = true;
@@ -204,6 +244,10 @@ static int syms_build(struct dwarf_ctx *c)
 	c->syms = malloc((size_t)total * sizeof(*c->syms));
 	if (!c->syms)
 		return -ENOMEM;
+	strtabs_add(&tabs, dwfl_module_getelf(c->mod, &bias));
+	dw = dwfl_module_getdwarf(c->mod, &bias);
+	if (dw)
+		strtabs_add(&tabs, dwarf_getelf(dw));
 	for (int i = 1; i < total; i++) {
 		GElf_Sym sym;
 		GElf_Addr addr;
@@ -211,7 +255,8 @@ static int syms_build(struct dwarf_ctx *c)
 		const char *name = dwfl_module_getsym_info(c->mod, i, &sym, &addr, &shndx, NULL, NULL);
 		unsigned type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
 
-		if (!name || !*name || shndx == SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC))
+		if (!name || shndx == SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC) ||
+		    !name_bounded(&tabs, name) || !*name)
 			continue;
 		c->syms[n++] = (struct fsym){
 			.addr = addr,
