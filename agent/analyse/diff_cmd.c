@@ -20,6 +20,7 @@
 #include "log.h"
 #include "parse.h"
 #include "escape.h"
+#include "regex_guard.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_REGRESSION = 3, EXIT_TOO_FEW = 4 };
 enum diff_format { DF_TEXT, DF_JSON, DF_HTML };
@@ -135,6 +136,12 @@ static int check_args(struct diff_opts *o, int nargs)
 			return usage_error("%s", nargs < 2 ? "give two profiles: BASE NEW" : "give exactly two profiles: BASE NEW");
 	}
 	if (o->focus) {
+		char why[128], what[256];
+
+		if (regex_guard(o->focus, why, sizeof(why)) < 0) {
+			snprintf(what, sizeof(what), "'%.100s': %s", o->focus, why);
+			return usage_error("invalid --focus regular expression %s", what);
+		}
 		r = regcomp(&o->focus_re, o->focus, REG_EXTENDED | REG_NOSUB);
 		if (r)
 			return usage_error("invalid --focus regular expression '%s'", o->focus);

@@ -13,6 +13,7 @@
 #include "escape.h"
 #include "log.h"
 #include "parse.h"
+#include "regex_guard.h"
 #include "yamlnode.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
@@ -61,6 +62,9 @@ static int regex_check(const char *re, bool anchored, char *err, size_t size)
 		snprintf(err, size, "longer than %d bytes", RULES_MAX_REGEX);
 		return -EINVAL;
 	}
+	rc = regex_guard(re, err, size);
+	if (rc < 0)
+		return rc;
 	if (anchored && asprintf(&full, "^(%s)$", re) < 0)
 		return -ENOMEM;
 	rc = regcomp(&rx, full ? full : re, REG_EXTENDED | REG_NOSUB);

@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "escape.h"
+#include "regex_guard.h"
 
 /* A regex sees at most this many bytes: glibc's matcher is not linear in the
  * worst case, and label values come from processes and the API server. */
@@ -171,6 +172,9 @@ int relabel_regex_compile(const char *re, regex_t *ret, char *err, size_t errsz)
 		snprintf(err, errsz, "longer than %d bytes", RELABEL_MAX_REGEX);
 		return -EINVAL;
 	}
+	rc = regex_guard(re, err, errsz);
+	if (rc < 0)
+		return rc;
 	tr = malloc(size);
 	buf = malloc(size + 8);
 	if (!tr || !buf) {
