@@ -73,6 +73,56 @@ static bool is_control(uint32_t cp)
 	return cp < 0x20 || (cp >= 0x7f && cp < 0xa0);
 }
 
+static bool is_line_break(uint32_t cp)
+{
+	return is_control(cp) || cp == 0x2028 || cp == 0x2029;
+}
+
+size_t utf8_text(const char *s, size_t n, char *out)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t o = 0;
+
+	for (size_t i = 0; i < n;) {
+		uint32_t cp = 0;
+		size_t len = utf8_seq_len(u + i, n - i, &cp);
+
+		if (!len) {
+			memcpy(out + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		} else if (is_line_break(cp)) {
+			out[o++] = '?';
+			i += len;
+		} else {
+			memcpy(out + o, s + i, len);
+			o += len;
+			i += len;
+		}
+	}
+	return o;
+}
+
+bool utf8_is_text(const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	for (size_t i = 0; u[i];) {
+		uint32_t cp = 0;
+		size_t len;
+
+		if (u[i] >= 0x20 && u[i] < 0x7f) { /* printable ASCII */
+			i++;
+			continue;
+		}
+		len = utf8_seq_len(u + i, SIZE_MAX, &cp);
+		if (!len || is_line_break(cp))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
 int escape_json_sbuf(struct sbuf *b, const char *str, unsigned int flags)
 {
 	const unsigned char *s = (const unsigned char *)(str ? str : "");
@@ -91,8 +141,7 @@ int escape_json_sbuf(struct sbuf *b, const char *str, unsigned int flags)
 			r = sbuf_putc(b, '\\') ?: sbuf_putc(b, (char)cp);
 		else if (cp == '\n' || cp == '\r' || cp == '\t')
 			r = sbuf_puts(b, cp == '\n' ? "\\n" : cp == '\r' ? "\\r" : "\\t");
-		else if (is_control(cp) ||
-			 ((flags & ESCAPE_HTML) && (cp == '<' || cp == '>' || cp == '&' || cp == 0x2028 || cp == 0x2029)))
+		else if (is_line_break(cp) || ((flags & ESCAPE_HTML) && (cp == '<' || cp == '>' || cp == '&')))
 			r = sbuf_printf(b, "\\u%04x", cp);
 		else
 			r = sbuf_put(b, s, n);
@@ -126,7 +175,7 @@ const char *printable(const char *str, char *buf, size_t n)
 		uint32_t cp;
 		size_t k = utf8_seq_len(s, SIZE_MAX, &cp);
 
-		if (k == 0 || is_control(cp) || o + k >= n) {
+		if (k == 0 || is_line_break(cp) || o + k >= n) {
 			buf[o++] = '?';
 			s += k ? k : 1;
 			continue;

@@ -3,6 +3,7 @@
 #ifndef PROWL_ESCAPE_H
 #define PROWL_ESCAPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,13 +21,22 @@ size_t utf8_seq_len(const unsigned char *s, size_t n, uint32_t *ret_cp);
  * room for 3 * n bytes). Returns the length written; out is not NUL-terminated. */
 size_t utf8_sanitize(const char *s, size_t n, char *out);
 
-/* Also escape '<', '>', '&', U+2028 and U+2029, so that the JSON can sit inside an
+/* utf8_sanitize(), and then every control character (C0, DEL, C1) and the line and
+ * paragraph separators U+2028/U+2029, which text readers take for line ends, made
+ * '?': what a name may hold once it is in a profile or a label. out needs 3 * n bytes;
+ * returns the length written (not NUL-terminated). */
+size_t utf8_text(const char *s, size_t n, char *out);
+/* True when s is already what utf8_text() makes of it (the common case: no copy). */
+bool utf8_is_text(const char *s);
+
+/* Also escape '<', '>' and '&', so that the JSON can sit inside an
  * HTML <script> element ("</script>" in a function name stays text). */
 #define ESCAPE_HTML 1u
 
 /* Appends s as a double-quoted JSON string (RFC 8259) that is valid UTF-8 whatever s
  * holds: '"' and '\' are escaped, control characters (C0, DEL and C1) become \n, \t,
- * \r or \u00XX, and every byte that is not part of well-formed UTF-8 becomes \ufffd.
+ * \r or \u00XX, U+2028 and U+2029 (line ends to some readers) \u2028 and \u2029,
+ * and every byte that is not part of well-formed UTF-8 becomes \ufffd.
  * The result is also a valid YAML double-quoted scalar and logfmt quoted value.
  * s may be NULL (""). Returns 0 or -ENOMEM. */
 int escape_json_sbuf(struct sbuf *b, const char *s, unsigned int flags);

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
+
 /* Makes room for index `need` in a per-id array (so it holds need + 1 slots). */
 static int array_reserve(void **arr, uint32_t *cap, size_t elem, uint32_t need)
 {
@@ -29,14 +31,30 @@ static int array_reserve(void **arr, uint32_t *cap, size_t elem, uint32_t need)
 
 #define RESERVE(arr, cap, need) array_reserve((void **)&(arr), &(cap), sizeof(*(arr)), (need))
 
-/* String id of s; NULL and "" are 0. */
+/* String id of s; NULL and "" are 0. Every string of a profile passes here, and
+ * many come from other users (symbol, file and process names, paths, profiles given
+ * to report): each is stored as valid UTF-8 without control characters (utf8_text),
+ * which protobuf readers (OTLP, Pyroscope) require and text outputs rely on. */
 static int profile_intern_str(struct profile *p, const char *s, uint32_t *ret_id)
 {
+	size_t n;
+	char *t;
+	int r;
+
 	if (!s || !*s) {
 		*ret_id = 0;
 		return 0;
 	}
-	return intern_put_str(p->strings, s, ret_id);
+	if (utf8_is_text(s))
+		return intern_put_str(p->strings, s, ret_id);
+	n = strlen(s);
+	t = malloc(3 * n + 1);
+	if (!t)
+		return -ENOMEM;
+	t[utf8_text(s, n, t)] = 0;
+	r = intern_put_str(p->strings, t, ret_id);
+	free(t);
+	return r;
 }
 
 struct profile *profile_new(void)

@@ -124,29 +124,6 @@ static void host_service(const struct cgroup_info *ci, const char *exe, const ch
 	snprintf(buf, n, "%s", pcomm[0] ? pcomm : "unknown");
 }
 
-/* Replaces in the valid UTF-8 buf[0..n) every control character (C0, DEL, C1)
- * and the line and paragraph separators U+2028/U+2029, which text readers take
- * for line ends, with '?'. Returns the new length. */
-static size_t unprintable_out(char *buf, size_t n)
-{
-	const unsigned char *u = (const unsigned char *)buf;
-	size_t o = 0;
-
-	for (size_t i = 0; i < n;) {
-		uint32_t cp = 0;
-		size_t len = utf8_seq_len(u + i, n - i, &cp);
-
-		if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029) {
-			buf[o++] = '?';
-		} else {
-			memmove(buf + o, buf + i, len);
-			o += len;
-		}
-		i += len;
-	}
-	return o;
-}
-
 /* Label values become valid UTF-8 without control characters, cut to
  * LABEL_VALUE_MAX bytes; labels with names relabeling made invalid go. */
 static int finish(struct labelset *s)
@@ -164,7 +141,7 @@ static int finish(struct labelset *s)
 		}
 		if (len > LABEL_VALUE_MAX)
 			len = LABEL_VALUE_MAX;
-		o = unprintable_out(buf, utf8_sanitize(v, len, buf));
+		o = utf8_text(v, len, buf);
 		/* A cut in the middle of a character left U+FFFD at the end: fine. */
 		if (o != strlen(v) || memcmp(buf, v, o) != 0) {
 			char name[LABEL_NAME_MAX + 1];

@@ -160,6 +160,37 @@ static void test_any_bytes(void **state)
 	}
 }
 
+/* What a name becomes in a profile: exact outputs, and utf8_is_text() says when
+ * nothing would change. */
+static void test_utf8_text(void **state)
+{
+	static const struct {
+		const char *in, *out;
+	} cases[] = {
+		{ "main", "main" },
+		{ "std::vector<int>::push_back", "std::vector<int>::push_back" },
+		{ "caf\xc3\xa9", "caf\xc3\xa9" },                       /* valid UTF-8 stays */
+		{ "a\nb\rc\td", "a?b?c?d" },                           /* C0 */
+		{ "x\x7fy\xc2\x85z", "x?y?z" },                         /* DEL, C1 (NEL) */
+		{ "\xe2\x80\xa8line", "?line" },                        /* U+2028 */
+		{ "\xff\xfe;", "\xef\xbf\xbd\xef\xbf\xbd;" },          /* invalid bytes */
+		{ "\xc3(", "\xef\xbf\xbd(" },                           /* cut short */
+		{ "\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd" }, /* a surrogate */
+		{ "\x1b[31mred", "?[31mred" },
+	};
+	char out[64];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		size_t n = utf8_text(cases[i].in, strlen(cases[i].in), out);
+
+		out[n] = 0;
+		assert_string_equal(out, cases[i].out);
+		assert_int_equal(utf8_is_text(cases[i].in), strcmp(cases[i].in, cases[i].out) == 0);
+		assert_true(utf8_is_text(out));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -168,6 +199,7 @@ int main(void)
 		cmocka_unit_test(test_json_html),
 		cmocka_unit_test(test_printable_exact),
 		cmocka_unit_test(test_any_bytes),
+		cmocka_unit_test(test_utf8_text),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -520,7 +520,7 @@ static void test_folded(void **state)
 {
 	struct small s;
 	uint32_t ls2, ls_none, ls_empty, odd;
-	struct prof_frame oddf = { .function = "op;er\nator" };
+	struct prof_frame oddf = { .function = "op;er\nator" }; /* '\n' is '?' once interned */
 	char *out;
 	size_t len;
 
@@ -549,7 +549,7 @@ static void test_folded(void **state)
 		"app;main;outer;inlined_leaf 7\n"
 		"app;main;outer;inlined_leaf;do_syscall_64 5\n"
 		"unknown;main 7\n"
-		"unknown;main;op:er ator 2\n");
+		"unknown;main;op:er?ator 2\n");
 	free(out);
 
 	profile_reset(s.p);
