@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@ struct exporter_dir {
 	struct exporter base;
 	struct export_dir_opts o;
 	char *root;
+	int rootfd;             /* root, open: service directories are made and opened in it */
 	struct dir_file *files; /* every file we know of, any order */
 	size_t nfiles, cap;
 	uint64_t total_bytes;
@@ -117,6 +119,29 @@ static void prune(struct exporter_dir *d, int64_t now_ns)
 	d->nfiles -= i;
 }
 
+/* The directory of one service, made 0700 under the root if missing, opened without
+ * following a symbolic link, and refused unless it is a directory of prowl's own user
+ * that nobody else may write: nothing put in the way makes the agent write elsewhere. */
+static int open_service_dir(struct exporter_dir *d, const char *svc, int *ret_fd)
+{
+	struct stat st;
+	int fd;
+
+	if (mkdirat(d->rootfd, svc, 0700) < 0 && errno != EEXIST)
+		return -errno;
+	fd = openat(d->rootfd, svc, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP || errno == ENOTDIR ? -ENOTDIR : -errno;
+	if (fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 022)) {
+		close(fd);
+		return -EPERM;
+	}
+	if ((st.st_mode & 07777) != 0700)
+		fchmod(fd, 0700);
+	*ret_fd = fd;
+	return 0;
+}
+
 /* A file-name-safe version of a label value. */
 static void safe_name(char *dst, size_t n, const char *s)
 {
@@ -136,9 +161,9 @@ static int dir_submit(struct exporter *e, const struct export_batch *b)
 {
 	struct exporter_dir *d = (struct exporter_dir *)e;
 	time_t t = b->start_unix_ns / 1000000000;
-	char stamp[48], svc[128], dir[4096], path[4400];
+	char stamp[48], svc[128], dir[4096], name[96], path[4400];
 	struct tm tm;
-	int ret = 0;
+	int ret = 0, dfd;
 
 	gmtime_r(&t, &tm);
 	/* Milliseconds too: a window ended by SIGHUP may start in the same second as the
@@ -159,14 +184,18 @@ static int dir_submit(struct exporter *e, const struct export_batch *b)
 		}
 		safe_name(svc, sizeof(svc), export_series_label(s, "service_name") ?: "unknown");
 		snprintf(dir, sizeof(dir), "%s/%s", d->root, svc);
-		snprintf(path, sizeof(path), "%s/%s-%08" PRIx32 ".pb.gz", dir, stamp, (uint32_t)h);
-		r = mkdir_p(dir, 0755);
+		snprintf(name, sizeof(name), "%s-%08" PRIx32 ".pb.gz", stamp, (uint32_t)h);
+		snprintf(path, sizeof(path), "%s/%s", dir, name);
+		dfd = -1;
+		r = open_service_dir(d, svc, &dfd);
 		if (r == 0)
 			r = encode_pprof_labeled(s->prof, s->labels, s->nlabels, &buf, &len);
 		if (r == 0) {
-			r = export_file_write(path, buf, len);
+			r = export_file_write_at(dfd, name, 0600, 0, buf, len);
 			free(buf);
 		}
+		if (dfd >= 0)
+			close(dfd);
 		if (r < 0) {
 			d->st.failed++;
 			ret = log_error_errno(r, "dir: cannot write %s", path);
@@ -206,6 +235,8 @@ static void dir_free(struct exporter *e)
 	for (size_t i = 0; i < d->nfiles; i++)
 		free(d->files[i].path);
 	free(d->files);
+	if (d->rootfd >= 0)
+		close(d->rootfd);
 	free(d->root);
 	free(d->base.name);
 	free(d);
@@ -226,6 +257,7 @@ int exporter_dir_new(const struct export_dir_opts *o, struct exporter **ret)
 
 	if (!d)
 		return -ENOMEM;
+	d->rootfd = -1;
 	d->base.ops = &dir_ops;
 	d->o = *o;
 	d->root = strdup(o->path);
@@ -235,9 +267,14 @@ int exporter_dir_new(const struct export_dir_opts *o, struct exporter **ret)
 		return -ENOMEM;
 	}
 	d->o.path = d->root;
-	r = mkdir_p(d->root, 0755);
+	r = mkdir_p(d->root, 0700);
 	if (r == 0 && access(d->root, W_OK) < 0)
 		r = -errno;
+	if (r == 0) {
+		d->rootfd = open(d->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (d->rootfd < 0)
+			r = -errno;
+	}
 	if (r < 0) {
 		log_error("dir: cannot use profile directory %s: %s: set exporters.dir.path or state_dir to a writable directory",
 			  d->root, strerror(-r));
