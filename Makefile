@@ -25,6 +25,12 @@ ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 endif
+# FUZZ=1 (with O=build-fuzz): clang, ASan+UBSan and libFuzzer's coverage, for `make fuzzers`.
+ifeq ($(FUZZ),1)
+CC      := $(CLANG)
+CFLAGS  += -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+LDFLAGS += -fsanitize=fuzzer,address,undefined
+endif
 
 LIB_SRCS   := $(filter-out agent/cli/main.c,$(foreach d,$(SRC_DIRS),$(wildcard $(d)/*.c)))
 PROTOS     := $(wildcard proto/*.proto)
@@ -36,7 +42,7 @@ UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
 WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi mutation kernel-matrix soak deb image package-test
+.PHONY: all clean deps test unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi mutation kernel-matrix soak deb image package-test fuzz fuzzers
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -88,6 +94,22 @@ $(O)/bench/%: tests/bench/%.c $(LIB_OBJS) $(PROTO_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS)
 
+# libFuzzer harnesses (tests/fuzz/fuzz_*.c), one per parser of untrusted input; build
+# them with FUZZ=1 (make fuzz does).
+FUZZERS := $(patsubst tests/fuzz/%.c,$(O)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
+$(O)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(LIB_OBJS) $(PROTO_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS)
+
+fuzzers: $(FUZZERS)
+
+# Every harness for FUZZ_SECONDS (two at a time), in build-fuzz; prints executions and
+# crashes per harness into build-fuzz/fuzz/results.txt. The suite runs 15 s each.
+FUZZ_SECONDS ?= 600
+fuzz:
+	$(MAKE) O=build-fuzz FUZZ=1 fuzzers
+	tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_ARGS)
+
 # Test workloads: each file says in its header how it must be built.
 $(O)/workloads/%: tests/workloads/%.c
 	@mkdir -p $(@D)
@@ -117,11 +139,13 @@ unit: $(UNIT_BINS)
 deps:
 	packaging/install-deps.sh
 
-# The whole suite: normal build, then the same tests under ASan+UBSan.
+# The whole suite: normal build, then the same tests under ASan+UBSan, then 15 s of
+# each fuzzer.
 test: all unit workloads tools
 	$(MAKE) O=build-san SAN=1 all unit workloads
 	@mkdir -p build-san/tools && cp $(O)/tools/pprof build-san/tools/pprof
-	tests/run.sh $(O) build-san
+	$(MAKE) O=build-fuzz FUZZ=1 fuzzers
+	FUZZ_BUILD=build-fuzz tests/run.sh $(O) build-san
 
 # Debian's kernels (newest 5.10, 6.1, 6.12) booted under QEMU with prowl in an
 # initramfs, and this machine's kernel: record in both unwinding modes, record -p,
@@ -225,6 +249,6 @@ package-test: image workloads tools
 	PROWL_TEST_BUILD=$(O) PROWL_DEB=$(DEB) /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/package
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

@@ -1,7 +1,8 @@
 #!/bin/bash
 # run.sh: runs prowl's whole test suite: C unit tests and end-to-end tests (as root,
 # real BPF) on build/, then again on build-san/ (ASan+UBSan), then the kernel matrix
-# (tests/kmatrix: Debian's kernels under QEMU) on build/; lists every skipped test
+# (tests/kmatrix: Debian's kernels under QEMU) on build/, then each libFuzzer harness
+# for 15 s when FUZZ_BUILD names their build; lists every skipped test
 # with its reason and ends with "N passed, N failed, N skipped".
 # Usage: tests/run.sh [BUILD_DIR...]   (default: build build-san)
 set -u
@@ -96,6 +97,22 @@ run_kmatrix() { # $1 = build dir
 	[ "$n" = "$m" ] || failures+=("$1/kernel-matrix")
 }
 
+run_fuzz() { # $1 = the libFuzzer build (make O=build-fuzz FUZZ=1 fuzzers)
+	local h c n
+	echo "== fuzzing ($1, ${FUZZ_SUITE_SECONDS:-15} s per harness)"
+	tests/fuzz/run.sh "$1" "${FUZZ_SUITE_SECONDS:-15}"
+	# One test per harness: its regression inputs replayed and no new crash.
+	while read -r h n c; do
+		case "$h" in harness|total|"") continue ;; esac
+		if [ "$c" = 0 ]; then
+			passed=$((passed + 1))
+		else
+			failed=$((failed + 1))
+			failures+=("$1/fuzz_$h")
+		fi
+	done < "$1/fuzz/results.txt"
+}
+
 dirs=("$@")
 [ ${#dirs[@]} -gt 0 ] || dirs=(build build-san)
 for d in "${dirs[@]}"; do
@@ -123,6 +140,16 @@ for d in "${dirs[@]}"; do
 	fi
 	break
 done
+
+# The fuzzers, when built: `make test` builds them.
+if [ -n "${FUZZ_BUILD:-}" ]; then
+	if [ -x "$FUZZ_BUILD/fuzz/fuzz_procmaps" ]; then
+		run_fuzz "$FUZZ_BUILD"
+	else
+		failed=$((failed + 1))
+		failures+=("$FUZZ_BUILD (fuzzers not built)")
+	fi
+fi
 
 echo
 if [ ${#skips[@]} -gt 0 ]; then

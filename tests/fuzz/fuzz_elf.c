@@ -1,0 +1,47 @@
+/* fuzz_elf.c: the symbolizer on an ELF file a user controls: headers, symbol tables
+ * (.symtab, .dynsym, MiniDebugInfo), build id, DWARF lines and inlines, at many addresses. */
+#include "fuzz_common.h"
+#include "objcache.h"
+#include "symbolizer.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct symbolizer_opts opts = {.max_cached_frames = 64, .max_modules = 2};
+	struct sym_frame frames[SYM_MAX_INLINE];
+	const struct sym_module *mod;
+	struct symbolizer *s = NULL;
+	struct objcache *c = NULL;
+	bool symbolized;
+	char path[64];
+	size_t n;
+	int fd;
+
+	fuzz_quiet();
+	fd = fuzz_memfd(data, size, path);
+	if (fd < 0)
+		return 0;
+	/* A cache and a symbolizer per input: each memfd is a new file. */
+	if (objcache_new(NULL, &c) < 0)
+		goto out;
+	opts.objects = c;
+	if (symbolizer_new(&opts, &s) < 0)
+		goto out;
+	if (symbolizer_module_from_file(s, path, &mod) == 0) {
+		uint64_t span = mod->limit > mod->start ? mod->limit - mod->start : 4096;
+		for (unsigned i = 0; i <= 16; i++) {
+			uint64_t a = mod->start + span / 16 * i;
+			if (symbolizer_frames(s, mod, a, frames, SYM_MAX_INLINE, &n, &symbolized) < 0)
+				continue;
+			if (n < 1 || n > SYM_MAX_INLINE)
+				abort(); /* at least one frame, at most max */
+			for (size_t j = 0; j < n; j++)
+				if (!frames[j].function)
+					abort(); /* a function name is never NULL */
+		}
+	}
+out:
+	symbolizer_free(s);
+	objcache_unref(c);
+	close(fd);
+	return 0;
+}

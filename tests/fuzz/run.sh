@@ -1,0 +1,139 @@
+#!/bin/bash
+# run.sh: runs prowl's libFuzzer harnesses (tests/fuzz/fuzz_*.c, built by `make fuzzers`)
+# for SECONDS each, two at a time: seeds each corpus with real files from this machine,
+# replays the regression inputs, and prints executions and crashes per harness.
+# Usage: tests/fuzz/run.sh BUILD_DIR SECONDS [HARNESS...]   (default: every harness)
+set -u
+cd "$(dirname "$0")/../.."
+O=${1:?usage: tests/fuzz/run.sh BUILD_DIR SECONDS [HARNESS...]}
+SECS=${2:?usage: tests/fuzz/run.sh BUILD_DIR SECONDS [HARNESS...]}
+shift 2
+JOBS=${FUZZ_JOBS:-$(nproc)}
+W="$O/fuzz"
+harnesses=("$@")
+if [ ${#harnesses[@]} -eq 0 ]; then
+	for f in tests/fuzz/fuzz_*.c; do harnesses+=("$(basename "$f" .c | sed 's/^fuzz_//')"); done
+fi
+for h in "${harnesses[@]}"; do
+	[ -x "$W/fuzz_$h" ] || { echo "fuzz: $W/fuzz_$h is missing: run make O=$O FUZZ=1 fuzzers" >&2; exit 2; }
+done
+
+# ---- seeds: real files of this machine, and the shapes the parsers are for
+put() { # $1 = harness, $2 = name; stdin = content
+	mkdir -p "$W/corpus/$1"
+	cat > "$W/corpus/$1/seed-$2"
+}
+seed_elf_files() { # $1 = harness
+	local f n=0 tmp
+	for f in /usr/bin/true /usr/bin/env /usr/lib/x86_64-linux-gnu/libz.so.1 /usr/lib/x86_64-linux-gnu/libyaml-0.so.2; do
+		[ -r "$f" ] && put "$1" "$(basename "$f")" < "$f"
+	done
+	# Small programs with what system files lack: DWARF lines and inlines, compressed
+	# debug sections, .debug_frame without .eh_frame, a non-PIE executable.
+	tmp=$(mktemp -d)
+	cat > "$tmp/p.c" <<'C'
+static int leaf(int x) { return x * 3 + 1; }
+__attribute__((noinline)) int mid(int x) { return leaf(x) + leaf(x + 1); }
+int main(int argc, char **argv) { (void)argv; return mid(argc); }
+C
+	for v in "-g -O2" "-g -O2 -gz" "-g -O0 -fno-asynchronous-unwind-tables" "-g1 -O2 -no-pie" "-O2 -s"; do
+		n=$((n + 1))
+		cc $v -o "$tmp/p$n" "$tmp/p.c" 2>/dev/null && put "$1" "prog$n" < "$tmp/p$n"
+	done
+	rm -rf "$tmp"
+}
+seed() { # $1 = harness
+	case "$1" in
+	unwind|elf) seed_elf_files "$1" ;;
+	procmaps)
+		put procmaps self < /proc/self/maps
+		cat /proc/1/maps 2>/dev/null | put procmaps init
+		printf '%s\n' '55d0c0a00000-55d0c0a21000 r-xp 00002000 fd:01 1234 /tmp/a b/evil (deleted)' \
+			'7f0000000000-7f0000001000 r-xp 00000000 00:00 0 [vdso]' \
+			'7f0000001000-7f0000002000 rwxp 00000000 00:05 99 /memfd:jit (deleted)' | put procmaps shapes ;;
+	kallsyms)
+		head -n 3000 /proc/kallsyms | put kallsyms head
+		tail -n 800 /proc/kallsyms | put kallsyms tail ;;
+	cgroup)
+		put cgroup self < /proc/self/cgroup
+		local id=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+		printf '0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod4f2a_9c1e_11ee_8b3d_0242ac120002.slice/cri-containerd-%s.scope\n' $id | put cgroup containerd
+		printf '0::/kubepods/besteffort/pod4f2a9c1e-11ee-8b3d-0242-ac1200020000/%s\n' $id | put cgroup cgroupfs
+		printf '0::/system.slice/docker-%s.scope\n' $id | put cgroup docker
+		printf '12:memory:/docker/%s\n11:cpu,cpuacct:/docker/%s\n0::/\n' $id $id | put cgroup hybrid
+		printf '0::/machine.slice/libpod-%s.scope/container\n' $id | put cgroup podman
+		printf '0::/kubepods.slice/kubepods-pod1_2.slice/crio-%s.scope\n' $id | put cgroup crio ;;
+	config)
+		local i=0 f
+		for f in packaging/prowl.yaml; do put config base < "$f"; done
+		for f in docs/*.md; do
+			# every ```yaml block of the docs
+			awk -v out="$W/corpus/config/seed-doc-$(basename "$f" .md)-" '
+				/^```yaml/ { n++; on = 1; next } /^```/ { on = 0; next }
+				on { print > (out n) }' "$f"
+		done ;;
+	kube)
+		local pod='{"metadata":{"uid":"4f2a9c1e-11ee-8b3d-0242-ac1200020000","name":"web-1","namespace":"shop","resourceVersion":"17","labels":{"app":"web","team":"a"}},"spec":{"nodeName":"n1","containers":[{"name":"web"}]},"status":{"containerStatuses":[{"name":"web","containerID":"containerd://0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}]}}'
+		printf '{"kind":"PodList","metadata":{"resourceVersion":"42"},"items":[%s]}' "$pod" | put kube list
+		printf '{"type":"ADDED","object":%s}' "$pod" | put kube event
+		printf '{"type":"ERROR","object":{"kind":"Status","code":410,"message":"too old resource version"}}' | put kube error ;;
+	pprof)
+		/usr/bin/python3 - "$W/corpus/pprof" <<'PY'
+import gzip, os, sys
+sys.path.insert(0, "tests/e2e")
+import pprofgen
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+raw = pprofgen.many_stacks(40, funcs=60, depth=(2, 9)).encode(compress=False)
+open(os.path.join(d, "seed-raw"), "wb").write(raw)
+open(os.path.join(d, "seed-gz"), "wb").write(gzip.compress(raw))
+PY
+		;;
+	http)
+		local list='{"kind":"PodList","metadata":{"resourceVersion":"42"},"items":[]}'
+		printf 'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s' ${#list} "$list" | put http list
+		printf 'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1f\r\n{"type":"ADDED","object":{}}\n\r\n0\r\n\r\n' | put http chunked
+		printf 'HTTP/1.1 410 Gone\r\nContent-Length: 2\r\n\r\n{}' | put http gone
+		printf 'HTTP/1.1 503 Service Unavailable\r\nRetry-After: 120\r\nContent-Length: 4\r\n\r\nbusy' | put http busy
+		printf 'HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\n\r\nbad \x1b[31m\n' | put http bad ;;
+	esac
+}
+
+# ---- run
+mkdir -p "$W/logs"
+for h in "${harnesses[@]}"; do
+	[ -d "$W/corpus/$h" ] || seed "$h"
+	mkdir -p "$W/corpus/$h" "$W/crashes/$h"
+done
+run_one() { # $1 = harness
+	local h=$1 regress=tests/fuzz/regress/$1 rc=0
+	# The regression inputs (every crash found so far) must pass first.
+	if [ -d "$regress" ] && [ -n "$(ls -A "$regress")" ]; then
+		"$W/fuzz_$h" -close_fd_mask=3 "$regress"/* > "$W/logs/$h.regress" 2>&1 || rc=1
+	fi
+	"$W/fuzz_$h" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -max_len=262144 -close_fd_mask=3 \
+		-print_final_stats=1 -artifact_prefix="$W/crashes/$h/" "$W/corpus/$h" > "$W/logs/$h" 2>&1 || rc=1
+	echo "$rc" > "$W/logs/$h.rc"
+}
+export -f run_one
+export W SECS
+printf '%s\n' "${harnesses[@]}" | xargs -P "$JOBS" -I{} bash -c 'run_one {}'
+
+total=0
+bad=0
+printf '%-10s %12s %8s %8s\n' harness executions corpus crashes | tee "$W/results.txt"
+for h in "${harnesses[@]}"; do
+	n=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$W/logs/$h" | grep -oE '[0-9]+$' || echo 0)
+	c=$(ls "$W/crashes/$h" | wc -l)
+	rc=$(cat "$W/logs/$h.rc" 2>/dev/null || echo 1)
+	[ "$rc" = 0 ] || c=$((c > 0 ? c : 1))
+	printf '%-10s %12d %8d %8d\n' "$h" "${n:-0}" "$(ls "$W/corpus/$h" | wc -l)" "$c" | tee -a "$W/results.txt"
+	total=$((total + ${n:-0}))
+	if [ "$c" != 0 ]; then
+		bad=$((bad + 1))
+		echo "fuzz: $h failed; its log: $W/logs/$h; inputs: $W/crashes/$h/" >&2
+		grep -E 'ERROR|SUMMARY|==[0-9]+==' "$W/logs/$h" "$W/logs/$h.regress" 2>/dev/null | head -5 >&2
+	fi
+done
+printf '%-10s %12d\n' total "$total" | tee -a "$W/results.txt"
+[ "$bad" = 0 ]
