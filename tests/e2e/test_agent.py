@@ -13,6 +13,7 @@ import time
 import pytest
 
 import otlp_check
+import pbwire
 from agentlib import (NS, Agent, CpuClock, IngestProfile, PprofMeta, assert_close, check_chain,
                       expected_from_until, private_cpusplit, raw_of, shares)
 from conftest import pprof, pprof_raw, start, stop, workload
@@ -396,26 +397,11 @@ def decode_push(body):
     """[(labels dict, [raw_profile bytes])] of a PushRequest, by a minimal protobuf
     reader (protoc's text output mangles bytes fields); the structure is cross-checked
     against protoc --decode above."""
-    def varint(b, i):
-        v = s = 0
-        while True:
-            c = b[i]
-            i += 1
-            v |= (c & 0x7f) << s
-            s += 7
-            if c < 0x80:
-                return v, i
-
     def fields(b):
-        i, out = 0, []
-        while i < len(b):
-            key, i = varint(b, i)
-            f, wt = key >> 3, key & 7
+        out = []
+        for f, wt, v in pbwire.fields(b):
             assert wt == 2, f"unexpected wire type {wt} for field {f}"
-            n, i = varint(b, i)
-            out.append((f, b[i:i + n]))
-            i += n
-        assert i == len(b)
+            out.append((f, v))
         return out
 
     res = []
