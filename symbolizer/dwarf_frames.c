@@ -24,6 +24,14 @@ struct fsym {
 	unsigned rank;    /* 0 global, 1 weak, 2 local: preferred among aliases */
 };
 
+/* The string tables symbol names may point into. libdwfl checks that a name
+ * starts inside its table but not that it ends there: in a hostile file the last
+ * name may run off the table's end. */
+struct strtabs {
+	const char *lo[16], *hi[16];
+	size_t n;
+};
+
 struct dwarf_ctx {
 	Dwfl *dwfl;
 	Dwfl_Module *mod;
@@ -33,6 +41,7 @@ struct dwarf_ctx {
 	struct fsym *syms;
 	size_t nsyms;
 	bool syms_done;
+	struct strtabs strtabs; /* where the names of syms may point (see name_bounded) */
 };
 
 /* Scopes deeper than this are not followed (real code nests a few dozen). */
@@ -194,14 +203,6 @@ static int cmp_fsym(const void *a, const void *b)
 	return (int)x->rank - (int)y->rank;
 }
 
-/* The string tables symbol names may point into. libdwfl checks that a name
- * starts inside its table but not that it ends there: in a hostile file the last
- * name may run off the table's end. */
-struct strtabs {
-	const char *lo[16], *hi[16];
-	size_t n;
-};
-
 static void strtabs_add(struct strtabs *t, Elf *elf)
 {
 	Elf_Scn *scn = NULL;
@@ -233,7 +234,6 @@ static bool name_bounded(const struct strtabs *t, const char *name)
 static int syms_build(struct dwarf_ctx *c)
 {
 	int total = dwfl_module_getsymtab(c->mod);
-	struct strtabs tabs = {0};
 	Dwarf_Addr bias;
 	Dwarf *dw;
 	size_t n = 0;
@@ -244,10 +244,11 @@ static int syms_build(struct dwarf_ctx *c)
 	c->syms = malloc((size_t)total * sizeof(*c->syms));
 	if (!c->syms)
 		return -ENOMEM;
-	strtabs_add(&tabs, dwfl_module_getelf(c->mod, &bias));
+	c->strtabs.n = 0;
+	strtabs_add(&c->strtabs, dwfl_module_getelf(c->mod, &bias));
 	dw = dwfl_module_getdwarf(c->mod, &bias);
 	if (dw)
-		strtabs_add(&tabs, dwarf_getelf(dw));
+		strtabs_add(&c->strtabs, dwarf_getelf(dw));
 	for (int i = 1; i < total; i++) {
 		GElf_Sym sym;
 		GElf_Addr addr;
@@ -255,8 +256,9 @@ static int syms_build(struct dwarf_ctx *c)
 		const char *name = dwfl_module_getsym_info(c->mod, i, &sym, &addr, &shndx, NULL, NULL);
 		unsigned type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
 
-		if (!name || shndx == SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC) ||
-		    !name_bounded(&tabs, name) || !*name)
+		/* The name itself is not read here (a big binary's .strtab is many MiB
+		 * of pages): sym_lookup checks the one it returns. */
+		if (!name || shndx == SHN_UNDEF || (type != STT_FUNC && type != STT_GNU_IFUNC))
 			continue;
 		c->syms[n++] = (struct fsym){
 			.addr = addr,
@@ -312,7 +314,8 @@ static int sym_lookup(struct dwarf_ctx *c, Dwarf_Addr q, const char **ret)
 	for (size_t i = first; i < lo; i++)
 		if (c->syms[i].size > size)
 			size = c->syms[i].size;
-	if (size ? q - c->syms[first].addr < size : lo == c->nsyms || q < c->syms[lo].addr)
+	if ((size ? q - c->syms[first].addr < size : lo == c->nsyms || q < c->syms[lo].addr) &&
+	    name_bounded(&c->strtabs, c->syms[first].name) && c->syms[first].name[0])
 		*ret = c->syms[first].name;
 	return 0;
 }

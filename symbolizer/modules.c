@@ -70,11 +70,28 @@ void symbolizer_close_idle(struct symbolizer *s, uint64_t idle_ns)
 	}
 }
 
+/* Bytes of file-backed (and shared) pages the process has resident: statm's third
+ * field. 0 when it cannot be read. */
+uint64_t sym_file_resident_bytes(void)
+{
+	unsigned long size, resident, shared = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu %lu", &size, &resident, &shared) != 3)
+		shared = 0;
+	fclose(f);
+	return (uint64_t)shared * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
 void symbolizer_release_pages(struct symbolizer *s)
 {
 	s->released_ns = clock_mono_ns();
 	for (struct lru_link *l = s->open.next; l != &s->open; l = l->next)
 		module_release_pages(lru_entry(l, struct module, open_link));
+	s->released_file_bytes = sym_file_resident_bytes();
+	s->checked_ns = s->released_ns;
 }
 
 /* Takes m off the open LRU when it no longer holds heavy state. */

@@ -523,6 +523,7 @@ static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, st
 {
 	size_t heap, grown;
 	uint64_t now;
+	bool cold;
 	int r = 0;
 
 	*ret_n = 0;
@@ -531,6 +532,7 @@ static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, st
 		return kernel_frame(s, addr, tmp, ret_n);
 	case SYM_MOD_ELF:
 	case SYM_MOD_VDSO:
+		cold = !module_is_open(m);
 		r = sym_module_ready(s, m);
 		if (r <= 0)
 			return r;
@@ -546,11 +548,19 @@ static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, st
 		}
 		sym_module_sync(s, m);
 		sym_enforce_open_caps(s, m);
-		/* At most once a second, drop the file pages lookups touched: a burst
-		 * of first lookups (a start-up, new binaries) must not pile up. */
+		/* Drop the file pages lookups touched once a second, or as soon as
+		 * they add up to RELEASE_FILE_BYTES: a burst of first lookups (a
+		 * start-up, new binaries) must not pile up. */
 		now = clock_mono_ns();
+		if (cold)
+			module_release_pages(m); /* an open reads the most: headers, symbol tables */
 		if (now - s->released_ns >= RELEASE_INTERVAL_NS)
 			symbolizer_release_pages(s);
+		else if (now - s->checked_ns >= RELEASE_CHECK_NS) {
+			s->checked_ns = now;
+			if (sym_file_resident_bytes() > s->released_file_bytes + RELEASE_FILE_BYTES)
+				symbolizer_release_pages(s);
+		}
 		return r;
 	case SYM_MOD_ANON:
 		break;

@@ -17,6 +17,11 @@
 #define MALLOC_OVERHEAD 16
 /* Symbolization drops the file pages lookups touched at most this often. */
 #define RELEASE_INTERVAL_NS (1000ull * 1000 * 1000)
+/* ... and sooner when the file pages resident grew by this much since (checked at
+ * most every RELEASE_CHECK_NS): a burst of first lookups in big objects at start-up
+ * must not add their pages up. */
+#define RELEASE_FILE_BYTES  (6ull << 20)
+#define RELEASE_CHECK_NS    (20ull * 1000 * 1000)
 
 struct symbolizer {
 	char *proc_root, *kallsyms_path;
@@ -41,6 +46,8 @@ struct symbolizer {
 	uint32_t max_modules, max_processes, max_gone;
 	size_t max_module_heap, open_heap; /* cap on, and sum of, open modules' heap_bytes */
 	uint64_t released_ns;              /* last symbolizer_release_pages() */
+	uint64_t released_file_bytes;      /* file pages resident right after it */
+	uint64_t checked_ns;               /* last look at the file pages resident */
 	struct inflate_budget inflate;
 	size_t proc_bytes, mod_bytes;
 	struct symbolizer_stats st;
@@ -65,5 +72,7 @@ void sym_module_sync(struct symbolizer *s, struct module *m);
 /* Closes the least recently used modules other than keep while more than
  * max_modules are open or they hold more than max_module_heap. */
 void sym_enforce_open_caps(struct symbolizer *s, struct module *keep);
+/* modules.c: file-backed pages resident in this process, in bytes (statm). */
+uint64_t sym_file_resident_bytes(void);
 
 #endif
