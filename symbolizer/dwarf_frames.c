@@ -41,6 +41,7 @@ struct dwarf_ctx {
 	struct fsym *syms;
 	size_t nsyms;
 	bool syms_done;
+	bool dwarf_ok;          /* DWARF found and safe to read (strings_terminated) */
 	struct strtabs strtabs; /* where the names of syms may point (see name_bounded) */
 };
 
@@ -132,6 +133,34 @@ void dwarf_ctx_free(struct module *m)
 	m->dw = NULL;
 }
 
+/* True unless a DWARF string section of elf (decompressed, as libdw reads it)
+ * has a last string without its NUL. */
+static bool strings_terminated(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+	GElf_Shdr sh;
+
+	if (!elf || elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return false;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *name;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name || (strcmp(name, ".debug_str") && strcmp(name, ".debug_line_str")))
+			continue;
+		if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+			return false;
+		d = elf_getdata(scn, NULL);
+		if (d && d->d_size && (!d->d_buf || ((const char *)d->d_buf)[d->d_size - 1] != '\0'))
+			return false;
+	}
+	return true;
+}
+
 static struct dwarf_ctx *ctx_get(struct module *m)
 {
 	struct dwarf_ctx *c;
@@ -170,7 +199,11 @@ static struct dwarf_ctx *ctx_get(struct module *m)
 	if (!main_elf)
 		goto fail_ctx;
 	dw = dwfl_module_getdwarf(c->mod, &dwbias);
-	m->pub.has_dwarf = dw != NULL;
+	/* libdw hands out strings of .debug_str and .debug_line_str without checking
+	 * that the section ends with a NUL (elfutils 0.188): in a hostile file the
+	 * last one runs past the section. Such DWARF is not used; symbols still are. */
+	c->dwarf_ok = dw && strings_terminated(dwarf_getelf(dw));
+	m->pub.has_dwarf = c->dwarf_ok;
 	if (dw) {
 		Elf *dbg = dwarf_getelf(dw);
 
@@ -547,14 +580,16 @@ static int symbolize(struct module *m, uint64_t addr, struct intern *strs, struc
 		return 0;
 	q = addr + c->bias;
 
-	ln = dwfl_module_getsrc(c->mod, q);
-	if (ln && !(lfile = dwfl_lineinfo(ln, NULL, &lline, NULL, NULL, NULL)))
-		lline = 0;
-	if (lfile)
-		ldir = dwfl_line_comp_dir(ln);
-	r = inline_chain(c, q, lfile, ldir, lline, strs, frames, max, &n);
-	if (r < 0)
-		return r;
+	if (c->dwarf_ok) {
+		ln = dwfl_module_getsrc(c->mod, q);
+		if (ln && !(lfile = dwfl_lineinfo(ln, NULL, &lline, NULL, NULL, NULL)))
+			lline = 0;
+		if (lfile)
+			ldir = dwfl_line_comp_dir(ln);
+		r = inline_chain(c, q, lfile, ldir, lline, strs, frames, max, &n);
+		if (r < 0)
+			return r;
+	}
 	if (n == 0) {
 		/* No DWARF function here: the symbol tables (.symtab or .dynsym) may
 		 * still name it, possibly with a line from the line table. */

@@ -295,6 +295,13 @@ static struct cfi_rule *reg_rule(struct cfi_state *st, uint64_t reg)
 }
 
 /* Sets reg's rule when it is one that is kept (rbp, the return address). */
+/* a * b as the CPU computes it (wrapping): hostile CFI may make any product, and
+ * an absurd offset is refused later, where rows are checked. */
+static inline int64_t smul(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a * (uint64_t)b);
+}
+
 static void set_rule(struct cfi_state *st, uint64_t reg, uint8_t how, int64_t off)
 {
 	struct cfi_rule *ru = reg_rule(st, reg);
@@ -333,7 +340,7 @@ static int run_program(const struct cfi_section *s, const struct cie *c, const u
 			newloc = loc + (op & 0x3f) * c->code_align;
 			goto advance;
 		case 0x80: /* offset */
-			set_rule(st, op & 0x3f, CFI_OFFSET, (int64_t)rd_uleb(&r) * c->data_align);
+			set_rule(st, op & 0x3f, CFI_OFFSET, smul((int64_t)rd_uleb(&r), c->data_align));
 			continue;
 		case 0xc0: /* restore */
 			restore_rule(st, init, op & 0x3f);
@@ -357,7 +364,7 @@ static int run_program(const struct cfi_section *s, const struct cie *c, const u
 			goto advance;
 		case 0x05: /* offset_extended */
 			reg = rd_uleb(&r);
-			set_rule(st, reg, CFI_OFFSET, (int64_t)rd_uleb(&r) * c->data_align);
+			set_rule(st, reg, CFI_OFFSET, smul((int64_t)rd_uleb(&r), c->data_align));
 			break;
 		case 0x06: /* restore_extended */
 			restore_rule(st, init, rd_uleb(&r));
@@ -417,15 +424,15 @@ static int run_program(const struct cfi_section *s, const struct cie *c, const u
 			break;
 		case 0x11: /* offset_extended_sf */
 			reg = rd_uleb(&r);
-			set_rule(st, reg, CFI_OFFSET, rd_sleb(&r) * c->data_align);
+			set_rule(st, reg, CFI_OFFSET, smul(rd_sleb(&r), c->data_align));
 			break;
 		case 0x12: /* def_cfa_sf */
 			st->cfa_expr = false;
 			st->cfa_reg = rd_uleb(&r);
-			st->cfa_off = rd_sleb(&r) * c->data_align;
+			st->cfa_off = smul(rd_sleb(&r), c->data_align);
 			break;
 		case 0x13: /* def_cfa_offset_sf */
-			st->cfa_off = rd_sleb(&r) * c->data_align;
+			st->cfa_off = smul(rd_sleb(&r), c->data_align);
 			break;
 		case 0x15: /* val_offset_sf */
 			reg = rd_uleb(&r);
@@ -437,7 +444,7 @@ static int run_program(const struct cfi_section *s, const struct cie *c, const u
 			break;
 		case 0x2f: /* GNU_negative_offset_extended */
 			reg = rd_uleb(&r);
-			set_rule(st, reg, CFI_OFFSET, -(int64_t)rd_uleb(&r) * c->data_align);
+			set_rule(st, reg, CFI_OFFSET, smul((int64_t)(0 - rd_uleb(&r)), c->data_align));
 			break;
 		default:
 			/* Unknown (vendor) opcode: its operands are unknown, so nothing
