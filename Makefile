@@ -16,11 +16,11 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
 	    -D_GNU_SOURCE -DPROWL_VERSION='"$(VERSION)"' -DPROWL_GIT_REV='"$(GIT_REV)"'
 # Source folders: each stage's folder and its sub-folders (see README.md, "How it works").
-SRC_DIRS := lib lib/containers symbolizer symbolizer/object symbolizer/unwind \
+SRC_DIRS := lib lib/containers symbolizer symbolizer/names symbolizer/object symbolizer/unwind \
             agent agent/cli agent/config agent/sample agent/resolve agent/labels \
             agent/aggregate agent/encode agent/export agent/metrics agent/analyse
 INCLUDES := -I$(O) -I$(O)/proto -Ibpf $(addprefix -I,$(SRC_DIRS))
-LDLIBS   := -lbpf -ldw -lelf -lprotobuf-c -lz -lcurl -lyaml -lmicrohttpd -lsystemd -ljson-c -lcrypto -lpthread -lm
+LDLIBS   := -lbpf -ldw -lelf -lprotobuf-c -lz -lcurl -lyaml -lmicrohttpd -lsystemd -ljson-c -lcrypto -liberty -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
@@ -39,7 +39,11 @@ PROTO_HDRS := $(patsubst proto/%.proto,$(O)/proto/%.pb-c.h,$(PROTOS))
 LIB_OBJS   := $(patsubst %.c,$(O)/obj/%.o,$(LIB_SRCS)) $(PROTO_OBJS)
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(patsubst tests/unit/%.c,$(O)/tests/%,$(UNIT_SRCS))
-WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c))
+WORKLOADS  := $(patsubst tests/workloads/%.c,$(O)/workloads/%,$(wildcard tests/workloads/*.c)) \
+              $(patsubst tests/workloads/%.cpp,$(O)/workloads/%,$(wildcard tests/workloads/*.cpp))
+CXX      ?= g++
+# rustc comes with the machine image (rustup's, in ~/.cargo/bin), not from Debian.
+RUSTC    ?= $(shell command -v rustc 2>/dev/null || ls $(HOME)/.cargo/bin/rustc 2>/dev/null)
 
 .SECONDARY:
 .PHONY: all clean deps test unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi mutation kernel-matrix soak deb image package-test fuzz fuzzers
@@ -115,6 +119,20 @@ $(O)/workloads/%: tests/workloads/%.c
 	@mkdir -p $(@D)
 	$(CC) $$(sed -n 's|^/\* *BUILD: *\(.*\) *\*/|\1|p' $<) -o $@ $< $$(sed -n 's|^/\* *LIBS: *\(.*\) *\*/|\1|p' $<)
 
+$(O)/workloads/%: tests/workloads/%.cpp
+	@mkdir -p $(@D)
+	$(CXX) $$(sed -n 's|^/\* *BUILD: *\(.*\) *\*/|\1|p' $<) -o $@ $<
+
+# The Rust workload, with legacy and v0 symbol mangling; skipped (the tests say so)
+# where there is no rustc.
+RUST_WORKLOADS := $(if $(RUSTC),$(O)/workloads/rs_hot $(O)/workloads/rs_hot_v0)
+$(O)/workloads/rs_hot: tests/workloads/rs_hot.rs
+	@mkdir -p $(@D)
+	$(RUSTC) -O -g -o $@ $<
+$(O)/workloads/rs_hot_v0: tests/workloads/rs_hot.rs
+	@mkdir -p $(@D)
+	$(RUSTC) -O -g -C symbol-mangling-version=v0 -o $@ $<
+
 # A workload that includes another is rebuilt with it.
 $(O)/workloads/split532_fp: tests/workloads/split532.c
 
@@ -124,7 +142,7 @@ $(O)/workloads/libtrunc.so: tests/workloads/trunc_lib/first.c tests/workloads/tr
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -shared -fPIC -o $@ $^
 
-workloads: $(WORKLOADS) $(O)/workloads/libtrunc.so
+workloads: $(WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS)
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
 # independent reader the tests check prowl's pprof output with.

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "demangle.h"
 #include "dwarf_frames.h"
 #include "symbolizer_priv.h"
 
@@ -568,6 +569,28 @@ static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, st
 	return 0;
 }
 
+/* C++ and Rust linkage names become readable ones (libiberty's demangler); the
+ * linkage name stays as the frame's system name. */
+static int demangle_frames(struct symbolizer *s, struct sym_frame *f, size_t n)
+{
+	if (s->demangle == SYM_DEMANGLE_NONE)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		char *d;
+		int r;
+
+		if (!f[i].function || !sym_is_mangled(f[i].function) ||
+		    !(d = sym_demangle(f[i].function, (enum sym_demangle)s->demangle)))
+			continue;
+		f[i].system_name = f[i].function;
+		r = intern_cstr(s->scratch, d, &f[i].function);
+		free(d);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64_t addr, struct sym_frame *frames,
 		      size_t max, size_t *ret_n, bool *ret_symbolized)
 {
@@ -591,6 +614,8 @@ int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64
 
 	intern_clear(s->scratch);
 	r = frames_miss(s, m, addr, tmp, &n);
+	if (r == 0)
+		r = demangle_frames(s, tmp, n);
 	if (r < 0)
 		return r;
 	ok = n > 0;
@@ -653,6 +678,7 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	s->scratch = intern_new();
 	s->keys = intern_new();
 	s->objs = opts->objects ? objcache_ref(opts->objects) : objcache_shared();
+	s->demangle = opts->demangle;
 	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys || !s->objs)
 		goto fail;
 	if (opts->inflate_dir && opts->inflate_max_bytes) {

@@ -71,6 +71,9 @@ struct symbolizer_opts {
 	/* The object cache to take object files from; NULL: the process-wide
 	 * one, which the unwinder shares. */
 	struct objcache *objects;
+	/* C++ and Rust linkage names: SYM_DEMANGLE_TEMPLATES (0, the default),
+	 * SYM_DEMANGLE_FULL or SYM_DEMANGLE_NONE (see demangle.h). */
+	int demangle;
 };
 
 struct symbolizer_stats {

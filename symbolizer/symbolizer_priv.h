@@ -27,6 +27,7 @@ struct symbolizer {
 	char *proc_root, *kallsyms_path;
 	struct intern *scratch;   /* strings of the symbolizer_frames() call under way */
 	struct objcache *objs;    /* where object files come from (shared with the unwinder) */
+	int demangle;             /* enum sym_demangle */
 	struct u64map by_obj;     /* object id -> module (not owned) */
 	struct intern *keys;      /* keys of modules without an object: "s:name", "f:dev:ino:path" */
 	struct module **by_key;   /* key id -> module (not owned) */

@@ -18,6 +18,7 @@
 
 #include "aggregate.h"
 #include "analyse/html.h"
+#include "demangle.h"
 #include "encode.h"
 #include "export_file.h"
 #include "ingest.h"
@@ -48,6 +49,7 @@ struct record_opts {
 	bool verbose;
 	bool quiet;
 	bool unwind_fp;   /* --unwind=fp */
+	enum sym_demangle demangle; /* --demangle */
 	uint32_t unwind_max_rows, unwind_max_maps, unwind_max_procs; /* 0: defaults */
 	char **cmd; /* argv after "--" */
 };
@@ -81,6 +83,8 @@ static const char record_usage[] =
 	"      --unwind MODE         user stacks: dwarf (default: DWARF call frame information,\n"
 	"                            complete without frame pointers; x86_64) or fp (frame\n"
 	"                            pointers only)\n"
+	"      --demangle MODE       C++ and Rust names: templates (default; std::vector<int>::\n"
+	"                            push_back), full (with parameters) or none (linkage names)\n"
 	"      --unwind-max-rows N   capacity of the unwind tables in rows of 8 bytes,\n"
 	"                            65536-268435456 (default 2097152 = 16 MiB)\n"
 	"      --unwind-max-mappings N  executable mappings the unwinder tracks,\n"
@@ -136,6 +140,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		{ "include-self", no_argument, NULL, 'S' },
 		{ "per-thread", no_argument, NULL, 'T' },
 		{ "unwind", required_argument, NULL, 'U' },
+		{ "demangle", required_argument, NULL, 'D' },
 		{ "unwind-max-rows", required_argument, NULL, 'R' },
 		{ "unwind-max-mappings", required_argument, NULL, 'M' },
 		{ "unwind-max-procs", required_argument, NULL, 'P' },
@@ -195,6 +200,10 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		case 'T':
 			o->per_thread = true;
 			break;
+		case 'D':
+			if (sym_demangle_parse(optarg, &o->demangle) < 0)
+				return usage_error("unknown demangling mode '%s': use templates, full or none", optarg);
+			break;
 		case 'U':
 			if (strcmp(optarg, "fp") == 0)
 				o->unwind_fp = true;
@@ -234,6 +243,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		default:
 			if (optopt == 'U')
 				return usage_error("option '%s' needs a value: dwarf or fp", "--unwind");
+			if (optopt == 'D')
+				return usage_error("option '%s' needs a value: templates, full or none", "--demangle");
 			if (optopt == 'R' || optopt == 'M' || optopt == 'P')
 				return usage_error("option '%s' needs a number", argv[optind - 1]);
 			if (optopt && strchr("pFdof", optopt))
@@ -545,6 +556,7 @@ int record_main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
+	sopts.demangle = o.demangle;
 	r = symbolizer_new(&sopts, &c.sym);
 	if (r < 0) {
 		log_error_errno(r, "cannot set up the symbolizer");

@@ -59,6 +59,8 @@ const char agent_config_usage[] =
 	"      --log-level LEVEL      error, warn, info or debug (default info)\n"
 	"      --log-format FMT       logfmt, json or plain (default logfmt)\n"
 	"      --unwind MODE          fp (frame pointers) or dwarf (default dwarf)\n"
+	"      --demangle MODE        C++ and Rust names: templates (default: std::vector<int>::push_back),\n"
+	"                             full (with parameters) or none (linkage names as they are)\n"
 	"      --per-thread           label samples with tid and thread name\n"
 	"      --idle                 keep samples of idle CPUs\n"
 	"      --include-self         keep samples of prowl itself (dropped by default)\n"
@@ -154,6 +156,7 @@ enum {
 	OPT_LOG_LEVEL,
 	OPT_LOG_FORMAT,
 	OPT_UNWIND,
+	OPT_DEMANGLE,
 	OPT_PER_THREAD,
 	OPT_IDLE,
 	OPT_INCLUDE_SELF,
@@ -176,6 +179,7 @@ static const struct option longopts[] = {
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
 	{ "unwind", required_argument, NULL, OPT_UNWIND },
+	{ "demangle", required_argument, NULL, OPT_DEMANGLE },
 	{ "per-thread", no_argument, NULL, OPT_PER_THREAD },
 	{ "idle", no_argument, NULL, OPT_IDLE },
 	{ "include-self", no_argument, NULL, OPT_INCLUDE_SELF },
@@ -207,6 +211,7 @@ static const struct {
 	{ OPT_LOG_LEVEL, "--log-level", "log.level" },
 	{ OPT_LOG_FORMAT, "--log-format", "log.format" },
 	{ OPT_UNWIND, "--unwind", "unwind" },
+	{ OPT_DEMANGLE, "--demangle", "demangle" },
 	{ OPT_PER_THREAD, "--per-thread", "per_thread", "true" },
 	{ OPT_IDLE, "--idle", "idle", "true" },
 	{ OPT_INCLUDE_SELF, "--include-self", "include_self", "true" },

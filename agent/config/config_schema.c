@@ -26,6 +26,8 @@
 
 
 static const char *const unwind_names[] = { "fp", "dwarf", NULL };
+/* In the order of enum sym_demangle. */
+static const char *const demangle_names[] = { "templates", "full", "none", NULL };
 static const char *const level_names[] = {
 	[LOG_LVL_ERROR] = "error", [LOG_LVL_WARN] = "warn", [LOG_LVL_INFO] = "info", [LOG_LVL_DEBUG] = "debug", NULL
 };
@@ -65,6 +67,7 @@ const struct key_def cfg_keys[] = {
 	{ "include_self", K_BOOL, FIELD(include_self), "false" },
 	{ "per_thread", K_BOOL, FIELD(per_thread), "false" },
 	{ "unwind", K_ENUM, FIELD(unwind), "dwarf", .what = "unwind mode", .names = unwind_names },
+	{ "demangle", K_ENUM, FIELD(demangle), "templates", .what = "demangling mode", .names = demangle_names },
 	{ "hostname", K_STRING, FIELD(hostname), "" },
 	{ "labels", K_LABELS, 0, 0, "" },
 	{ "state_dir", K_PATH, FIELD(state_dir), "/var/lib/prowl" },
