@@ -4,7 +4,7 @@
 set -eu
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
-PKGS="make gcc clang llvm pkg-config bpftool libbpf-dev libelf-dev libdw-dev libdebuginfod-dev \
+PKGS="make gcc g++ clang llvm pkg-config bpftool libbpf-dev libelf-dev libdw-dev libdebuginfod-dev \
  zlib1g-dev protobuf-c-compiler libprotobuf-c-dev libcurl4-openssl-dev libyaml-dev libmicrohttpd-dev \
  libsystemd-dev libssl-dev libjson-c-dev libiberty-dev"
 # prometheus: tests run the real server on loopback (alerts, recording rules).
