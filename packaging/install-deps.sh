@@ -4,14 +4,14 @@
 set -eu
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
-PKGS="make gcc g++ clang llvm pkg-config bpftool libbpf-dev libelf-dev libdw-dev libdebuginfod-dev \
+PKGS="make gcc clang llvm pkg-config bpftool libbpf-dev libelf-dev libdw-dev libdebuginfod-dev \
  zlib1g-dev protobuf-c-compiler libprotobuf-c-dev libcurl4-openssl-dev libyaml-dev libmicrohttpd-dev \
  libsystemd-dev libssl-dev libjson-c-dev libiberty-dev"
 # prometheus: tests run the real server on loopback (alerts, recording rules).
 # openssl: the Kubernetes API server stand-in makes its CA and certificate with it.
 # qemu-system-x86, busybox-static, cpio, debian-archive-keyring: the kernel matrix
 # (tests/kmatrix) boots Debian's kernels, fetched by apt-get, with an initramfs.
-TEST_PKGS="elfutils protobuf-compiler libcmocka-dev python3 python3-pytest python3-yaml golang-go \
+TEST_PKGS="elfutils g++ protobuf-compiler libcmocka-dev python3 python3-pytest python3-yaml golang-go \
  golang-github-google-pprof-dev linux-perf binutils procps time libc6-dbg prometheus \
  chromium python3-websocket passwd util-linux \
  qemu-system-x86 busybox-static cpio debian-archive-keyring openssl \
