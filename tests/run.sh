@@ -98,17 +98,25 @@ run_kmatrix() { # $1 = build dir
 }
 
 run_fuzz() { # $1 = the libFuzzer build (make O=build-fuzz FUZZ=1 fuzzers)
-	local h c n
+	local h c n corpus why
 	echo "== fuzzing ($1, ${FUZZ_SUITE_SECONDS:-15} s per harness)"
+	rm -f "$1/fuzz/results.txt"
 	tests/fuzz/run.sh "$1" "${FUZZ_SUITE_SECONDS:-15}"
-	# One test per harness: its regression inputs replayed and no new crash.
-	while read -r h n c; do
+	if [ ! -s "$1/fuzz/results.txt" ]; then
+		failed=$((failed + 1))
+		failures+=("$1/fuzz (tests/fuzz/run.sh wrote no results)")
+		return
+	fi
+	# One test per harness: its regression inputs replayed and no new crash. A
+	# failure names the sanitizer's summary line, so the last lines of a CI log tell why.
+	while read -r h n corpus c; do
 		case "$h" in harness|total|"") continue ;; esac
-		if [ "$c" = 0 ]; then
+		if [ "$c" = 0 ] && [ "$n" -gt 0 ]; then
 			passed=$((passed + 1))
 		else
 			failed=$((failed + 1))
-			failures+=("$1/fuzz_$h")
+			why=$(grep -hE '^SUMMARY|ERROR' "$1/fuzz/logs/$h.regress" "$1/fuzz/logs/$h" 2>/dev/null | head -1 | cut -c1-160)
+			failures+=("$1/fuzz_$h (${why:-$n executions, $c crashes: see $1/fuzz/logs/$h})")
 		fi
 	done < "$1/fuzz/results.txt"
 }

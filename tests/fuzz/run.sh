@@ -101,6 +101,8 @@ PY
 
 # ---- run
 mkdir -p "$W/logs"
+# Crashes are counted from this run on: older ones stay in crashes/ to look at.
+touch "$W/.start"
 for h in "${harnesses[@]}"; do
 	[ -d "$W/corpus/$h" ] || seed "$h"
 	mkdir -p "$W/corpus/$h" "$W/crashes/$h"
@@ -124,7 +126,7 @@ bad=0
 printf '%-10s %12s %8s %8s\n' harness executions corpus crashes | tee "$W/results.txt"
 for h in "${harnesses[@]}"; do
 	n=$(grep -oE 'stat::number_of_executed_units: *[0-9]+' "$W/logs/$h" | grep -oE '[0-9]+$' || echo 0)
-	c=$(ls "$W/crashes/$h" | wc -l)
+	c=$(find "$W/crashes/$h" -type f -newer "$W/.start" | wc -l)
 	rc=$(cat "$W/logs/$h.rc" 2>/dev/null || echo 1)
 	[ "$rc" = 0 ] || c=$((c > 0 ? c : 1))
 	printf '%-10s %12d %8d %8d\n' "$h" "${n:-0}" "$(ls "$W/corpus/$h" | wc -l)" "$c" | tee -a "$W/results.txt"
