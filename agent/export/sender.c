@@ -377,8 +377,8 @@ void sender_free(struct sender *s)
 	if (left)
 		log_warn("%s: %" PRIu64 " queued profiles (%" PRIu64 " bytes) not delivered before shutdown",
 			 s->name, left, s->st.queue_bytes);
-	if (s->curl)
-		curl_easy_cleanup(s->curl);
+	if (s->tmpl)
+		curl_easy_cleanup(s->tmpl);
 	if (s->multi)
 		curl_multi_cleanup(s->multi);
 	pthread_cond_destroy(&s->idle);

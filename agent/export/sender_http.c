@@ -227,6 +227,15 @@ enum outcome sender_attempt(struct sender *s, const struct sender_request *req, 
 		o = OUT_RETRY;
 		goto retry;
 	}
+	/* A fresh handle per attempt: libcurl 7.88 keeps the last header of a transfer
+	 * in the handle, and a reply that opens with a folded line reads it after it was
+	 * freed (found by fuzz_http). The multi handle keeps the connections alive. */
+	s->curl = curl_easy_duphandle(s->tmpl);
+	if (!s->curl) {
+		snprintf(what, sizeof(what), "out of memory");
+		o = OUT_RETRY;
+		goto retry;
+	}
 	s->reply_len = 0;
 	s->reply_total = 0;
 	s->reply_cut = false;
@@ -236,8 +245,6 @@ enum outcome sender_attempt(struct sender *s, const struct sender_request *req, 
 	curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, req->len ? (const char *)req->body : "");
 	curl_easy_setopt(s->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->len);
 	rc = perform(s);
-	curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, NULL);
-	curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, NULL);
 	if (rc == CURLE_ABORTED_BY_CALLBACK && atomic_load(&s->stop)) {
 		o = OUT_ABORTED;
 		goto out;
@@ -278,6 +285,9 @@ enum outcome sender_attempt(struct sender *s, const struct sender_request *req, 
 retry:
 	sender_note_retryable(s, req, what);
 out:
+	if (s->curl)
+		curl_easy_cleanup(s->curl);
+	s->curl = NULL;
 	curl_slist_free_all(hdrs);
 	free(url);
 	return o;
@@ -289,7 +299,7 @@ int sender_setup_curl(struct sender *s)
 	CURL *c;
 
 	s->multi = curl_multi_init();
-	c = s->curl = curl_easy_init();
+	c = s->tmpl = curl_easy_init();
 	if (!s->multi || !c)
 		return -ENOMEM;
 	curl_set_common(c, &(struct curl_io){

@@ -48,7 +48,8 @@ struct sender {
 
 	/* worker thread only (but curl_multi_wakeup) */
 	CURLM *multi; /* holds the connection cache; lets sender_free wake a transfer */
-	CURL *curl;
+	CURL *tmpl; /* the options of every POST; never performed itself */
+	CURL *curl; /* this attempt's handle: a fresh copy of tmpl (see sender_attempt) */
 	char errbuf[CURL_ERROR_SIZE];
 	char reply[REPLY_SNIPPET];
 	char reply_text[4 * REPLY_SNIPPET + 4]; /* escaped for the log */

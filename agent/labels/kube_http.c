@@ -235,11 +235,19 @@ static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, c
 	return h->g->tick && h->g->tick(h->g->ctx, status_of(h));
 }
 
-static void setup(struct kube_http *h, const char *url, struct curl_slist *hdrs, long timeout_ms)
+/* A fresh handle per request: libcurl 7.88 keeps the last header of a transfer in the
+ * handle, even across curl_easy_reset, and an answer that opens with a folded line
+ * reads it after it was freed (found by fuzz_http). Lists and watches are minutes
+ * apart, so the lost connection reuse costs nothing. */
+static int setup(struct kube_http *h, const char *url, struct curl_slist *hdrs, long timeout_ms)
 {
-	CURL *c = h->curl;
+	CURL *c = curl_easy_init();
 
-	curl_easy_reset(c);
+	if (!c)
+		return -ENOMEM;
+	if (h->curl)
+		curl_easy_cleanup(h->curl);
+	h->curl = c;
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	curl_set_common(c, &(struct curl_io){
@@ -248,6 +256,7 @@ static void setup(struct kube_http *h, const char *url, struct curl_slist *hdrs,
 		.ca_file = h->ca_file && access(h->ca_file, R_OK) == 0 ? h->ca_file : NULL,
 	});
 	curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
+	return 0;
 }
 
 /* The message of a failed answer: its status, the Status object's message. */
@@ -294,9 +303,13 @@ int kube_http_get(struct kube_http *h, const char *path, struct kube_get *g)
 	hdrs = curl_slist_append(NULL, "Accept: application/json");
 	if (hdrs && auth && (t = curl_slist_append(hdrs, auth)))
 		hdrs = t;
-	setup(h, url, hdrs, g->timeout_ms);
-	rc = curl_easy_perform(h->curl);
-	code = status_of(h);
+	if (!hdrs || setup(h, url, hdrs, g->timeout_ms) < 0) {
+		rc = CURLE_OUT_OF_MEMORY;
+		code = 0;
+	} else {
+		rc = curl_easy_perform(h->curl);
+		code = status_of(h);
+	}
 	if (auth) {
 		explicit_bzero(auth, strlen(auth));
 		free(auth);
