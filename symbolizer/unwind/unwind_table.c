@@ -294,8 +294,20 @@ static int assemble(struct builder *b)
 			t->rows[t->n++] = (struct prowl_unwind_row){ .pc = (uint32_t)(prev_end - b->base) };
 		for (uint32_t j = 0; j < f->n; j++) {
 			const struct prowl_unwind_row *r = &b->rows[f->first + j];
+			struct prowl_unwind_row *last = t->n ? &t->rows[t->n - 1] : NULL;
 
-			if (t->n && same_rule(&t->rows[t->n - 1], r))
+			/* A hostile CFA program may put a row at or past its FDE's end, or
+			 * (DW_CFA_set_loc) behind the row before: such rows cover nothing. */
+			if ((uint64_t)r->pc + b->base >= f->end || (last && r->pc < last->pc))
+				continue;
+			if (last && r->pc == last->pc) {
+				/* The later rule at one pc wins, as the lookup would pick it. */
+				*last = *r;
+				if (t->n > 1 && same_rule(&t->rows[t->n - 2], last))
+					t->n--;
+				continue;
+			}
+			if (last && same_rule(last, r))
 				continue;
 			t->rows[t->n++] = *r;
 		}

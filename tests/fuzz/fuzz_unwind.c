@@ -16,11 +16,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (unwind_table_build_file(path, &t) == 0) {
 		for (size_t i = 0; i < t.n; i++) {
-			if (i && t.rows[i - 1].pc > t.rows[i].pc)
-				abort(); /* rows are sorted: BPF bisects them */
+			if (i && t.rows[i - 1].pc >= t.rows[i].pc)
+				abort(); /* rows are sorted, one per pc: BPF bisects them */
 			r = unwind_table_find(&t, t.base + t.rows[i].pc);
-			if (!r && i + 1 < t.n)
-				abort(); /* every row but the end marker covers its pc */
+			if (i + 1 < t.n && r != &t.rows[i])
+				abort(); /* every row but the end marker is the rule at its pc */
 			if (r)
 				unwind_row_format(r, buf, sizeof(buf));
 		}
