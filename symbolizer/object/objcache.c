@@ -328,6 +328,8 @@ static int file_object(struct objcache *c, struct obj_file *f, const char *path,
 {
 	struct obj_facts facts;
 	struct object *o;
+	bool copy = false, fresh = false;
+	char buf[PATH_MAX];
 	int r = 0;
 
 	pthread_mutex_lock(&c->lock);
@@ -368,14 +370,21 @@ static int file_object(struct objcache *c, struct obj_file *f, const char *path,
 				c->st.copies++;
 			else
 				release(c, o);
+			copy = r == 0;
 		} else {
 			r = new_object(c, path, &facts, &f->ident, false, &o);
+			fresh = r == 0;
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	obj_facts_free(&facts);
 	if (r < 0)
 		return r;
+	/* For whoever wonders where the memory goes: each object read once. */
+	if (copy || fresh)
+		log_debug("object %s: %s", printable(path ? path : "?", buf, sizeof(buf)),
+			  copy ? "a copy of one already read (same build id, content and size): shared" :
+			  f->ident.trusted ? "read" : "read (untrusted: not shared with copies)");
 	*ret = o;
 	return 0;
 }
