@@ -16,12 +16,15 @@
 #include <unistd.h>
 
 #include "debugfile.h"
+#include "fdegroup.h"
+#include "log.h"
+#include "plt.h"
 
 /* One function symbol, in libdwfl address space. */
 struct fsym {
-	uint64_t addr, size;
-	const char *name; /* in the ELF string table, alive while the Dwfl is */
-	unsigned rank;    /* 0 global, 1 weak, 2 local: preferred among aliases */
+	uint64_t addr, size; /* a zero-sized symbol gets the size up to the next one or its section's end */
+	const char *name;    /* in the ELF string table, alive while the Dwfl is, or in plt.names */
+	unsigned rank;       /* 0 global, 1 weak, 2 local, 3 PLT stub: preferred among aliases */
 };
 
 /* The string tables symbol names may point into. libdwfl checks that a name
@@ -41,6 +44,10 @@ struct dwarf_ctx {
 	struct fsym *syms;
 	size_t nsyms;
 	bool syms_done;
+	struct obj_plt plt;       /* the PLT stubs, named `target@plt` */
+	struct fde_groups *fdes;  /* for code no symbol covers (fde_group) */
+	bool fdes_done;
+	Elf *main_elf;
 	bool dwarf_ok;          /* DWARF found and safe to read (strings_terminated) */
 	struct strtabs strtabs; /* where the names of syms may point (see name_bounded) */
 };
@@ -129,6 +136,8 @@ void dwarf_ctx_free(struct module *m)
 		return;
 	dwfl_end(m->dw->dwfl);
 	free(m->dw->syms);
+	obj_plt_free(&m->dw->plt);
+	fde_groups_free(m->dw->fdes);
 	free(m->dw);
 	m->dw = NULL;
 }
@@ -198,6 +207,7 @@ static struct dwarf_ctx *ctx_get(struct module *m)
 	main_elf = dwfl_module_getelf(c->mod, &c->bias);
 	if (!main_elf)
 		goto fail_ctx;
+	c->main_elf = main_elf;
 	dw = dwfl_module_getdwarf(c->mod, &dwbias);
 	/* libdw hands out strings of .debug_str and .debug_line_str without checking
 	 * that the section ends with a NUL (elfutils 0.188): in a hostile file the
@@ -264,17 +274,109 @@ static bool name_bounded(const struct strtabs *t, const char *name)
 	return false;
 }
 
+/* The executable sections of elf, in libdwfl addresses, sorted. */
+struct xsecs {
+	uint64_t *start, *end;
+	size_t n;
+};
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int xsecs_read(Elf *elf, uint64_t bias, struct xsecs *ret)
+{
+	Elf_Scn *scn = NULL;
+	size_t shnum, n = 0;
+	uint64_t *pairs;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!elf || elf_getshdrnum(elf, &shnum) < 0 || shnum == 0)
+		return 0;
+	pairs = calloc(shnum, 2 * sizeof(*pairs));
+	if (!pairs)
+		return -ENOMEM;
+	while ((scn = elf_nextscn(elf, scn)) && n < shnum) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh) || !(sh.sh_flags & SHF_ALLOC) || !(sh.sh_flags & SHF_EXECINSTR) ||
+		    !sh.sh_size || sh.sh_addr + sh.sh_size < sh.sh_addr)
+			continue;
+		pairs[2 * n] = sh.sh_addr + bias;
+		pairs[2 * n + 1] = sh.sh_addr + sh.sh_size + bias;
+		n++;
+	}
+	/* Pairs sort by start as one 16-byte record: qsort on the first word. */
+	qsort(pairs, n, 2 * sizeof(*pairs), cmp_u64);
+	ret->start = pairs;
+	ret->n = n;
+	return 0;
+}
+
+/* The end of the executable section holding a; 0 when none does, UINT64_MAX
+ * when the file has no section headers (one unbounded section). */
+static uint64_t xsecs_end(const struct xsecs *x, uint64_t a)
+{
+	size_t lo = 0, hi = x->n;
+
+	if (!x->start)
+		return UINT64_MAX;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (x->start[2 * mid] <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && a < x->start[2 * (lo - 1) + 1] ? x->start[2 * (lo - 1) + 1] : 0;
+}
+
+/* Bounds every zero-sized symbol (_init, hand-written assembly): up to the next
+ * symbol, and never past the end of its section (.init is followed by .plt). */
+static void bound_unsized(struct dwarf_ctx *c, const struct xsecs *x)
+{
+	for (size_t i = 0; i < c->nsyms; i++) {
+		uint64_t end;
+		size_t j;
+
+		if (c->syms[i].size)
+			continue;
+		end = xsecs_end(x, c->syms[i].addr);
+		for (j = i + 1; j < c->nsyms && c->syms[j].addr == c->syms[i].addr; j++)
+			;
+		if (j < c->nsyms && c->syms[j].addr < end)
+			end = c->syms[j].addr;
+		/* end == 0: in no executable section; UINT64_MAX: the last symbol of
+		 * a file without section headers, which covers what follows. */
+		c->syms[i].size = end > c->syms[i].addr ? end - c->syms[i].addr : 0;
+	}
+}
+
 static int syms_build(struct dwarf_ctx *c)
 {
 	int total = dwfl_module_getsymtab(c->mod);
+	struct xsecs x;
 	Dwarf_Addr bias;
 	Dwarf *dw;
-	size_t n = 0;
+	size_t n = 0, cap;
+	int r;
 
 	c->syms_done = true;
-	if (total <= 1)
+	if (total < 1)
+		total = 1;
+	/* The stubs are in the object file itself (not a separate debug file),
+	 * named from its dynamic relocations. */
+	r = obj_plt_read(c->main_elf, &c->plt);
+	if (r < 0)
+		return r;
+	cap = (size_t)total - 1 + c->plt.n;
+	if (cap == 0)
 		return 0;
-	c->syms = malloc((size_t)total * sizeof(*c->syms));
+	c->syms = malloc(cap * sizeof(*c->syms));
 	if (!c->syms)
 		return -ENOMEM;
 	c->strtabs.n = 0;
@@ -295,17 +397,23 @@ static int syms_build(struct dwarf_ctx *c)
 			continue;
 		c->syms[n++] = (struct fsym){
 			.addr = addr,
-			.size = sym.st_size,
+			.size = addr + sym.st_size >= addr ? sym.st_size : 0,
 			.name = name,
 			.rank = bind == STB_GLOBAL ? 0 : bind == STB_WEAK ? 1 : 2,
 		};
+	}
+	for (size_t i = 0; i < c->plt.n; i++) {
+		const struct obj_plt_stub *st = &c->plt.v[i];
+
+		c->syms[n++] = (struct fsym){ .addr = st->addr + c->bias, .size = st->size,
+					      .name = obj_plt_name(&c->plt, st), .rank = 3 };
 	}
 	c->nsyms = n;
 	/* Most symbols are not functions: give the rest back. */
 	if (n == 0) {
 		free(c->syms);
 		c->syms = NULL;
-	} else if (n < (size_t)total) {
+	} else if (n < cap) {
 		struct fsym *v = realloc(c->syms, n * sizeof(*c->syms));
 
 		if (v)
@@ -313,15 +421,22 @@ static int syms_build(struct dwarf_ctx *c)
 	}
 	if (n > 1)
 		qsort(c->syms, n, sizeof(*c->syms), cmp_fsym);
+	r = xsecs_read(c->main_elf, c->bias, &x);
+	if (r < 0)
+		return r;
+	bound_unsized(c, &x);
+	free(x.start);
 	return 0;
 }
 
-/* The function symbol covering q: a sized symbol containing it, or a
- * zero-sized one followed by no other symbol before q. */
+/* The function symbol covering q: among the symbols at the nearest address at
+ * or before q, the best ranked, when one of them (sized, or bounded by
+ * bound_unsized) reaches q. */
 static int sym_lookup(struct dwarf_ctx *c, Dwarf_Addr q, const char **ret)
 {
 	size_t lo = 0, hi, first;
 	uint64_t size = 0;
+	const struct fsym *f;
 	int r;
 
 	*ret = NULL;
@@ -347,9 +462,10 @@ static int sym_lookup(struct dwarf_ctx *c, Dwarf_Addr q, const char **ret)
 	for (size_t i = first; i < lo; i++)
 		if (c->syms[i].size > size)
 			size = c->syms[i].size;
-	if ((size ? q - c->syms[first].addr < size : lo == c->nsyms || q < c->syms[lo].addr) &&
-	    name_bounded(&c->strtabs, c->syms[first].name) && c->syms[first].name[0])
-		*ret = c->syms[first].name;
+	f = &c->syms[first];
+	/* A stub's name is prowl's own; an ELF name is checked to end in its table. */
+	if (q - f->addr < size && (f->rank == 3 || name_bounded(&c->strtabs, f->name)) && f->name[0])
+		*ret = f->name;
 	return 0;
 }
 
@@ -562,8 +678,24 @@ out:
 	return r;
 }
 
+/* The start of the .eh_frame FDE around addr (normalized), for code no symbol
+ * names: one row per function rather than one per address. */
+static void fde_group(struct module *m, struct dwarf_ctx *c, uint64_t addr, uint64_t *ret)
+{
+	if (!c->fdes_done) {
+		c->fdes_done = true;
+		if (fde_groups_build(c->main_elf, &c->fdes) == -EBADMSG && !m->warned_fde_overlap) {
+			m->warned_fde_overlap = true;
+			log_warn("%s: its .eh_frame has overlapping entries; its frames without a symbol stay addresses",
+				 m->name);
+		}
+	}
+	if (c->fdes && !fde_groups_find(c->fdes, addr, ret))
+		*ret = UINT64_MAX;
+}
+
 static int symbolize(struct module *m, uint64_t addr, struct intern *strs, struct sym_frame *frames, size_t max,
-		     size_t *ret_n)
+		     size_t *ret_n, uint64_t *ret_group)
 {
 	struct dwarf_ctx *c;
 	const char *lfile = NULL, *ldir = NULL, *sym;
@@ -596,6 +728,8 @@ static int symbolize(struct module *m, uint64_t addr, struct intern *strs, struc
 		r = sym_lookup(c, q, &sym);
 		if (r < 0)
 			return r;
+		if (!sym)
+			fde_group(m, c, addr, ret_group);
 		if (sym || lfile) {
 			/* A line without a function: function stays NULL and the caller
 			 * names it like a fallback. */
@@ -610,9 +744,12 @@ static int symbolize(struct module *m, uint64_t addr, struct intern *strs, struc
 }
 
 int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct sym_frame *frames,
-		    size_t max, size_t *ret_n)
+		    size_t max, size_t *ret_n, uint64_t *ret_group)
 {
-	int r = symbolize(m, addr, strs, frames, max, ret_n);
+	int r;
+
+	*ret_group = UINT64_MAX;
+	r = symbolize(m, addr, strs, frames, max, ret_n, ret_group);
 
 	/* libelf's pread() of a file truncated meanwhile fails quietly, and bytes
 	 * read before and after a write do not belong together: whatever this
@@ -621,6 +758,7 @@ int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct
 		dwarf_ctx_free(m);
 		module_close(m);
 		*ret_n = 0;
+		*ret_group = UINT64_MAX;
 	}
 	return r;
 }

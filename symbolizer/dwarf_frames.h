@@ -19,8 +19,10 @@
  * sets up libdwfl for m from m->elf (and sets m->pub.has_dwarf); if that fails
  * the module is marked (dw_failed, its Elf dropped) and every later call
  * returns *ret_n = 0 cheaply. Returns 0 or -ENOMEM. */
+/* *ret_group: when no symbol names addr, the start of the .eh_frame FDE around it
+ * (the caller names the frame after it: one row per function); else UINT64_MAX. */
 int dwarf_symbolize(struct module *m, uint64_t addr, struct intern *strs, struct sym_frame *frames,
-		    size_t max, size_t *ret_n);
+		    size_t max, size_t *ret_n, uint64_t *ret_group);
 /* Releases libdwfl state of m (and the Elf it took over); the symbolizer calls
  * it before module_close() and module_free(). */
 void dwarf_ctx_free(struct module *m);

@@ -54,6 +54,7 @@ struct module {
 	struct dwarf_ctx *dw;    /* dwarf.c state, created on first use */
 	bool dw_failed;          /* libdwfl could not be set up; only fallbacks */
 	bool reopen_failed;      /* no candidate matched; cleared when a process maps it again */
+	bool warned_fde_overlap; /* its .eh_frame lies (overlapping FDEs): said once */
 	/* The last process mapping seen for the file: its map_files entry reopens
 	 * deleted files and files in other mount namespaces. */
 	uint32_t seen_pid;

@@ -520,7 +520,8 @@ static void copy_out(const struct fc_entry *e, struct sym_frame *frames, size_t 
 }
 
 /* Symbolizes a cache miss into tmp; strings may live in s->scratch. */
-static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, struct sym_frame *tmp, size_t *ret_n)
+static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, struct sym_frame *tmp, size_t *ret_n,
+		       uint64_t *ret_group)
 {
 	size_t heap, grown;
 	uint64_t now;
@@ -541,7 +542,7 @@ static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, st
 		/* What libdw allocates for m (its session, inflated sections, line
 		 * tables and DIE caches) is measured as it grows, for the cap. */
 		heap = heap_in_use();
-		r = dwarf_symbolize(m, addr, s->scratch, tmp, SYM_MAX_INLINE, ret_n);
+		r = dwarf_symbolize(m, addr, s->scratch, tmp, SYM_MAX_INLINE, ret_n, ret_group);
 		grown = heap_in_use();
 		if (grown > heap && lru_linked(&m->open_link)) {
 			m->heap_bytes += grown - heap;
@@ -598,6 +599,7 @@ int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64
 	const struct fc_entry *e;
 	struct module *m;
 	size_t n = 0;
+	uint64_t group = UINT64_MAX;
 	bool ok;
 	int r;
 
@@ -613,7 +615,7 @@ int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64
 	s->st.frame_misses++;
 
 	intern_clear(s->scratch);
-	r = frames_miss(s, m, addr, tmp, &n);
+	r = frames_miss(s, m, addr, tmp, &n, &group);
 	if (r == 0)
 		r = demangle_frames(s, tmp, n);
 	if (r < 0)
@@ -624,10 +626,13 @@ int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64
 		n = 1;
 	}
 	if (!tmp[0].function) {
-		/* Nothing named it: "<module>+0x<file offset>", keeping any line. */
+		/* Nothing named it: "<module>+0x<file offset>" of the start of the
+		 * function's FDE when one covers it (one row per function), keeping
+		 * any line. The location keeps the exact address. */
 		char name[PATH_MAX + 32];
 
-		snprintf(name, sizeof(name), "%s+0x%" PRIx64, mod->name, module_file_offset(m, addr));
+		snprintf(name, sizeof(name), "%s+0x%" PRIx64, mod->name,
+			 module_file_offset(m, group != UINT64_MAX ? group : addr));
 		r = intern_cstr(s->scratch, name, &tmp[0].function);
 		if (r < 0)
 			return r;

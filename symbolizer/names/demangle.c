@@ -41,15 +41,27 @@ bool sym_is_mangled(const char *name)
 
 char *sym_demangle(const char *name, enum sym_demangle mode)
 {
+	static const char plt[] = "@plt";
 	int opts = DMGL_AUTO;
+	size_t len;
+	char *base, *d, *out;
 
-	if (mode == SYM_DEMANGLE_NONE || !sym_is_mangled(name) || strnlen(name, SYM_DEMANGLE_MAX_NAME + 1) >
-									  SYM_DEMANGLE_MAX_NAME)
+	if (mode == SYM_DEMANGLE_NONE || !sym_is_mangled(name) ||
+	    (len = strnlen(name, SYM_DEMANGLE_MAX_NAME + 1)) > SYM_DEMANGLE_MAX_NAME)
 		return NULL;
 	/* Without DMGL_PARAMS libiberty leaves out the parameter list and the
 	 * return type but keeps template arguments: shop::Cart<long>::total.
 	 * DMGL_VERBOSE is never set, so Rust's hash suffix is dropped. */
 	if (mode == SYM_DEMANGLE_FULL)
 		opts |= DMGL_PARAMS | DMGL_ANSI;
-	return cplus_demangle(name, opts);
+	if (len <= sizeof(plt) - 1 || strcmp(name + len - (sizeof(plt) - 1), plt) != 0)
+		return cplus_demangle(name, opts);
+	/* A PLT stub, `_ZdlPv@plt`: the target demangled, the suffix kept. */
+	base = strndup(name, len - (sizeof(plt) - 1));
+	d = base ? cplus_demangle(base, opts) : NULL;
+	free(base);
+	if (!d || asprintf(&out, "%s%s", d, plt) < 0)
+		out = NULL;
+	free(d);
+	return out;
 }

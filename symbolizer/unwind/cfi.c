@@ -542,6 +542,14 @@ int cfi_read_section(const struct cfi_section *s, uint64_t lo, uint64_t hi, cons
 			off = next;
 			continue;
 		}
+		f = (struct cfi_fde){ .start = start, .end = start + range, .signal = c->signal };
+		if (!ops->row) { /* only the FDEs' ranges are wanted */
+			ret = ops->fde_begin(ctx, &f);
+			if (ret < 0)
+				break;
+			off = next;
+			continue;
+		}
 		/* The CIE's initial instructions give the state every FDE starts from. */
 		memset(&init, 0, sizeof(init));
 		init.signal = c->signal;
@@ -549,7 +557,6 @@ int cfi_read_section(const struct cfi_section *s, uint64_t lo, uint64_t hi, cons
 		if (ret < 0)
 			break;
 		st = init;
-		f = (struct cfi_fde){ .start = start, .end = start + range, .signal = c->signal };
 		ret = ops->fde_begin(ctx, &f);
 		if (ret == 0)
 			ret = run_program(s, c, r.p, r.end, &st, &init, &f, ops, ctx);

@@ -66,6 +66,7 @@ struct cfi_counts {
 /* Reads every FDE of s whose range lies inside [lo, hi) and reports its rows in
  * order (no two with the same loc). Malformed entries are skipped and counted;
  * an unknown opcode or pointer encoding ends that FDE after the rows so far.
+ * Without ops->row only fde_begin is called, and no program is run.
  * Adds to *counts. Returns 0 or the first error an op returned. */
 int cfi_read_section(const struct cfi_section *s, uint64_t lo, uint64_t hi, const struct cfi_ops *ops, void *ctx,
 		     struct cfi_counts *counts);

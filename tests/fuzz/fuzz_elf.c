@@ -1,5 +1,5 @@
-/* fuzz_elf.c: the symbolizer on an ELF file a user controls: headers, symbol tables
- * (.symtab, .dynsym, MiniDebugInfo), build id, DWARF lines and inlines, at many addresses. */
+/* fuzz_elf.c: the symbolizer on an ELF file a user controls: headers, symbol tables, PLT
+ * stubs and relocations, .eh_frame groups, build id, DWARF lines, inlines, at many addresses. */
 #include "fuzz_common.h"
 #include "objcache.h"
 #include "symbolizer.h"
