@@ -50,6 +50,8 @@ struct proc {
 	size_t bytes;      /* memory held, for the estimate */
 	uint64_t read_ns;  /* last /proc/PID/maps read attempt */
 	struct module *main_mod;
+	struct perfmap *pm;     /* its JIT symbols; NULL while it has no perf map */
+	uint64_t pm_checked_ns; /* last look for the perf map */
 	bool main_done;
 	bool gone;
 };
@@ -178,6 +180,7 @@ static void proc_drop(struct symbolizer *s, struct proc *p)
 	}
 	s->proc_bytes -= p->bytes;
 	maps_free(p->maps, p->n);
+	perfmap_free(p->pm, &s->perfmaps);
 	free(p);
 }
 
@@ -357,6 +360,57 @@ int symbolizer_resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr, s
 		return -ENOENT;
 	ret->mod = &m->mod->pub;
 	ret->addr = addr - m->bias;
+	ret->pid = m->mod->pub.kind == SYM_MOD_ANON ? pid : 0;
+	return 0;
+}
+
+/* Perf maps are looked for again at most this often when an address is not in one. */
+#define PERFMAP_INTERVAL_NS (250ull * 1000 * 1000)
+
+int symbolizer_jit_frame(struct symbolizer *s, const struct sym_addr *a, struct sym_frame *ret, uint64_t *ret_key,
+			 bool *ret_named)
+{
+	struct proc *p = s && a ? proc_find(s, a->pid) : NULL;
+	const struct pmap *m = p ? proc_lookup(p, a->addr) : NULL;
+	const char *name = p ? perfmap_lookup(p->pm, a->addr) : NULL;
+	uint64_t now;
+	int r;
+
+	if (!s || !a || !ret || !ret_key)
+		return -EINVAL;
+	*ret = (struct sym_frame){ .function = "[jit]" };
+	*ret_key = m ? m->start : a->addr;
+	if (ret_named)
+		*ret_named = false;
+	if (!p)
+		return 0;
+	now = clock_mono_ns();
+	if (!name && now - p->pm_checked_ns >= PERFMAP_INTERVAL_NS) {
+		/* A map that appeared late, or grew since it was read. */
+		p->pm_checked_ns = now;
+		r = perfmap_refresh(&p->pm, s->proc_root, p->pid, &s->perfmaps, now, 0);
+		if (r < 0)
+			return r;
+		name = perfmap_lookup(p->pm, a->addr);
+	}
+	if (!name)
+		return 0;
+	intern_clear(s->scratch);
+	r = intern_cstr(s->scratch, name, &ret->function);
+	if (r == 0 && s->demangle != SYM_DEMANGLE_NONE && sym_is_mangled(name)) {
+		char *d = sym_demangle(name, (enum sym_demangle)s->demangle);
+
+		if (d) {
+			ret->system_name = ret->function;
+			r = intern_cstr(s->scratch, d, &ret->function);
+			free(d);
+		}
+	}
+	if (r < 0)
+		return r;
+	*ret_key = a->addr;
+	if (ret_named)
+		*ret_named = true;
 	return 0;
 }
 
@@ -678,6 +732,7 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	s->max_module_heap = opts->max_module_heap ? opts->max_module_heap : DEFAULT_MAX_MODULE_HEAP;
 	s->max_processes = opt_or(opts->max_processes, DEFAULT_MAX_PROCESSES);
 	s->max_gone = opt_or(opts->max_gone_pids, DEFAULT_MAX_GONE_PIDS);
+	s->perfmaps.max_bytes = opts->perfmap_max_bytes;
 	s->proc_root = strdup(proc_root);
 	s->kallsyms_path = strdup(kallsyms);
 	s->scratch = intern_new();
@@ -771,6 +826,12 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 	bytes += intern_mem_bytes(s->keys) + intern_mem_bytes(s->scratch) + kallsyms_bytes(s->ksyms);
 	objcache_get_stats(s->objs, &os);
 	bytes += os.bytes + u64map_mem_bytes(&s->by_obj);
+	ret->perfmap_bytes = s->perfmaps.bytes;
+	ret->perfmap_symbols = s->perfmaps.symbols;
+	ret->perfmaps = s->perfmaps.maps;
+	ret->perfmap_dropped = s->perfmaps.dropped;
+	ret->perfmap_bad_lines = s->perfmaps.bad_lines;
+	bytes += s->perfmaps.bytes;
 	ret->mem_bytes = bytes;
 	ret->objects_broken = os.broken;
 }

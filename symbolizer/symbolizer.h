@@ -37,6 +37,7 @@ struct sym_addr {
 	 * is an ELF); the file offset for a file that could not be read or is not an
 	 * ELF; the offset into the mapping for an unreadable [vdso]; raw otherwise. */
 	uint64_t addr;
+	uint32_t pid; /* SYM_MOD_ANON: the process (JIT symbols are per process); else 0 */
 };
 
 struct sym_frame {
@@ -71,6 +72,7 @@ struct symbolizer_opts {
 	/* The object cache to take object files from; NULL: the process-wide
 	 * one, which the unwinder shares. */
 	struct objcache *objects;
+	uint64_t perfmap_max_bytes; /* JIT symbols of all processes' perf maps; default 32 MiB */
 	/* C++ and Rust linkage names: SYM_DEMANGLE_TEMPLATES (0, the default),
 	 * SYM_DEMANGLE_FULL or SYM_DEMANGLE_NONE (see demangle.h). */
 	int demangle;
@@ -101,6 +103,10 @@ struct symbolizer_stats {
 					    * counted */
 	bool kernel_addrs_hidden;          /* kptr_restrict hid kallsyms addresses (known after
 					    * the first kernel resolve) */
+	uint64_t perfmap_bytes;            /* perf maps' JIT symbols held (also in mem_bytes) */
+	uint64_t perfmap_symbols, perfmaps;
+	uint64_t perfmap_dropped;          /* JIT symbols not kept: over perfmap_max_bytes */
+	uint64_t perfmap_bad_lines;        /* perf map lines that were not START SIZE NAME */
 };
 
 struct symbolizer;
@@ -132,6 +138,14 @@ int symbolizer_resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_ad
  * A module whose file is gone when it must be reopened gets fallback names. */
 int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64_t addr,
 		      struct sym_frame *frames, size_t max, size_t *ret_n, bool *ret_symbolized);
+/* The frame of an address in anonymous executable memory (a->mod is
+ * SYM_MOD_ANON): the JIT symbol the perf map of a->pid names, else "[jit]", one
+ * frame for the whole mapping. *ret_key is the address a location of it is
+ * known by: the address itself when named, else the mapping's start. The map is
+ * read again (at most every 250 ms) when an address is not in it. Strings live
+ * until the next call. Returns 0 or -ENOMEM. */
+int symbolizer_jit_frame(struct symbolizer *s, const struct sym_addr *a, struct sym_frame *ret, uint64_t *ret_key,
+			 bool *ret_named);
 /* Tells the symbolizer pid is gone or changed (exec): frees all its state.
  * Modules it mapped stay known. */
 void symbolizer_forget_process(struct symbolizer *s, uint32_t pid);

@@ -9,6 +9,7 @@
 #include "kallsyms.h"
 #include "lru.h"
 #include "objcache.h"
+#include "perfmap.h"
 #include "procmaps.h"
 #include "symbolizer.h"
 #include "u64map.h"
@@ -50,6 +51,7 @@ struct symbolizer {
 	uint64_t released_file_bytes;      /* file pages resident right after it */
 	uint64_t checked_ns;               /* last look at the file pages resident */
 	struct inflate_budget inflate;
+	struct perfmap_budget perfmaps;
 	size_t proc_bytes, mod_bytes;
 	struct symbolizer_stats st;
 };

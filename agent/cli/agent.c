@@ -497,6 +497,7 @@ int agent_main(int argc, char **argv)
 	syo.max_cached_frames = a.cfg.limits.symbol_cache_entries;
 	syo.max_processes = a.cfg.limits.max_processes;
 	syo.max_module_heap = a.cfg.limits.module_memory_bytes;
+	syo.perfmap_max_bytes = a.cfg.limits.perfmap_memory_bytes;
 	syo.demangle = a.cfg.demangle;
 	if (a.cfg.limits.debug_inflate_bytes) {
 		r = mkdir_p(a.cfg.state_dir, 0700);

@@ -77,6 +77,7 @@ struct agent_config {
 		uint32_t unwind_processes;   /* ... processes */
 		uint64_t debug_inflate_bytes; /* inflated debug files in state_dir; 0: in memory */
 		uint64_t module_memory_bytes; /* heap of the symbolizer's open object files */
+		uint64_t perfmap_memory_bytes; /* JIT symbols of all processes' perf maps */
 	} limits;
 
 	struct {

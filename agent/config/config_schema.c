@@ -93,6 +93,7 @@ const struct key_def cfg_keys[] = {
 	{ "limits.unwind_processes", K_UINT, FIELD(limits.unwind_processes), "16384",
 	  UNWIND_PROCS_MIN, UNWIND_PROCS_MAX, "process limit" },
 	{ "limits.module_memory", K_SIZE, FIELD(limits.module_memory_bytes), "16MiB", MIB, 64 * GIB },
+	{ "limits.perfmap_memory", K_SIZE, FIELD(limits.perfmap_memory_bytes), "32MiB", MIB, 16 * GIB },
 	{ "limits.debug_inflate_size", K_SIZE, FIELD(limits.debug_inflate_bytes), "512MiB", MIB, 1024 * GIB,
 	  .zero_ok = true },
 	{ "kubernetes.enabled", K_ENUM, FIELD(kubernetes.enabled), "auto", .what = "setting", .names = kube_names },

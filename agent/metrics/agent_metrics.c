@@ -267,6 +267,16 @@ void agent_metrics_render(void *ctx, FILE *f)
 	metrics_emit(f, "prowl_symbol_inflate_fallbacks_total", "counter",
 		     "Compressed debug sections inflated in memory instead (no room or an error).", NULL,
 		     s.sym.inflate_fallbacks);
+	metrics_emit(f, "prowl_perfmap_bytes", "gauge",
+		     "Heap held by the JIT symbols of all processes' perf maps (limits.perfmap_memory).", NULL,
+		     s.sym.perfmap_bytes);
+	metrics_emit(f, "prowl_perfmap_symbols", "gauge", "JIT symbols read from perf maps.", NULL,
+		     s.sym.perfmap_symbols);
+	metrics_emit(f, "prowl_perfmaps", "gauge", "Processes whose perf map was read.", NULL, s.sym.perfmaps);
+	metrics_emit(f, "prowl_perfmap_dropped_total", "counter",
+		     "JIT symbols not kept because limits.perfmap_memory was reached.", NULL, s.sym.perfmap_dropped);
+	metrics_emit(f, "prowl_perfmap_bad_lines_total", "counter", "Perf map lines that are not START SIZE NAME.",
+		     NULL, s.sym.perfmap_bad_lines);
 	metrics_emit(f, "prowl_objects_broken_total", "counter",
 		     "Object files that changed (truncated, rewritten) while prowl read them; their frames are shown "
 		     "as addresses.", NULL, s.sym.objects_broken);

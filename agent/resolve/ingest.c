@@ -264,6 +264,24 @@ static int no_entry_location(struct ingest *g, uint32_t *ret)
 	return r;
 }
 
+/* Anonymous executable memory: the JIT symbol its process's perf map names, or
+ * one [jit] location per process and mapping. Locations of different processes
+ * stay apart (the variant is the pid): their addresses mean different code. */
+static int jit_location(struct ingest *g, const struct sym_addr *a, uint32_t mapping, uint32_t *ret)
+{
+	struct sym_frame sf;
+	struct prof_frame pf;
+	uint64_t key;
+	bool named;
+	int r;
+
+	r = symbolizer_jit_frame(g->sym, a, &sf, &key, &named);
+	if (r < 0)
+		return r;
+	pf = (struct prof_frame){ .function = sf.function, .system_name = sf.system_name };
+	return profile_add_location_variant(g->prof, mapping, key, a->pid, &pf, 1, named, ret);
+}
+
 static int location_for(struct ingest *g, const struct sym_addr *a, uint32_t *ret)
 {
 	struct sym_frame sf[SYM_MAX_INLINE];
@@ -276,6 +294,8 @@ static int location_for(struct ingest *g, const struct sym_addr *a, uint32_t *re
 	r = mapping_for_module(g, a->mod, &mapping);
 	if (r < 0)
 		return r;
+	if (a->mod->kind == SYM_MOD_ANON && a->pid)
+		return jit_location(g, a, mapping, ret);
 	*ret = profile_find_location(g->prof, mapping, a->addr);
 	if (*ret)
 		return 0;

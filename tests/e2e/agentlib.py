@@ -256,6 +256,27 @@ class CpuClock:
 
 # --------------------------------------------------------------------------- profiles
 
+def agent_beside(tmp_path, cmd, seconds, freq=99, cwd=None):
+    """Runs cmd for `seconds` beside an agent writing 1 s windows to tmp_path/prof;
+    stops both. Returns (the agent's last metrics, the output directory, cmd's pid)."""
+    out = tmp_path / "prof"
+    agent = Agent(tmp_path, ["--dir", str(out), "--interval", "1s", "-F", str(freq)])
+    p = None
+    try:
+        agent.start()
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=cwd)
+        time.sleep(seconds)
+        m = agent.metrics()
+        assert agent.alive(), agent.log()
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+        if p:
+            p.kill()
+            p.wait()
+    return m, out, p.pid
+
+
 def protoc_decode(message, proto, data):
     res = subprocess.run(["protoc", f"--decode={message}", f"--proto_path={PROTO_DIR}",
                           os.path.join(PROTO_DIR, proto)], input=data, capture_output=True, timeout=60)

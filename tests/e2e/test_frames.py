@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from agentlib import Agent
+from agentlib import agent_beside
 from conftest import pprof_raw, run_prowl, start, stop, workload
 
 
@@ -86,19 +86,7 @@ def test_plt_stubs_named_from_relocations(tmp_path):
 
 def test_plt_stubs_in_agent_output(tmp_path):
     """The agent's window files name the stub the same way (one symbolizer for both)."""
-    out = tmp_path / "prof"
-    agent = Agent(tmp_path, ["--dir", str(out), "--interval", "1s", "-F", "99"])
-    p = None
-    try:
-        agent.start()
-        p = start([workload("pltcall"), "6"])
-        time.sleep(5)
-        assert agent.alive(), agent.log()
-        assert agent.stop() == 0, agent.log()
-    finally:
-        agent.kill()
-        if p:
-            stop(p)
+    _, out, _ = agent_beside(tmp_path, [workload("pltcall"), "6"], 5)
     files = sorted((out / "pltcall").glob("*.pb.gz"))
     assert files, f"no window of pltcall: {sorted(os.listdir(out)) if out.exists() else []}"
     totals = {}

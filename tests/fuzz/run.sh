@@ -51,6 +51,11 @@ seed() { # $1 = harness
 		printf '%s\n' '55d0c0a00000-55d0c0a21000 r-xp 00002000 fd:01 1234 /tmp/a b/evil (deleted)' \
 			'7f0000000000-7f0000001000 r-xp 00000000 00:00 0 [vdso]' \
 			'7f0000001000-7f0000002000 rwxp 00000000 00:05 99 /memfd:jit (deleted)' | put procmaps shapes ;;
+	perfmap)
+		printf '%s\n' '7f0000001000 40 LazyCompile:*hotAlpha /app/a.js:1:18' '0x7f0000001040 0x20 double Hot.beta(long)' \
+			'7f0000002000 10 Builtin:ArgumentsAdaptorTrampoline' | put perfmap shapes
+		ls /tmp/perf-*.map >/dev/null 2>&1 && head -c 65536 "$(ls /tmp/perf-*.map | head -1)" | put perfmap real
+		;;
 	kallsyms)
 		head -n 3000 /proc/kallsyms | put kallsyms head
 		tail -n 800 /proc/kallsyms | put kallsyms tail ;;

@@ -1,0 +1,42 @@
+/* perfmap.h: the perf map a JIT writes (/tmp/perf-PID.map, as the process sees it), read
+ * incrementally as it grows, within a memory budget shared by all processes. */
+#ifndef PROWL_PERFMAP_H
+#define PROWL_PERFMAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Shared by every process's map; updated by the perfmap_* calls. */
+struct perfmap_budget {
+	uint64_t max_bytes;   /* 0: 32 MiB */
+	uint64_t bytes;       /* held by all maps */
+	uint64_t maps, symbols;
+	uint64_t dropped;     /* entries not kept: over the budget */
+	uint64_t bad_lines;   /* lines that are not START SIZE NAME */
+	bool warned_full;
+};
+
+struct perfmap;
+
+/* Reads pid's perf map if it is new, grew or was replaced since *pm was read,
+ * at most once per interval_ns (always when *pm is NULL and force). The file
+ * is /tmp/perf-NSPID.map inside the process's root, NSPID its pid in its own
+ * namespace; it counts only when the process's user (or root) owns it.
+ * *pm stays NULL while there is no map. Returns 0 or -ENOMEM; every problem
+ * of the file itself is one warning and a map with what could be read. */
+int perfmap_refresh(struct perfmap **pm, const char *proc_root, uint32_t pid, struct perfmap_budget *b,
+		    uint64_t now_ns, uint64_t interval_ns);
+/* The name of the JIT symbol covering addr (the latest written, when entries
+ * overlap), or NULL. Valid until the next perfmap_refresh() or perfmap_free(). */
+const char *perfmap_lookup(const struct perfmap *pm, uint64_t addr);
+/* When pm was last checked (0 when never). */
+uint64_t perfmap_checked_ns(const struct perfmap *pm);
+void perfmap_free(struct perfmap *pm, struct perfmap_budget *b); /* accepts NULL */
+
+/* Parses one map's text into pm (appending); for tests and benchmarks. Lines
+ * past the last '\n' are not taken. Returns the bytes consumed or -ENOMEM. */
+long perfmap_parse(struct perfmap **pm, const char *buf, size_t len, struct perfmap_budget *b);
+size_t perfmap_count(const struct perfmap *pm);
+
+#endif
