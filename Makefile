@@ -133,6 +133,17 @@ $(O)/workloads/rs_hot_v0: tests/workloads/rs_hot.rs
 	@mkdir -p $(@D)
 	$(RUSTC) -O -g -C symbol-mangling-version=v0 -o $@ $<
 
+# The Go workload, with its symbols and DWARF and without (-s -w: .gopclntab only);
+# skipped (the tests say so) where there is no go. Offline: GOPATH mode, no modules.
+GO := $(shell command -v go 2>/dev/null)
+GO_WORKLOADS := $(if $(GO),$(O)/workloads/gosplit $(O)/workloads/gosplit_stripped)
+$(O)/workloads/gosplit: tests/workloads/gosplit.go
+	@mkdir -p $(@D) $(O)/gocache
+	GO111MODULE=off GOCACHE=$(abspath $(O))/gocache $(GO) build -o $@ $<
+$(O)/workloads/gosplit_stripped: tests/workloads/gosplit.go
+	@mkdir -p $(@D) $(O)/gocache
+	GO111MODULE=off GOCACHE=$(abspath $(O))/gocache $(GO) build -ldflags="-s -w" -o $@ $<
+
 # A workload that includes another is rebuilt with it.
 $(O)/workloads/split532_fp: tests/workloads/split532.c
 
@@ -142,7 +153,7 @@ $(O)/workloads/libtrunc.so: tests/workloads/trunc_lib/first.c tests/workloads/tr
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -shared -fPIC -o $@ $^
 
-workloads: $(WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS)
+workloads: $(WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS)
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
 # independent reader the tests check prowl's pprof output with.

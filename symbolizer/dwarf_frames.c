@@ -17,6 +17,7 @@
 
 #include "debugfile.h"
 #include "fdegroup.h"
+#include "gopclntab.h"
 #include "log.h"
 #include "plt.h"
 
@@ -47,6 +48,8 @@ struct dwarf_ctx {
 	struct obj_plt plt;       /* the PLT stubs, named `target@plt` */
 	struct fde_groups *fdes;  /* for code no symbol covers (fde_group) */
 	bool fdes_done;
+	struct gopcln *go;        /* Go's own table, for Go binaries without DWARF */
+	bool go_done;
 	Elf *main_elf;
 	bool dwarf_ok;          /* DWARF found and safe to read (strings_terminated) */
 	struct strtabs strtabs; /* where the names of syms may point (see name_bounded) */
@@ -138,6 +141,7 @@ void dwarf_ctx_free(struct module *m)
 	free(m->dw->syms);
 	obj_plt_free(&m->dw->plt);
 	fde_groups_free(m->dw->fdes);
+	gopcln_free(m->dw->go);
 	free(m->dw);
 	m->dw = NULL;
 }
@@ -678,6 +682,38 @@ out:
 	return r;
 }
 
+/* Go's table: frames with inlined calls, for Go binaries without DWARF. */
+static int go_frames(struct module *m, struct dwarf_ctx *c, uint64_t addr, struct intern *strs,
+		     struct sym_frame *frames, size_t max, size_t *ret_n)
+{
+	struct gopcln_frame gf[SYM_MAX_INLINE];
+	size_t n = 0;
+	int r;
+
+	*ret_n = 0;
+	if (!c->go_done) {
+		c->go_done = true;
+		r = (module_facts(m)->sources & OBJ_SRC_GOPCLNTAB) ? gopcln_open(c->main_elf, &c->go) : -ENOENT;
+		if (r == -ENOMEM)
+			return r;
+		if ((r == -EBADMSG || r == -ENOTSUP) && !m->warned_go_table) {
+			m->warned_go_table = true;
+			log_warn("%s: its Go symbol table (.gopclntab) is %s; its frames stay addresses", m->name,
+				 r == -EBADMSG ? "damaged (bad header or function table)" : "older than Go 1.18");
+		}
+	}
+	if (!c->go)
+		return 0;
+	gopcln_lookup(c->go, addr, gf, max < SYM_MAX_INLINE ? max : SYM_MAX_INLINE, &n);
+	for (size_t i = 0; i < n; i++) {
+		r = fill(strs, &frames[i], gf[i].function, gf[i].file, NULL, gf[i].line, 0);
+		if (r < 0)
+			return r;
+	}
+	*ret_n = n;
+	return 0;
+}
+
 /* The start of the .eh_frame FDE around addr (normalized), for code no symbol
  * names: one row per function rather than one per address. */
 static void fde_group(struct module *m, struct dwarf_ctx *c, uint64_t addr, uint64_t *ret)
@@ -719,6 +755,12 @@ static int symbolize(struct module *m, uint64_t addr, struct intern *strs, struc
 		if (lfile)
 			ldir = dwfl_line_comp_dir(ln);
 		r = inline_chain(c, q, lfile, ldir, lline, strs, frames, max, &n);
+		if (r < 0)
+			return r;
+	}
+	if (n == 0 && !lfile) {
+		/* A Go binary without DWARF: its own table has names, lines and inlining. */
+		r = go_frames(m, c, addr, strs, frames, max, &n);
 		if (r < 0)
 			return r;
 	}

@@ -216,6 +216,8 @@ static uint32_t section_source(const char *name, const GElf_Shdr *sh)
 		f |= OBJ_SRC_DEBUGALTLINK;
 	else if (!strcmp(name, ".gnu_debugdata"))
 		f |= OBJ_SRC_MINIDEBUG;
+	else if (!strcmp(name, ".gopclntab") || !strcmp(name, ".data.rel.ro.gopclntab"))
+		f |= OBJ_SRC_GOPCLNTAB;
 	return f;
 }
 

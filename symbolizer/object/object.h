@@ -43,6 +43,7 @@ enum {
 	OBJ_SRC_DEBUGALTLINK = 1u << 6, /* .gnu_debugaltlink (dwz) */
 	OBJ_SRC_MINIDEBUG    = 1u << 7, /* .gnu_debugdata (MiniDebugInfo) */
 	OBJ_SRC_COMPRESSED   = 1u << 8, /* some SHF_COMPRESSED section */
+	OBJ_SRC_GOPCLNTAB    = 1u << 9, /* Go's own symbol table */
 };
 
 /* What is read from an object's ELF image. Never changed once read. */

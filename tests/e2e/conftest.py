@@ -219,6 +219,17 @@ class Raw:
             out.extend(l[0] for l in self.locations[lid]["lines"])
         return out
 
+    def self_shares(self, min_samples=100):
+        """{leaf function: share of all samples}; fails under min_samples samples."""
+        total = self.total()
+        assert total > min_samples, f"only {total} samples"
+        out = {}
+        for s in self.samples:
+            fr = self.frames(s)
+            if fr:
+                out[fr[0]] = out.get(fr[0], 0) + s["values"][0] / total
+        return out
+
     def total(self, pred=lambda s: True):
         return sum(s["values"][0] for s in self.samples if pred(s))
 

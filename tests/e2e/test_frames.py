@@ -26,18 +26,6 @@ def record(tmp_path, cmd, name, secs=4, env=None):
     return pprof_raw(str(out))
 
 
-def leaf_shares(raw):
-    """{leaf function: share of samples}."""
-    total = sum(s["values"][0] for s in raw.samples)
-    assert total > 100, f"only {total} samples"
-    out = {}
-    for s in raw.samples:
-        fr = raw.frames(s)
-        if fr:
-            out[fr[0]] = out.get(fr[0], 0) + s["values"][0] / total
-    return out
-
-
 def lib_shares(raw, is_lib):
     """{the frame nearest the leaf that is_lib accepts: share of the samples with one}."""
     out, total = {}, 0
@@ -63,7 +51,7 @@ def test_plt_stubs_named_from_relocations(tmp_path):
     nothing."""
     exe = workload("pltcall")
     raw = record(tmp_path, [exe, "10"], "plt")
-    shares = leaf_shares(raw)
+    shares = raw.self_shares()
     print({k: round(v, 3) for k, v in sorted(shares.items(), key=lambda kv: -kv[1])[:6]})
     assert shares.get("labs@plt", 0) >= 0.10, shares
     assert shares.get("_init", 0) == 0, shares
