@@ -20,7 +20,7 @@ SRC_DIRS := lib lib/containers symbolizer symbolizer/names symbolizer/object sym
             agent agent/cli agent/config agent/sample agent/resolve agent/labels \
             agent/aggregate agent/encode agent/export agent/metrics agent/analyse
 INCLUDES := -I$(O) -I$(O)/proto -Ibpf $(addprefix -I,$(SRC_DIRS))
-LDLIBS   := -lbpf -ldw -lelf -lprotobuf-c -lz -lcurl -lyaml -lmicrohttpd -lsystemd -ljson-c -lcrypto -liberty -lpthread -lm
+LDLIBS   := -lbpf -ldw -lelf -ldebuginfod -lprotobuf-c -lz -lcurl -lyaml -lmicrohttpd -lsystemd -ljson-c -lcrypto -liberty -lpthread -lm
 ifeq ($(SAN),1)
 CFLAGS  += -fsanitize=address,undefined -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "debugfile.h"
+#include "debuginfod.h"
 #include "fdegroup.h"
 #include "gopclntab.h"
 #include "log.h"
@@ -110,12 +111,27 @@ static int find_debuginfo_cb(Dwfl_Module *mod, void **userdata, const char *modn
 		if (r < 0 && debuglink_file)
 			r = obj_debug_by_link(file_name ? file_name : m->path, debuglink_file, debuglink_crc, f, &d,
 					      path, sizeof(path));
+		if (r < 0 && m->dbgd && m->pub.kind == SYM_MOD_ELF && m->pub.build_id[0]) {
+			/* What debuginfod fetched into the cache, or a request for it:
+			 * it arrives later, and the symbolizer then reopens m. */
+			char *cached = NULL;
+
+			fd = dbgd_open(m->dbgd, m->pub.build_id, &cached);
+			if (fd < 0)
+				return -1;
+			if (!*debuginfo_file_name)
+				*debuginfo_file_name = cached;
+			else
+				free(cached);
+			goto found;
+		}
 	}
 	if (r < 0)
 		return -1;
 	fd = d.fd;
 	if (!*debuginfo_file_name)
 		*debuginfo_file_name = strdup(path); /* names are only for messages */
+found:
 	ifd = module_inflate_fd(m, fd);
 	if (ifd >= 0) {
 		close(fd);

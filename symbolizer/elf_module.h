@@ -56,6 +56,7 @@ struct module {
 	bool reopen_failed;      /* no candidate matched; cleared when a process maps it again */
 	bool warned_fde_overlap; /* its .eh_frame lies (overlapping FDEs): said once */
 	bool warned_go_table;    /* its .gopclntab is damaged or too old: said once */
+	struct dbgd *dbgd;       /* the symbolizer's debuginfod fetcher, or NULL */
 	/* The last process mapping seen for the file: its map_files entry reopens
 	 * deleted files and files in other mount namespaces. */
 	uint32_t seen_pid;

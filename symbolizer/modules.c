@@ -31,6 +31,17 @@ static void close_open_module(struct symbolizer *s, struct module *v)
 	s->st.module_evictions++;
 }
 
+void sym_close_module(struct symbolizer *s, struct module *m)
+{
+	if (lru_linked(&m->open_link)) {
+		close_open_module(s, m);
+		s->st.module_evictions--; /* not an eviction */
+	} else {
+		dwarf_ctx_free(m);
+		module_close(m);
+	}
+}
+
 /* Closes the least recently used modules other than keep while more than
  * max_modules are open or they hold more than max_module_heap. */
 void sym_enforce_open_caps(struct symbolizer *s, struct module *keep)
@@ -197,8 +208,10 @@ static int object_module(struct symbolizer *s, struct object *o, const char *pat
 		return 0;
 	}
 	r = module_new_object(s->objs, o, path, file, &s->inflate, &m);
-	if (r == 0)
+	if (r == 0) {
+		m->dbgd = s->dbgd;
 		r = sym_add_module(s, m);
+	}
 	if (r == 0) /* on failure m stays in s->mods: freed with them */
 		r = u64map_put(&s->by_obj, o->id, (uint64_t)(uintptr_t)m);
 	if (r < 0)

@@ -747,6 +747,19 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 			goto fail;
 		s->inflate.max = opts->inflate_max_bytes;
 	}
+	if (dbgd_enabled() && opts->debuginfod_cache) {
+		const struct dbgd_opts dopts = {
+			.cache_dir = opts->debuginfod_cache,
+			.max_bytes = opts->debuginfod_cache_bytes,
+			.miss_ttl_ns = opts->debuginfod_miss_ttl_ns,
+			.fetch_timeout_ns = opts->debuginfod_timeout_ns,
+		};
+
+		/* Without its cache, debug files are only looked for locally. */
+		r = dbgd_new(&dopts, &s->dbgd);
+		if (r == -ENOMEM)
+			goto fail;
+	}
 	r = module_new_plain(SYM_MOD_KERNEL, "[kernel.kallsyms]", "kernel", &s->kernel);
 	if (r < 0)
 		goto fail;
@@ -795,7 +808,57 @@ void symbolizer_free(struct symbolizer *s)
 	free(s->proc_root);
 	free(s->kallsyms_path);
 	free(s->inflate.dir);
+	dbgd_free(s->dbgd);
 	free(s);
+}
+
+const struct sym_module *symbolizer_module(struct symbolizer *s, uint32_t id)
+{
+	return s && id >= 1 && id <= s->nmods ? &s->mods[id - 1]->pub : NULL;
+}
+
+int symbolizer_debuginfod_poll(struct symbolizer *s)
+{
+	char ids[32][OBJ_BUILD_ID_HEX];
+	int changed = 0;
+	size_t n;
+
+	if (!s || !s->dbgd)
+		return 0;
+	while ((n = dbgd_take_arrived(s->dbgd, ids, 32)) > 0) {
+		for (uint32_t i = 0; i < s->nmods; i++) {
+			struct module *m = s->mods[i];
+
+			if (m->pub.kind != SYM_MOD_ELF || !m->pub.build_id[0])
+				continue;
+			for (size_t k = 0; k < n; k++) {
+				if (strcmp(m->pub.build_id, ids[k]) != 0)
+					continue;
+				/* Reopened on its next lookup, with the debug file now. */
+				sym_close_module(s, m);
+				m->dw_failed = false;
+				m->reopen_failed = false;
+				m->pub.debug_gen++;
+				changed++;
+			}
+		}
+	}
+	if (changed) {
+		/* Frames of those modules were cached without names. */
+		uint32_t max = s->frames.max;
+
+		frame_cache_free(&s->frames);
+		frame_cache_init(&s->frames, max);
+	}
+	return changed;
+}
+
+int symbolizer_debuginfod_wait(struct symbolizer *s, uint64_t timeout_ns)
+{
+	if (!s || !s->dbgd)
+		return 0;
+	dbgd_wait_idle(s->dbgd, clock_mono_ns() + timeout_ns);
+	return symbolizer_debuginfod_poll(s);
 }
 
 static size_t kallsyms_bytes(const struct kallsyms *k)
@@ -832,6 +895,18 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 	ret->perfmap_dropped = s->perfmaps.dropped;
 	ret->perfmap_bad_lines = s->perfmaps.bad_lines;
 	bytes += s->perfmaps.bytes;
+	if (s->dbgd) {
+		struct dbgd_stats ds;
+
+		dbgd_get_stats(s->dbgd, &ds);
+		ret->debuginfod = true;
+		ret->debuginfod_fetched = ds.fetched;
+		ret->debuginfod_missed = ds.missed;
+		ret->debuginfod_failed = ds.failed;
+		ret->debuginfod_evicted = ds.evicted;
+		ret->debuginfod_cache_bytes = ds.cache_bytes;
+		ret->debuginfod_pending = ds.pending;
+	}
 	ret->mem_bytes = bytes;
 	ret->objects_broken = os.broken;
 }

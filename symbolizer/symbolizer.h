@@ -27,6 +27,8 @@ struct sym_module {
 	/* pprof-style mapping in normalized (ELF virtual address) space: a normalized
 	 * address A is at file offset A - start + offset. */
 	uint64_t start, limit, offset;
+	uint32_t debug_gen;         /* debug files that arrived for it since it was first read
+				     * (debuginfod): its frames may be better now */
 	bool has_dwarf;             /* line info was found (in the file or separate debug file);
 				     * known once symbolizer_frames() was called for the module */
 };
@@ -73,6 +75,11 @@ struct symbolizer_opts {
 	 * one, which the unwinder shares. */
 	struct objcache *objects;
 	uint64_t perfmap_max_bytes; /* JIT symbols of all processes' perf maps; default 32 MiB */
+	/* Debug files fetched by build id (only when dbgd_setup_env() enabled it):
+	 * the cache directory, its size cap, how long a miss is believed and how
+	 * long one fetch may take; 0: the defaults (1 GiB, 10 min, 60 s). */
+	const char *debuginfod_cache;
+	uint64_t debuginfod_cache_bytes, debuginfod_miss_ttl_ns, debuginfod_timeout_ns;
 	/* C++ and Rust linkage names: SYM_DEMANGLE_TEMPLATES (0, the default),
 	 * SYM_DEMANGLE_FULL or SYM_DEMANGLE_NONE (see demangle.h). */
 	int demangle;
@@ -107,6 +114,10 @@ struct symbolizer_stats {
 	uint64_t perfmap_symbols, perfmaps;
 	uint64_t perfmap_dropped;          /* JIT symbols not kept: over perfmap_max_bytes */
 	uint64_t perfmap_bad_lines;        /* perf map lines that were not START SIZE NAME */
+	bool debuginfod;                   /* fetching is on */
+	uint64_t debuginfod_fetched, debuginfod_missed, debuginfod_failed, debuginfod_evicted;
+	uint64_t debuginfod_cache_bytes;
+	uint32_t debuginfod_pending;
 };
 
 struct symbolizer;
@@ -138,6 +149,16 @@ int symbolizer_resolve_kernel(struct symbolizer *s, uint64_t addr, struct sym_ad
  * A module whose file is gone when it must be reopened gets fallback names. */
 int symbolizer_frames(struct symbolizer *s, const struct sym_module *mod, uint64_t addr,
 		      struct sym_frame *frames, size_t max, size_t *ret_n, bool *ret_symbolized);
+/* Takes the debug files debuginfod delivered since the last call: their
+ * modules are reopened on their next lookup (the frame cache is emptied) and
+ * their debug_gen grows. Returns how many modules changed. Cheap when nothing
+ * arrived. */
+int symbolizer_debuginfod_poll(struct symbolizer *s);
+/* Waits until no fetch is queued or under way, at most timeout_ns, then polls.
+ * Returns the modules that changed. */
+int symbolizer_debuginfod_wait(struct symbolizer *s, uint64_t timeout_ns);
+/* The module with this id, or NULL. */
+const struct sym_module *symbolizer_module(struct symbolizer *s, uint32_t id);
 /* The frame of an address in anonymous executable memory (a->mod is
  * SYM_MOD_ANON): the JIT symbol the perf map of a->pid names, else "[jit]", one
  * frame for the whole mapping. *ret_key is the address a location of it is

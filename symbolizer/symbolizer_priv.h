@@ -3,6 +3,7 @@
 #ifndef PROWL_SYMBOLIZER_PRIV_H
 #define PROWL_SYMBOLIZER_PRIV_H
 
+#include "debuginfod.h"
 #include "elf_module.h"
 #include "frame_cache.h"
 #include "intern.h"
@@ -52,6 +53,7 @@ struct symbolizer {
 	uint64_t checked_ns;               /* last look at the file pages resident */
 	struct inflate_budget inflate;
 	struct perfmap_budget perfmaps;
+	struct dbgd *dbgd;        /* NULL: no debuginfod */
 	size_t proc_bytes, mod_bytes;
 	struct symbolizer_stats st;
 };
@@ -75,6 +77,8 @@ void sym_module_sync(struct symbolizer *s, struct module *m);
 /* Closes the least recently used modules other than keep while more than
  * max_modules are open or they hold more than max_module_heap. */
 void sym_enforce_open_caps(struct symbolizer *s, struct module *keep);
+/* Closes m's open state, if any (it reopens on demand). */
+void sym_close_module(struct symbolizer *s, struct module *m);
 /* modules.c: file-backed pages resident in this process, in bytes (statm). */
 uint64_t sym_file_resident_bytes(void);
 

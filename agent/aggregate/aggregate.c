@@ -192,6 +192,19 @@ uint32_t profile_find_location(const struct profile *p, uint32_t mapping_id, uin
 	return intern_find(p->locations, &k, sizeof(k));
 }
 
+uint32_t profile_location_count(const struct profile *p)
+{
+	return intern_count(p->locations);
+}
+
+bool profile_location_in(const struct profile *p, uint32_t id, uint32_t mapping_id, uint64_t *ret_addr)
+{
+	if (id < 1 || id > intern_count(p->locations) || p->locs[id].mapping_id != mapping_id)
+		return false;
+	*ret_addr = p->locs[id].addr;
+	return true;
+}
+
 static int profile_function(struct profile *p, const struct prof_frame *f, uint32_t *ret_id)
 {
 	struct prof_func fn = { .start_line = f->start_line };
@@ -216,6 +229,49 @@ static int profile_function(struct profile *p, const struct prof_frame *f, uint3
 	return 0;
 }
 
+/* Writes frames as lines at the end of the line table (not counted in nlines
+ * yet: the caller commits them); their first index in *ret_first. */
+static int put_lines(struct profile *p, const struct prof_frame *frames, size_t nframes, uint32_t *ret_first)
+{
+	uint32_t first = p->nlines;
+	int err;
+
+	*ret_first = first;
+	if (!nframes)
+		return 0;
+	err = RESERVE(p->lines, p->lines_cap, (uint32_t)(first + nframes - 1));
+	if (err)
+		return err;
+	for (size_t i = 0; i < nframes; i++) {
+		uint32_t fid;
+
+		err = profile_function(p, &frames[i], &fid);
+		if (err)
+			return err;
+		p->lines[first + i] = (struct prof_line){ .function_id = fid, .line = frames[i].line };
+	}
+	return 0;
+}
+
+int profile_set_location_frames(struct profile *p, uint32_t id, const struct prof_frame *frames, size_t nframes,
+				bool symbolized)
+{
+	uint32_t first;
+	int err;
+
+	if (id < 1 || id > intern_count(p->locations) || !nframes || !frames || nframes > UINT32_MAX / 2 - p->nlines)
+		return -EINVAL;
+	err = put_lines(p, frames, nframes, &first);
+	if (err)
+		return err;
+	/* The old lines stay in the table, unreferenced: a location is redone once. */
+	p->nlines += (uint32_t)nframes;
+	p->locs[id].first_line = first;
+	p->locs[id].nlines = (uint32_t)nframes;
+	p->locs[id].symbolized = symbolized;
+	return 0;
+}
+
 int profile_add_location(struct profile *p, uint32_t mapping_id, uint64_t addr,
 			 const struct prof_frame *frames, size_t nframes, bool symbolized,
 			 uint32_t *ret_id)
@@ -228,7 +284,7 @@ int profile_add_location_variant(struct profile *p, uint32_t mapping_id, uint64_
 				 uint32_t *ret_id)
 {
 	struct prof_loc_key k = { .addr = addr, .mapping_id = mapping_id, .variant = variant };
-	uint32_t id, first = p->nlines;
+	uint32_t id, first;
 	bool added;
 	int err;
 
@@ -240,19 +296,9 @@ int profile_add_location_variant(struct profile *p, uint32_t mapping_id, uint64_
 		*ret_id = id;
 		return 0;
 	}
-	if (nframes) {
-		err = RESERVE(p->lines, p->lines_cap, (uint32_t)(first + nframes - 1));
-		if (err)
-			return err;
-	}
-	for (size_t i = 0; i < nframes; i++) {
-		uint32_t fid;
-
-		err = profile_function(p, &frames[i], &fid);
-		if (err)
-			return err;
-		p->lines[first + i] = (struct prof_line){ .function_id = fid, .line = frames[i].line };
-	}
+	err = put_lines(p, frames, nframes, &first);
+	if (err)
+		return err;
 	err = RESERVE(p->locs, p->locs_cap, intern_count(p->locations) + 1);
 	if (!err)
 		err = intern_put(p->locations, &k, sizeof(k), &id, &added);

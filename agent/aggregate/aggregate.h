@@ -57,6 +57,13 @@ int profile_add_comment(struct profile *p, const char *s);
 int profile_mapping(struct profile *p, const struct prof_mapping_in *m, uint32_t *ret_id);
 /* Returns the location id for (mapping, address) or 0 if not added yet. */
 uint32_t profile_find_location(const struct profile *p, uint32_t mapping_id, uint64_t addr);
+/* Location ids are 1..profile_location_count(). */
+uint32_t profile_location_count(const struct profile *p);
+/* Whether location id is in mapping_id; its address in *ret_addr. */
+bool profile_location_in(const struct profile *p, uint32_t id, uint32_t mapping_id, uint64_t *ret_addr);
+/* Gives location id new frames (its module got debug info meanwhile). */
+int profile_set_location_frames(struct profile *p, uint32_t id, const struct prof_frame *frames, size_t nframes,
+				bool symbolized);
 /* Adds a location. `symbolized` is false when frames hold only a fallback name. */
 int profile_add_location(struct profile *p, uint32_t mapping_id, uint64_t addr,
 			 const struct prof_frame *frames, size_t nframes, bool symbolized,

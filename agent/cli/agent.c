@@ -2,6 +2,7 @@
  * series, ends a window every interval and hands it to every exporter; reloads on SIGHUP. */
 #include "agent.h"
 #include "agent_priv.h"
+#include "debuginfod.h"
 #include "analyse/rules.h"
 #include "labels/kube.h"
 #include "labels/relabel.h"
@@ -227,6 +228,8 @@ static int finish_window(struct agent *a, uint64_t end_mono)
 	/* Object files nobody's new addresses needed for a minute are closed: the
 	 * frame cache answers for the addresses already seen. */
 	symbolizer_close_idle(a->sym, 60ull * 1000000000ull);
+	/* Debug files that arrived: the next windows name those frames. */
+	symbolizer_debuginfod_poll(a->sym);
 	symbolizer_release_pages(a->sym);
 	/* Give freed heap (table builds, DWARF, encoded windows) back to the system. */
 	malloc_trim(0);
@@ -490,7 +493,24 @@ int agent_main(int argc, char **argv)
 		return 0;
 	}
 	apply_logging(&a.cfg);
-	unsetenv("DEBUGINFOD_URLS");
+	/* Debug files by build id (symbols.debuginfod_urls, else DEBUGINFOD_URLS),
+	 * fetched on a thread of their own; the environment libdebuginfod reads is
+	 * set before any thread starts. A reload does not change it. */
+	{
+		const char *urls = a.cfg.symbols.debuginfod_urls && *a.cfg.symbols.debuginfod_urls ?
+					   a.cfg.symbols.debuginfod_urls : getenv("DEBUGINFOD_URLS");
+		char *cache = NULL;
+
+		if (urls && *urls && asprintf(&cache, "%s/debuginfod", a.cfg.state_dir) < 0)
+			cache = NULL;
+		r = dbgd_setup_env(cache ? urls : NULL, cache ? cache : "", a.cfg.symbols.debuginfod_timeout_ms * 1000000ull,
+				   a.cfg.symbols.debuginfod_cache_bytes);
+		a.debuginfod_cache = cache;
+		if (r < 0) {
+			log_error_errno(r, "cannot set up debuginfod");
+			goto out;
+		}
+	}
 
 	if (sampler_preflight(a.cfg.unwind == UNWIND_DWARF) < 0)
 		goto out;
@@ -499,6 +519,10 @@ int agent_main(int argc, char **argv)
 	syo.max_module_heap = a.cfg.limits.module_memory_bytes;
 	syo.perfmap_max_bytes = a.cfg.limits.perfmap_memory_bytes;
 	syo.demangle = a.cfg.demangle;
+	syo.debuginfod_cache = a.debuginfod_cache;
+	syo.debuginfod_cache_bytes = a.cfg.symbols.debuginfod_cache_bytes;
+	syo.debuginfod_miss_ttl_ns = a.cfg.symbols.debuginfod_miss_ttl_ms * 1000000ull;
+	syo.debuginfod_timeout_ns = a.cfg.symbols.debuginfod_timeout_ms * 1000000ull;
 	if (a.cfg.limits.debug_inflate_bytes) {
 		r = mkdir_p(a.cfg.state_dir, 0700);
 		if (r < 0)
@@ -595,6 +619,7 @@ out:
 	rules_free(a.rules);
 	free(a.snap.rules_text);
 	symbolizer_free(a.sym);
+	free(a.debuginfod_cache);
 	free(a.static_labels);
 	agent_config_free(&a.cfg);
 	pthread_mutex_destroy(&a.snap.lock);

@@ -13,6 +13,7 @@
 
 struct agent {
 	struct agent_config cfg;
+	char *debuginfod_cache;   /* <state_dir>/debuginfod when debuginfod is on */
 	struct sampler *sampler;
 	struct symbolizer *sym;
 	struct series_table *series;

@@ -27,6 +27,10 @@
 #include "parse.h"
 #include "sample.h"
 #include "summary.h"
+#include "debuginfod.h"
+
+/* Where record caches fetched debug files (it runs as root, like the agent). */
+#define RECORD_DEBUGINFOD_CACHE "/var/cache/prowl/debuginfod"
 #include "symbolizer.h"
 
 enum { FMT_PPROF, FMT_FOLDED, FMT_HTML };
@@ -50,6 +54,7 @@ struct record_opts {
 	bool quiet;
 	bool unwind_fp;   /* --unwind=fp */
 	enum sym_demangle demangle; /* --demangle */
+	uint64_t debuginfod_timeout_ns; /* --debuginfod-timeout */
 	uint32_t unwind_max_rows, unwind_max_maps, unwind_max_procs; /* 0: defaults */
 	char **cmd; /* argv after "--" */
 };
@@ -90,6 +95,10 @@ static const char record_usage[] =
 	"      --unwind-max-mappings N  executable mappings the unwinder tracks,\n"
 	"                            1024-16777216 (default 65536)\n"
 	"      --unwind-max-procs N  processes the unwinder tracks, 64-4194304 (default 16384)\n"
+	"      --debuginfod-timeout TIME  with DEBUGINFOD_URLS set, debug files of stripped\n"
+	"                            binaries are fetched by build id while sampling (cached\n"
+	"                            in /var/cache/prowl/debuginfod); at the end wait at most\n"
+	"                            TIME for those still coming (default 10s; 0: not at all)\n"
 	"  -q, --quiet               no status line and no summary\n"
 	"  -v, --verbose             debug messages, libbpf and verifier output\n"
 	"  -h, --help                this help\n"
@@ -100,6 +109,7 @@ static const char record_usage[] =
 	"  sudo prowl record -p 1234 --format folded -o app.folded\n"
 	"  sudo prowl record -o run.pb.gz -- ./myprog --flag    # profile a command until it exits\n"
 	"  sudo prowl record -o run.html -o run.pb.gz -- ./myprog   # a flame graph and the pprof\n"
+	"  sudo DEBUGINFOD_URLS=https://debuginfod.debian.net prowl record -p 1234 -d 30s\n"
 	"  pprof -top app.pb.gz; pprof -http=: app.pb.gz         # look at the result\n";
 
 static int usage_error(const char *fmt, const char *arg)
@@ -141,6 +151,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		{ "per-thread", no_argument, NULL, 'T' },
 		{ "unwind", required_argument, NULL, 'U' },
 		{ "demangle", required_argument, NULL, 'D' },
+		{ "debuginfod-timeout", required_argument, NULL, 'W' },
 		{ "unwind-max-rows", required_argument, NULL, 'R' },
 		{ "unwind-max-mappings", required_argument, NULL, 'M' },
 		{ "unwind-max-procs", required_argument, NULL, 'P' },
@@ -204,6 +215,13 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			if (sym_demangle_parse(optarg, &o->demangle) < 0)
 				return usage_error("unknown demangling mode '%s': use templates, full or none", optarg);
 			break;
+		case 'W':
+			if (parse_duration_ns(optarg, &o->debuginfod_timeout_ns) < 0 && strcmp(optarg, "0") != 0)
+				return usage_error("invalid --debuginfod-timeout '%s': use e.g. 10s, 500ms, or 0 not to wait",
+						   optarg);
+			if (strcmp(optarg, "0") == 0)
+				o->debuginfod_timeout_ns = 0;
+			break;
 		case 'U':
 			if (strcmp(optarg, "fp") == 0)
 				o->unwind_fp = true;
@@ -245,7 +263,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 				return usage_error("option '%s' needs a value: dwarf or fp", "--unwind");
 			if (optopt == 'D')
 				return usage_error("option '%s' needs a value: templates, full or none", "--demangle");
-			if (optopt == 'R' || optopt == 'M' || optopt == 'P')
+			if (optopt == 'R' || optopt == 'M' || optopt == 'P' || optopt == 'W')
 				return usage_error("option '%s' needs a number", argv[optind - 1]);
 			if (optopt && strchr("pFdof", optopt))
 				return usage_error("option '-%s' needs a value", (char[]){ (char)optopt, 0 });
@@ -490,6 +508,31 @@ static const char *record_title(const struct record_opts *o, char *buf, size_t n
 	return buf;
 }
 
+/* Debug files still on their way get at most --debuginfod-timeout; the frames
+ * of the modules whose files arrived are symbolized again. */
+static void finish_debuginfod(struct capture *c)
+{
+	struct symbolizer_stats st;
+	int r;
+
+	symbolizer_get_stats(c->sym, &st);
+	if (!st.debuginfod)
+		return;
+	if (st.debuginfod_pending && c->o->debuginfod_timeout_ns && !c->o->quiet)
+		log_info("waiting up to %.1f s for %u debug files from debuginfod", c->o->debuginfod_timeout_ns / 1e9,
+			 st.debuginfod_pending);
+	r = symbolizer_debuginfod_wait(c->sym, c->o->debuginfod_timeout_ns);
+	symbolizer_get_stats(c->sym, &st);
+	if (st.debuginfod_pending)
+		log_warn("debuginfod: %u debug files did not arrive within --debuginfod-timeout (%.1f s); their frames "
+			 "stay addresses", st.debuginfod_pending, c->o->debuginfod_timeout_ns / 1e9);
+	if (r > 0) {
+		r = ingest_resymbolize(c->ingest);
+		if (r < 0)
+			log_error_errno(r, "cannot symbolize the frames of the fetched debug files");
+	}
+}
+
 static int write_outputs(struct capture *c)
 {
 	char title[512];
@@ -530,6 +573,7 @@ int record_main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	int r, ret = 1;
 
+	o.debuginfod_timeout_ns = 10ull * 1000000000;
 	r = parse_args(argc, argv, &o);
 	if (r != 0) {
 		free(o.pids);
@@ -537,8 +581,14 @@ int record_main(int argc, char **argv)
 	}
 	if (o.verbose)
 		log_set_level(LOG_LVL_DEBUG);
-	/* No network lookups of debug info in this version. */
-	unsetenv("DEBUGINFOD_URLS");
+	/* Debug files by build id from DEBUGINFOD_URLS, fetched on a thread of
+	 * their own (never by libdwfl, which would block on the network); the
+	 * environment is set before any thread starts. */
+	r = dbgd_setup_env(getenv("DEBUGINFOD_URLS"), RECORD_DEBUGINFOD_CACHE, 0, 0);
+	if (r < 0) {
+		log_error_errno(r, "cannot set up debuginfod");
+		goto out;
+	}
 
 	if (sampler_preflight(!o.unwind_fp) < 0)
 		goto out;
@@ -557,6 +607,7 @@ int record_main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 
 	sopts.demangle = o.demangle;
+	sopts.debuginfod_cache = RECORD_DEBUGINFOD_CACHE;
 	r = symbolizer_new(&sopts, &c.sym);
 	if (r < 0) {
 		log_error_errno(r, "cannot set up the symbolizer");
@@ -626,6 +677,7 @@ int record_main(int argc, char **argv)
 		c.child_done = true;
 	}
 
+	finish_debuginfod(&c);
 	profile_set_time(c.prof, start_wall, elapsed);
 	if (write_outputs(&c) < 0)
 		goto out;

@@ -315,6 +315,7 @@ void agent_config_free(struct agent_config *c)
 	if (!c)
 		return;
 	free(c->hostname);
+	free(c->symbols.debuginfod_urls);
 	for (size_t i = 0; i < c->nlabels; i++) {
 		free(c->labels[i].name);
 		free(c->labels[i].value);

@@ -49,6 +49,12 @@ struct agent_config {
 	struct config_label *labels;
 	size_t nlabels;
 	char *state_dir;
+	struct {
+		char *debuginfod_urls;           /* "": DEBUGINFOD_URLS, else no debuginfod */
+		uint32_t debuginfod_timeout_ms;  /* one fetch at most */
+		uint64_t debuginfod_cache_bytes; /* <state_dir>/debuginfod, LRU */
+		uint32_t debuginfod_miss_ttl_ms; /* a miss is not asked again for this long */
+	} symbols;
 	uint32_t shutdown_timeout_ms; /* SIGTERM: one deadline for every exporter's flush */
 
 	struct {

@@ -277,6 +277,22 @@ void agent_metrics_render(void *ctx, FILE *f)
 		     "JIT symbols not kept because limits.perfmap_memory was reached.", NULL, s.sym.perfmap_dropped);
 	metrics_emit(f, "prowl_perfmap_bad_lines_total", "counter", "Perf map lines that are not START SIZE NAME.",
 		     NULL, s.sym.perfmap_bad_lines);
+	if (s.sym.debuginfod) {
+		metrics_emit(f, "prowl_debuginfod_fetches_total", "counter",
+			     "debuginfod fetches by outcome: a debug file, not found (404), or an error or garbage.",
+			     "result=\"fetched\"", s.sym.debuginfod_fetched);
+		metrics_emit(f, "prowl_debuginfod_fetches_total", "counter", NULL, "result=\"missed\"",
+			     s.sym.debuginfod_missed);
+		metrics_emit(f, "prowl_debuginfod_fetches_total", "counter", NULL, "result=\"failed\"",
+			     s.sym.debuginfod_failed);
+		metrics_emit(f, "prowl_debuginfod_pending", "gauge", "Debug files queued or being fetched.", NULL,
+			     s.sym.debuginfod_pending);
+		metrics_emit(f, "prowl_debuginfod_cache_bytes", "gauge",
+			     "Debug files in the debuginfod cache (symbols.debuginfod_cache_size).", NULL,
+			     s.sym.debuginfod_cache_bytes);
+		metrics_emit(f, "prowl_debuginfod_evicted_total", "counter", "Debug files removed for the cache's size cap.",
+			     NULL, s.sym.debuginfod_evicted);
+	}
 	metrics_emit(f, "prowl_objects_broken_total", "counter",
 		     "Object files that changed (truncated, rewritten) while prowl read them; their frames are shown "
 		     "as addresses.", NULL, s.sym.objects_broken);

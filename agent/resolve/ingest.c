@@ -351,6 +351,43 @@ static int labels_for(struct ingest *g, const struct prowl_sample *s, uint32_t *
 	return 0;
 }
 
+int ingest_resymbolize(struct ingest *g)
+{
+	struct sym_frame sf[SYM_MAX_INLINE];
+	struct prof_frame pf[SYM_MAX_INLINE];
+	uint32_t nloc = profile_location_count(g->prof);
+	int changed = 0;
+
+	for (size_t id = 1; id < g->mapping_of_cap; id++) {
+		const struct sym_module *m = symbolizer_module(g->sym, (uint32_t)id);
+		uint32_t mapping = g->mapping_of[id];
+
+		if (!mapping || !m || !m->debug_gen)
+			continue;
+		for (uint32_t loc = 1; loc <= nloc; loc++) {
+			bool symbolized = false;
+			uint64_t addr;
+			size_t n = 0;
+			int r;
+
+			if (!profile_location_in(g->prof, loc, mapping, &addr))
+				continue;
+			r = symbolizer_frames(g->sym, m, addr, sf, SYM_MAX_INLINE, &n, &symbolized);
+			if (r < 0)
+				return r;
+			for (size_t i = 0; i < n; i++)
+				pf[i] = (struct prof_frame){ .function = sf[i].function, .system_name = sf[i].system_name,
+							     .file = sf[i].file, .line = sf[i].line,
+							     .start_line = sf[i].start_line };
+			r = n ? profile_set_location_frames(g->prof, loc, pf, n, symbolized) : 0;
+			if (r < 0)
+				return r;
+			changed++;
+		}
+	}
+	return changed;
+}
+
 int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 {
 	unsigned int kn = s->kstack_len < PROWL_MAX_STACK ? s->kstack_len : PROWL_MAX_STACK;

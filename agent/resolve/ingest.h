@@ -21,6 +21,10 @@ struct ingest_opts {
 int ingest_new(struct symbolizer *sym, struct profile *prof, const struct ingest_opts *opts, struct ingest **ret);
 void ingest_free(struct ingest *g); /* accepts NULL */
 int ingest_sample(struct ingest *g, const struct prowl_sample *s);
+/* Symbolizes again the locations of modules whose debug files arrived
+ * (debuginfod) since they were added: record does it once at its end.
+ * Returns the locations redone or a negative errno. */
+int ingest_resymbolize(struct ingest *g);
 /* Call after profile_reset(): forgets ids that pointed into the old profile. */
 void ingest_profile_reset(struct ingest *g);
 

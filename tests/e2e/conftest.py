@@ -119,9 +119,10 @@ def workload(name):
     return path
 
 
-def run_prowl(args, timeout=120, **kw):
-    """Runs prowl to completion; returns CompletedProcess with text output."""
-    env = dict(os.environ)
+def run_prowl(args, timeout=120, env=None, **kw):
+    """Runs prowl to completion (env: variables to add); returns CompletedProcess with
+    text output."""
+    env = dict(os.environ, **(env or {}))
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
     res = subprocess.run([PROWL] + args, capture_output=True, text=True, timeout=timeout, env=env, **kw)
     rep = san_report(res.stderr)
