@@ -5,6 +5,7 @@ library with its symbols. Real processes, real BPF, read back with Google's ppro
 import os
 import re
 import shutil
+import struct
 import subprocess
 import time
 
@@ -166,3 +167,61 @@ def test_stripped_library_one_row_per_function(tmp_path):
     # One row per function, yet the profile keeps where in it each sample was.
     addrs = {loc["addr"] for loc in raw.locations.values() for f, _, _ in loc["lines"] if f in by_offset}
     assert len(addrs) > 3, f"locations lost their addresses: {len(addrs)}"
+
+
+def eh_frame_fdes(data):
+    """[(offset of the FDE's pc_begin field in the file, its ELF address, pc_begin)] of a
+    64-bit ELF whose CIEs use pcrel|sdata4 pointers (what gcc emits)."""
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    strtab = secs[shstrndx][4]
+    name = lambda s: data[strtab + s[0]:data.index(b"\0", strtab + s[0])].decode()
+    eh = next(s for s in secs if name(s) == ".eh_frame")
+    off, addr, end = eh[4], eh[3], eh[4] + eh[5]
+    out = []
+    while off + 8 <= end:
+        length, = struct.unpack_from("<I", data, off)
+        if length == 0:
+            break
+        cie_ptr, = struct.unpack_from("<I", data, off + 4)
+        if cie_ptr:  # an FDE
+            field = off + 8
+            pc, = struct.unpack_from("<i", data, field)
+            out.append((field, addr + (field - eh[4]), addr + (field - eh[4]) + pc))
+        off += 4 + length
+    return out
+
+
+def test_lying_eh_frame_is_not_trusted_for_rows(tmp_path):
+    """An .eh_frame whose FDEs overlap (a lying table, or a hostile file) groups
+    nothing: frames stay exact addresses rather than a wrong function's start, and one
+    warning names the file."""
+    src = tmp_path / "grp.c"
+    src.write_text(GROUP_LIB)
+    lib = tmp_path / "libgrp.so"
+    subprocess.run(["cc", "-O1", "-fPIC", "-shared", "-o", str(lib), str(src)], check=True)
+    subprocess.run(["strip", "--strip-all", str(lib)], check=True)
+    data = bytearray(lib.read_bytes())
+    fdes = eh_frame_fdes(data)
+    assert len(fdes) >= 4, fdes
+    # The last FDE now claims to start where the one before it starts.
+    (f1, a1, pc1), (f2, a2, _) = fdes[-2], fdes[-1]
+    struct.pack_into("<i", data, f2, pc1 - a2)
+    lib.write_bytes(bytes(data))
+    (tmp_path / "main.c").write_text(GROUP_MAIN)
+    subprocess.run(["cc", "-O1", "-o", str(tmp_path / "grpmain"), str(tmp_path / "main.c"), "-L", str(tmp_path),
+                    "-lgrp"], check=True)
+    p = start([str(tmp_path / "grpmain"), "8"], env=dict(os.environ, LD_LIBRARY_PATH=str(tmp_path)))
+    try:
+        time.sleep(0.3)
+        out = tmp_path / "lie.pb.gz"
+        res = run_prowl(["record", "-p", str(p.pid), "-d", "3", "-o", str(out)])
+        assert res.returncode == 0, res.stderr
+    finally:
+        stop(p)
+    rows = lib_shares(pprof_raw(str(out)), lambda f: f.startswith("libgrp.so+0x"))
+    print(rows)
+    assert len(rows) > 3, f"grouped after all: {rows}"
+    warnings = [l for l in res.stderr.splitlines() if "overlapping" in l]
+    assert len(warnings) == 1 and "libgrp.so" in warnings[0], res.stderr
