@@ -195,8 +195,9 @@ soak: all workloads
 # per-sample cost and table builds, the agent over 10-minute runs, recording rules,
 # report and diff over 1,000 agent files next to pprof, the flame graph in Chromium,
 # then relabeling and Kubernetes metadata.
-bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench
+bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench $(O)/bench/symbolize_bench
 	tests/bench/run.sh
+	tests/bench/symbolize.sh
 	tests/bench/unwind.sh
 	tests/bench/agent.sh
 	tests/bench/rules.sh
