@@ -144,6 +144,13 @@ $(O)/workloads/gosplit_stripped: tests/workloads/gosplit.go
 	@mkdir -p $(@D) $(O)/gocache
 	GO111MODULE=off GOCACHE=$(abspath $(O))/gocache $(GO) build -ldflags="-s -w" -o $@ $<
 
+# CPython through the shared libpython (the PLT case of issue 8); skipped (the test says
+# so) where libpython3.11-dev is not installed.
+PY_WORKLOADS := $(if $(wildcard /usr/include/python3.11/Python.h),$(O)/workloads/pyembed)
+$(O)/workloads/pyembed: tests/workloads/python/pyembed.c
+	@mkdir -p $(@D)
+	$(CC) -O2 -g -I/usr/include/python3.11 -o $@ $< -lpython3.11
+
 # A workload that includes another is rebuilt with it.
 $(O)/workloads/split532_fp: tests/workloads/split532.c
 
@@ -153,7 +160,7 @@ $(O)/workloads/libtrunc.so: tests/workloads/trunc_lib/first.c tests/workloads/tr
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -shared -fPIC -o $@ $^
 
-workloads: $(WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS)
+workloads: $(WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS)
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
 # independent reader the tests check prowl's pprof output with.

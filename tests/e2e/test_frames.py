@@ -12,7 +12,7 @@ import time
 import pytest
 
 from agentlib import agent_beside
-from conftest import pprof_raw, run_prowl, start, stop, workload
+from conftest import WORKLOADS, pprof_raw, run_prowl, start, stop, workload
 
 
 def record(tmp_path, cmd, name, secs=4, env=None):
@@ -225,3 +225,32 @@ def test_lying_eh_frame_is_not_trusted_for_rows(tmp_path):
     assert len(rows) > 3, f"grouped after all: {rows}"
     warnings = [l for l in res.stderr.splitlines() if "overlapping" in l]
     assert len(warnings) == 1 and "libgrp.so" in warnings[0], res.stderr
+
+
+LIBPYTHON = "/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0"
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(WORKLOADS, "pyembed")),
+                    reason="pyembed not built (no libpython3.11-dev here)")
+def test_shared_libpython(tmp_path):
+    """CPython through the shared libpython: no `_init` self share; every PLT frame is
+    `X@plt` at an address objdump gives that stub; and the stripped library's code is
+    one row per function (rows at FDE starts, far fewer than the addresses sampled)."""
+    raw = record(tmp_path, [workload("pyembed"), "10"], "pyembed", secs=5)
+    shares = raw.self_shares()
+    assert shares.get("_init", 0) == 0, sorted(shares.items(), key=lambda kv: -kv[1])[:8]
+    stubs = objdump_stubs(LIBPYTHON)
+    lib_rows, lib_addrs = set(), set()
+    for loc in raw.locations.values():
+        m = raw.mappings[loc["mapping"]]
+        if not m["file"].endswith("libpython3.11.so.1.0"):
+            continue
+        vaddr = loc["addr"] - m["start"] + m["offset"]
+        func = loc["lines"][-1][0] if loc["lines"] else ""
+        if func.endswith("@plt"):
+            assert func in stubs and stubs[func] <= vaddr < stubs[func] + 16, (func, hex(vaddr))
+        if func.startswith("libpython3.11.so.1.0+0x"):
+            lib_rows.add(func)
+            lib_addrs.add(vaddr)
+    print(f"{len(lib_addrs)} addresses in {len(lib_rows)} rows")
+    assert lib_rows and len(lib_rows) * 2 <= len(lib_addrs), (len(lib_rows), len(lib_addrs))
