@@ -41,6 +41,7 @@ struct dbgd {
 	pthread_cond_t work, idle;
 	pthread_t thread;
 	bool started;
+	bool ended;               /* the thread is past its last use of d but release() */
 	unsigned refs;            /* the owner and the running thread */
 	atomic_bool stop;
 	char *dir;
@@ -292,10 +293,16 @@ static void *worker(void *arg)
 {
 	struct dbgd *d = arg;
 	debuginfod_client *c = debuginfod_begin();
+	/* libdebuginfod 0.188 dprintf()s to its verbose descriptor even when there
+	 * is none (-1), and glibc then leaks a FILE buffer per call: 8 KiB per
+	 * fetch. A descriptor of /dev/null makes those writes harmless. */
+	int null_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
 
 	if (c) {
 		debuginfod_set_user_data(c, d);
 		debuginfod_set_progressfn(c, progress);
+		if (null_fd >= 0)
+			debuginfod_set_verbose_fd(c, null_fd);
 	}
 	pthread_mutex_lock(&d->lock);
 	while (!atomic_load(&d->stop)) {
@@ -320,10 +327,15 @@ static void *worker(void *arg)
 		}
 	}
 	d->busy[0] = 0;
-	pthread_cond_broadcast(&d->idle);
 	pthread_mutex_unlock(&d->lock);
 	if (c)
 		debuginfod_end(c);
+	if (null_fd >= 0)
+		close(null_fd);
+	pthread_mutex_lock(&d->lock);
+	d->ended = true;
+	pthread_cond_broadcast(&d->idle);
+	pthread_mutex_unlock(&d->lock);
 	release(d);
 	return NULL;
 }
@@ -366,15 +378,23 @@ int dbgd_new(const struct dbgd_opts *opts, struct dbgd **ret)
 	d->miss_ttl = opts->miss_ttl_ns ? opts->miss_ttl_ns : DEF_MISS_TTL;
 	d->timeout = opts->fetch_timeout_ns ? opts->fetch_timeout_ns : DEF_TIMEOUT;
 	/* libdebuginfod's own record of misses lasts as long as prowl's. */
+	/* libdebuginfod's settings files in its cache: its record of misses lasts as
+	 * long as prowl's; its own cleaning is left to prowl's LRU (once a week at
+	 * most, and after 30 days unused). */
 	{
-		char path[4096];
-		FILE *f;
+		static const char *const names[] = { "cache_miss_s", "cache_clean_interval_s", "max_unused_age_s" };
+		const uint64_t values[] = { d->miss_ttl / 1000000000, 7 * 86400, 30 * 86400 };
 
-		snprintf(path, sizeof(path), "%s/cache_miss_s", d->dir);
-		f = fopen(path, "we");
-		if (f) {
-			fprintf(f, "%" PRIu64 "\n", d->miss_ttl / 1000000000);
-			fclose(f);
+		for (size_t i = 0; i < 3; i++) {
+			char path[4096];
+			FILE *f;
+
+			snprintf(path, sizeof(path), "%s/%s", d->dir, names[i]);
+			f = fopen(path, "we");
+			if (f) {
+				fprintf(f, "%" PRIu64 "\n", values[i]);
+				fclose(f);
+			}
 		}
 	}
 	*ret = d;
@@ -406,10 +426,26 @@ void dbgd_free(struct dbgd *d)
 	atomic_store(&d->stop, true);
 	pthread_cond_broadcast(&d->work);
 	pthread_mutex_unlock(&d->lock);
-	/* A thread in the middle of a transfer notices within a second; it is
-	 * not waited for, so that a silent server cannot hold up a stop. */
-	if (d->started)
-		pthread_detach(d->thread);
+	/* The thread ends at once when idle, and within a second in the middle
+	 * of a transfer (the progress callback): it is waited for that long, so
+	 * that it ends its libdebuginfod client before the process exits; past
+	 * that it is left behind, so that a silent server cannot hold up a stop. */
+	if (d->started) {
+		struct timespec ts;
+		bool done;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 2;
+		pthread_mutex_lock(&d->lock);
+		while (!(done = d->ended) && pthread_cond_timedwait(&d->idle, &d->lock, &ts) == 0)
+			;
+		done = d->ended;
+		pthread_mutex_unlock(&d->lock);
+		if (done)
+			pthread_join(d->thread, NULL);
+		else
+			pthread_detach(d->thread);
+	}
 	release(d);
 }
 
