@@ -266,7 +266,9 @@ static int32_t pcvalue(const struct gopcln *g, const struct func *f, uint32_t of
 
 		if (!uvarint(&p, end, &uv) || (uv == 0 && i > 0) || !uvarint(&p, end, &pcd))
 			return -1;
-		val += (int32_t)(-(uv & 1) ^ (uv >> 1));
+		/* Zig-zag deltas added with wrap-around, as the Go runtime does: a
+		 * hostile table's sum is no overflow, only a wrong value, refused below. */
+		val = (int32_t)((uint32_t)val + (-(uv & 1) ^ (uv >> 1)));
 		at += (uint64_t)pcd * g->quantum;
 		if (pc < at)
 			return val;

@@ -51,6 +51,17 @@ seed() { # $1 = harness
 		printf '%s\n' '55d0c0a00000-55d0c0a21000 r-xp 00002000 fd:01 1234 /tmp/a b/evil (deleted)' \
 			'7f0000000000-7f0000001000 r-xp 00000000 00:00 0 [vdso]' \
 			'7f0000001000-7f0000002000 rwxp 00000000 00:05 99 /memfd:jit (deleted)' | put procmaps shapes ;;
+	gopclntab)
+		# The table of a small Go program, built here with the machine's go.
+		if command -v go >/dev/null; then
+			local tmp
+			tmp=$(mktemp -d)
+			printf 'package main\n\nimport "fmt"\n\nfunc main() { fmt.Println("prowl") }\n' > "$tmp/m.go"
+			(cd "$tmp" && GO111MODULE=off GOCACHE="$tmp/cache" go build -ldflags="-s -w" -o m m.go) &&
+				objcopy -O binary --only-section=.gopclntab "$tmp/m" "$tmp/tab" && put gopclntab go < "$tmp/tab"
+			rm -rf "$tmp"
+		fi
+		printf '\xf0\xff\xff\xff\x00\x00\x01\x08' | put gopclntab header ;;
 	perfmap)
 		printf '%s\n' '7f0000001000 40 LazyCompile:*hotAlpha /app/a.js:1:18' '0x7f0000001040 0x20 double Hot.beta(long)' \
 			'7f0000002000 10 Builtin:ArgumentsAdaptorTrampoline' | put perfmap shapes
@@ -118,7 +129,10 @@ run_one() { # $1 = harness
 	if [ -d "$regress" ] && [ -n "$(ls -A "$regress")" ]; then
 		"$W/fuzz_$h" -close_fd_mask=3 "$regress"/* > "$W/logs/$h.regress" 2>&1 || rc=1
 	fi
-	"$W/fuzz_$h" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -max_len=262144 -close_fd_mask=3 \
+	# A Go table is bigger than most inputs (a small program's: 350 KiB).
+	local max_len=262144
+	[ "$h" = gopclntab ] && max_len=1048576
+	"$W/fuzz_$h" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2048 -max_len=$max_len -close_fd_mask=3 \
 		-print_final_stats=1 -artifact_prefix="$W/crashes/$h/" "$W/corpus/$h" > "$W/logs/$h" 2>&1 || rc=1
 	echo "$rc" > "$W/logs/$h.rc"
 }
