@@ -290,6 +290,9 @@ exporters:
     assert check.returncode == 0, check.stderr
     assert "***" in check.stdout
     agent = Agent(tmp_path, ["--config", str(cfg), "--interval", "1s", "-v"], env=env)
+    # Something to profile: on a quiet host a window may have no sample, and an empty
+    # window is not sent.
+    busy = start([workload("spin"), "-t", "1", "-s", "20"])
     try:
         agent.start()
         pyro.wait_for(1, path="/ingest", timeout=15)
@@ -299,6 +302,7 @@ exporters:
         assert agent.stop() == 0, agent.log()
     finally:
         agent.kill()
+        stop(busy)
         pyro.stop()
         otlp.stop()
     assert any(r.header("authorization") for r in pyro.requests), "the secrets were not used"
