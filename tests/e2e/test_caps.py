@@ -47,6 +47,9 @@ def share_of(raw, fn):
 def test_record_with_exactly_five_capabilities(tmp_path, unprivileged, udir):
     exe, _ = private_cpusplit(tmp_path)
     wl = start([exe, "20"])
+    # A process that lives in system calls, so that kernel stacks are sampled even on a
+    # quiet host (cpusplit runs in user mode only).
+    sc = start(["dd", "if=/dev/zero", "of=/dev/null", "bs=1"])
     out = udir / "host.pb.gz"
     try:
         res = subprocess.run(as_user(unprivileged, CAPS, [PROWL, "record", "-a", "-F", "99", "-d", "3s",
@@ -54,6 +57,7 @@ def test_record_with_exactly_five_capabilities(tmp_path, unprivileged, udir):
                              capture_output=True, text=True, timeout=60)
     finally:
         stop(wl)
+        stop(sc)
     assert res.returncode == 0, res.stderr
     assert os.stat(out).st_uid == unprivileged.uid
     raw = pprof_raw(str(out))
