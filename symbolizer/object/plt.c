@@ -53,17 +53,54 @@ static const struct slot *find_slot(const struct reader *r, uint64_t got)
 	return lo < r->nslots && r->slots[lo].got == got ? &r->slots[lo] : NULL;
 }
 
-/* Adds the GOT slots of one SHT_RELA section (jump slots, GLOB_DAT, IRELATIVE). */
-static int read_relocs(struct reader *r, Elf_Scn *scn, const GElf_Shdr *sh, bool jump)
+/* DT_RELACOUNT: how many R_X86_64_RELATIVE entries open .rela.dyn (0 when unknown). */
+static size_t relative_count(Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+		GElf_Dyn dyn;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize ||
+		    !(d = elf_getdata(scn, NULL)))
+			continue;
+		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize && gelf_getdyn(d, (int)i, &dyn); i++) {
+			if (dyn.d_tag == DT_NULL)
+				break;
+			if (dyn.d_tag == DT_RELACOUNT)
+				return (size_t)dyn.d_un.d_val;
+		}
+	}
+	return 0;
+}
+
+/* Adds the GOT slots of one SHT_RELA section (jump slots, GLOB_DAT, IRELATIVE), from
+ * its entry skip on. Past skip only the rest of the section is read: in a big C++
+ * binary, .rela.dyn holds a million relative relocations (26 MB in chromium) before
+ * the few that name symbols. */
+static int read_relocs(struct reader *r, Elf_Scn *scn, const GElf_Shdr *sh, bool jump, size_t skip)
 {
 	Elf_Scn *symscn = elf_getscn(r->elf, sh->sh_link);
 	GElf_Shdr symsh;
-	Elf_Data *d = elf_getdata(scn, NULL), *syms;
+	Elf_Data *d, *syms;
 	size_t n;
 
-	if (!d || !sh->sh_entsize || !symscn || !gelf_getshdr(symscn, &symsh) || !(syms = elf_getdata(symscn, NULL)))
+	if (!sh->sh_entsize || !symscn || !gelf_getshdr(symscn, &symsh) || !(syms = elf_getdata(symscn, NULL)))
 		return 0;
 	n = sh->sh_size / sh->sh_entsize;
+	if (skip >= n)
+		return 0;
+	if (skip && sh->sh_entsize == sizeof(Elf64_Rela)) {
+		n -= skip;
+		d = elf_getdata_rawchunk(r->elf, (int64_t)(sh->sh_offset + skip * sh->sh_entsize),
+					 n * sh->sh_entsize, ELF_T_RELA);
+	} else {
+		d = elf_getdata(scn, NULL);
+	}
+	if (!d)
+		return 0;
 	if (n > MAX_RELOCS - r->nslots)
 		n = MAX_RELOCS - r->nslots;
 	if (n == 0)
@@ -204,12 +241,24 @@ int obj_plt_read(Elf *elf, struct obj_plt *ret)
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
 	GElf_Ehdr eh;
+	bool plt_got = false;
 	int err = 0;
 
 	memset(ret, 0, sizeof(*ret));
 	if (!gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64 || elf_getshdrstrndx(elf, &shstrndx) < 0)
 		return 0;
+	/* .rela.dyn names only the slots of .plt.got stubs (GLOB_DAT): read it only
+	 * when there are such stubs. */
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS && (sh.sh_flags & SHF_EXECINSTR) &&
+		    (name = elf_strptr(elf, shstrndx, sh.sh_name)) && strcmp(name, ".plt.got") == 0)
+			plt_got = true;
+	}
 	/* Relocations first: the stubs are named through them. */
+	scn = NULL;
 	while ((scn = elf_nextscn(elf, scn)) && err == 0) {
 		GElf_Shdr sh;
 		const char *name;
@@ -217,9 +266,9 @@ int obj_plt_read(Elf *elf, struct obj_plt *ret)
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
 			continue;
 		if (strcmp(name, ".rela.plt") == 0 && !r.jump_slots)
-			err = read_relocs(&r, scn, &sh, true);
-		else if (strcmp(name, ".rela.dyn") == 0)
-			err = read_relocs(&r, scn, &sh, false);
+			err = read_relocs(&r, scn, &sh, true, 0);
+		else if (strcmp(name, ".rela.dyn") == 0 && plt_got)
+			err = read_relocs(&r, scn, &sh, false, relative_count(elf));
 	}
 	if (err == 0 && r.nslots) {
 		qsort(r.slots, r.nslots, sizeof(*r.slots), cmp_slot);
