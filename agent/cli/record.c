@@ -30,6 +30,7 @@
 #include "debuginfod.h"
 
 /* Where record caches fetched debug files (it runs as root, like the agent). */
+#define RECORD_INFLATE_MAX (512ull << 20) /* as the agent's limits.debug_inflate_size */
 #define RECORD_DEBUGINFOD_CACHE "/var/cache/prowl/debuginfod"
 #include "symbolizer.h"
 
@@ -102,6 +103,9 @@ static const char record_usage[] =
 	"  -q, --quiet               no status line and no summary\n"
 	"  -v, --verbose             debug messages, libbpf and verifier output\n"
 	"  -h, --help                this help\n"
+	"\n"
+	"Environment: DEBUGINFOD_URLS (above); TMPDIR (default /var/tmp): where compressed\n"
+	"debug sections are inflated, into unnamed files that vanish with prowl.\n"
 	"\n"
 	"Examples:\n"
 	"  sudo prowl record -p 1234 -d 10s -o app.pb.gz        # one process, all its threads\n"
@@ -608,6 +612,17 @@ int record_main(int argc, char **argv)
 
 	sopts.demangle = o.demangle;
 	sopts.debuginfod_cache = RECORD_DEBUGINFOD_CACHE;
+	/* Compressed debug sections (libc6-dbg's, say) are inflated into unnamed
+	 * files (O_TMPFILE: nothing is left behind, not even after SIGKILL), so
+	 * their bytes are page cache that can be dropped, not heap: libc's alone
+	 * is about 10 MiB. Where such a file can't be made, libdw inflates them in
+	 * memory as before. */
+	{
+		const char *tmp = getenv("TMPDIR");
+
+		sopts.inflate_dir = tmp && tmp[0] == '/' ? tmp : "/var/tmp";
+		sopts.inflate_max_bytes = RECORD_INFLATE_MAX;
+	}
 	r = symbolizer_new(&sopts, &c.sym);
 	if (r < 0) {
 		log_error_errno(r, "cannot set up the symbolizer");
@@ -694,6 +709,10 @@ int record_main(int argc, char **argv)
 
 		sampler_get_counters(c.sampler, &cnt);
 		symbolizer_get_stats(c.sym, &sst);
+		log_debug("symbolizer: %u modules (%u open, %.1f MiB of libdw heap), %" PRIu64 " reopened; %" PRIu64
+			  " compressed debug files inflated into %s (%" PRIu64 " fell back to memory)",
+			  sst.modules, sst.open_modules, sst.open_module_bytes / 1048576.0, sst.module_reopens,
+			  sst.inflated_files, sopts.inflate_dir, sst.inflate_fallbacks);
 		info.lost = cnt.v[PROWL_CNT_LOST];
 		info.kernel_addrs_hidden = sst.kernel_addrs_hidden;
 		info.max_samples = o.freq * (elapsed / 1e9) * (o.all ? sampler_ncpus_active(c.sampler) : 1);
