@@ -58,6 +58,19 @@ struct symbolizer {
 	struct symbolizer_stats st;
 };
 
+/* ---- symbolizer.c ---- */
+
+/* str interned in t; *ret points into t. */
+int sym_intern_cstr(struct intern *t, const char *str, const char **ret);
+/* f's C++ or Rust linkage name made readable (s->demangle), the linkage name kept as
+ * its system name; strings in s->scratch. */
+int sym_demangle_frame(struct symbolizer *s, struct sym_frame *f);
+
+/* ---- processes.c ---- */
+
+/* Frees every process entry. */
+void sym_procs_free(struct symbolizer *s);
+
 /* ---- modules.c ---- */
 
 /* Gives m its id; s owns it from now on (frees it at once on failure). */
