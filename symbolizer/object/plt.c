@@ -53,25 +53,21 @@ static const struct slot *find_slot(const struct reader *r, uint64_t got)
 	return lo < r->nslots && r->slots[lo].got == got ? &r->slots[lo] : NULL;
 }
 
-/* DT_RELACOUNT: how many R_X86_64_RELATIVE entries open .rela.dyn (0 when unknown). */
-static size_t relative_count(Elf *elf)
+/* DT_RELACOUNT of the dynamic section dyn: how many R_X86_64_RELATIVE entries open
+ * .rela.dyn (0 when unknown). */
+static size_t relative_count(Elf_Scn *dyn)
 {
-	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	Elf_Data *d;
+	GElf_Dyn e;
 
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		Elf_Data *d;
-		GElf_Dyn dyn;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNAMIC || !sh.sh_entsize ||
-		    !(d = elf_getdata(scn, NULL)))
-			continue;
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize && gelf_getdyn(d, (int)i, &dyn); i++) {
-			if (dyn.d_tag == DT_NULL)
-				break;
-			if (dyn.d_tag == DT_RELACOUNT)
-				return (size_t)dyn.d_un.d_val;
-		}
+	if (!dyn || !gelf_getshdr(dyn, &sh) || !sh.sh_entsize || !(d = elf_getdata(dyn, NULL)))
+		return 0;
+	for (size_t i = 0; i < sh.sh_size / sh.sh_entsize && gelf_getdyn(d, (int)i, &e); i++) {
+		if (e.d_tag == DT_NULL)
+			break;
+		if (e.d_tag == DT_RELACOUNT)
+			return (size_t)e.d_un.d_val;
 	}
 	return 0;
 }
@@ -241,35 +237,42 @@ int obj_plt_read(Elf *elf, struct obj_plt *ret)
 	Elf_Scn *scn = NULL;
 	size_t shstrndx;
 	GElf_Ehdr eh;
+	Elf_Scn *rela_plt = NULL, *rela_dyn = NULL, *dynamic = NULL;
+	GElf_Shdr plt_sh, dyn_sh;
 	bool plt_got = false;
 	int err = 0;
 
 	memset(ret, 0, sizeof(*ret));
 	if (!gelf_getehdr(elf, &eh) || eh.e_machine != EM_X86_64 || elf_getshdrstrndx(elf, &shstrndx) < 0)
 		return 0;
-	/* .rela.dyn names only the slots of .plt.got stubs (GLOB_DAT): read it only
-	 * when there are such stubs. */
+	/* The relocation sections, and whether there are .plt.got stubs: .rela.dyn
+	 * names only their slots (GLOB_DAT), so it is read only when they exist. */
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 		const char *name;
 
-		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_PROGBITS && (sh.sh_flags & SHF_EXECINSTR) &&
-		    (name = elf_strptr(elf, shstrndx, sh.sh_name)) && strcmp(name, ".plt.got") == 0)
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_DYNAMIC && !dynamic)
+			dynamic = scn;
+		if ((sh.sh_type != SHT_RELA && sh.sh_type != SHT_PROGBITS) ||
+		    !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
+			continue;
+		if (sh.sh_type == SHT_RELA && strcmp(name, ".rela.plt") == 0 && !rela_plt) {
+			rela_plt = scn;
+			plt_sh = sh;
+		} else if (sh.sh_type == SHT_RELA && strcmp(name, ".rela.dyn") == 0 && !rela_dyn) {
+			rela_dyn = scn;
+			dyn_sh = sh;
+		} else if (sh.sh_type == SHT_PROGBITS && (sh.sh_flags & SHF_EXECINSTR) && strcmp(name, ".plt.got") == 0) {
 			plt_got = true;
+		}
 	}
 	/* Relocations first: the stubs are named through them. */
-	scn = NULL;
-	while ((scn = elf_nextscn(elf, scn)) && err == 0) {
-		GElf_Shdr sh;
-		const char *name;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_RELA || !(name = elf_strptr(elf, shstrndx, sh.sh_name)))
-			continue;
-		if (strcmp(name, ".rela.plt") == 0 && !r.jump_slots)
-			err = read_relocs(&r, scn, &sh, true, 0);
-		else if (strcmp(name, ".rela.dyn") == 0 && plt_got)
-			err = read_relocs(&r, scn, &sh, false, relative_count(elf));
-	}
+	if (rela_plt)
+		err = read_relocs(&r, rela_plt, &plt_sh, true, 0);
+	if (err == 0 && rela_dyn && plt_got)
+		err = read_relocs(&r, rela_dyn, &dyn_sh, false, relative_count(dynamic));
 	if (err == 0 && r.nslots) {
 		qsort(r.slots, r.nslots, sizeof(*r.slots), cmp_slot);
 		scn = NULL;
