@@ -29,8 +29,9 @@
 #include "summary.h"
 #include "debuginfod.h"
 
+/* Disk for inflated debug sections at once: the agent's limits.debug_inflate_size default. */
+#define RECORD_INFLATE_MAX (512ull << 20)
 /* Where record caches fetched debug files (it runs as root, like the agent). */
-#define RECORD_INFLATE_MAX (512ull << 20) /* as the agent's limits.debug_inflate_size */
 #define RECORD_DEBUGINFOD_CACHE "/var/cache/prowl/debuginfod"
 #include "symbolizer.h"
 

@@ -3,6 +3,7 @@
 # every CPU), for a before/after comparison of CPU time and RSS as ratios from one run.
 # Usage: sudo tests/bench/agent_ab.sh OLD_PROWL NEW_PROWL [SECONDS=300] [FREQ=100]
 set -u
+. "$(dirname "$0")/lib.sh"
 if [ $# -lt 2 ] || [ ! -x "$1" ] || [ ! -x "$2" ]; then
 	echo "agent-ab: error: usage: $0 OLD_PROWL NEW_PROWL [SECONDS] [FREQ] (two executable prowl binaries)" >&2
 	exit 2
@@ -23,7 +24,6 @@ PO=$!
 PN=$!
 sleep 20
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-kib() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 o0=$(cpu $PO); n0=$(cpu $PN); ro=0; rn=0; k=0
 end=$((SECONDS + S))
 while [ $SECONDS -lt $end ]; do

@@ -1,5 +1,5 @@
-# lib.sh: helpers the benchmark scripts share (sourced by run.sh and agent.sh):
-# interruptible sleep and bookkeeping of the background processes they start.
+# lib.sh: helpers the benchmark scripts share (sourced by each of them): interruptible
+# sleep, bookkeeping of the background processes they start, and /proc readings.
 
 BG_PIDS=()     # processes the script started, stopped by its cleanup
 NAP_PID=
@@ -16,4 +16,8 @@ bg_forget() { # removes $1 from BG_PIDS
 
 other_profilers() { # other perf/prowl processes than ours
 	pgrep -x 'perf|prowl' 2>/dev/null | grep -vxF -f <(printf '%s\n' "${BG_PIDS[@]}" 0) | wc -l
+}
+
+kib() { # field $2 (VmRSS, VmHWM, ...) of /proc/$1/status, in KiB; nothing once it exited
+	awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status" 2>/dev/null
 }

@@ -4,6 +4,7 @@
 # Usage: sudo tests/bench/startup_peak.sh [-r ROUNDS] [-s AGENT_SECONDS] PROWL...
 # The host's load is the caller's: start the programs to profile first (BENCHMARKS.md).
 set -u
+. "$(dirname "$0")/lib.sh"
 R=2; S=40
 while getopts r:s: o; do case $o in r) R=$OPTARG ;; s) S=$OPTARG ;; *) exit 2 ;; esac; done
 shift $((OPTIND - 1))
@@ -15,7 +16,6 @@ for b in "$@"; do [ -x "$b" ] || { echo "startup_peak: error: $b is not an execu
 D=$(mktemp -d /tmp/prowl-startup-peak.XXXXXX)
 P=
 trap '[ -n "$P" ] && kill $P 2>/dev/null; wait 2>/dev/null; rm -rf "$D"' EXIT
-kib() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status" 2>/dev/null; }
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 echo "| round | prowl | agent peak MiB (VmHWM, ${S} s) | agent steady MiB (median RSS, seconds $((S / 2))-${S}) | record -a -d 10s peak MiB |"
 echo "|---|---|---|---|---|"

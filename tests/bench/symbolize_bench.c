@@ -2,7 +2,7 @@
  * RSS) in a demangling mode, and the heap of a perf map of N JIT symbols (issue 8).
  * Usage: symbolize_bench FILE N templates|full|none  |  symbolize_bench --perfmap N */
 #include <fcntl.h>
-#include <gelf.h>
+#include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 #include "demangle.h"
 #include "log.h"
 #include "objcache.h"
+#include "object.h"
 #include "perfmap.h"
 #include "symbolizer.h"
 
@@ -38,7 +39,8 @@ static long peak_kib(void)
 static int text_range(const char *path, uint64_t *lo, uint64_t *hi)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	size_t nph = 0;
+	struct obj_load *loads = NULL;
+	size_t n = 0;
 	Elf *e;
 
 	*lo = *hi = 0;
@@ -46,17 +48,13 @@ static int text_range(const char *path, uint64_t *lo, uint64_t *hi)
 		return -1;
 	elf_version(EV_CURRENT);
 	e = elf_begin(fd, ELF_C_READ, NULL);
-	if (e && elf_getphdrnum(e, &nph) == 0) {
-		for (size_t i = 0; i < nph; i++) {
-			GElf_Phdr ph;
-
-			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD && (ph.p_flags & PF_X) &&
-			    ph.p_memsz > *hi - *lo) {
-				*lo = ph.p_vaddr;
-				*hi = ph.p_vaddr + ph.p_memsz;
+	if (e && obj_read_loads(e, &loads, &n) == 0)
+		for (size_t i = 0; i < n; i++)
+			if (loads[i].exec && loads[i].memsz > *hi - *lo) {
+				*lo = loads[i].vaddr;
+				*hi = loads[i].vaddr + loads[i].memsz;
 			}
-		}
-	}
+	free(loads);
 	elf_end(e);
 	close(fd);
 	return *hi > *lo ? 0 : -1;
@@ -102,6 +100,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	count = (unsigned)atoi(argv[2]);
+	if (count == 0) {
+		fprintf(stderr, "symbolize_bench: N must be a positive number of addresses\n");
+		return 2;
+	}
 	opts.demangle = mode;
 	if (symbolizer_new(&opts, &s) < 0 || symbolizer_module_from_file(s, argv[1], &mod) < 0) {
 		fprintf(stderr, "cannot open %s\n", argv[1]);
