@@ -46,7 +46,7 @@ CXX      ?= g++
 RUSTC    ?= $(shell command -v rustc 2>/dev/null || ls $(HOME)/.cargo/bin/rustc 2>/dev/null)
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi mutation kernel-matrix soak deb image package-test fuzz fuzzers
+.PHONY: all clean deps test unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -193,8 +193,13 @@ kernel-matrix: all workloads tools
 # The agent for SOAK_SECONDS (default 1 hour) under 200 process starts a second, a
 # Pyroscope stand-in down 60 s of every 5 minutes and a SIGHUP every 5 minutes; it
 # reports crashes, RSS drift, lost samples and windows delivered exactly once.
-# The suite runs a 2-minute version (tests/e2e/test_soak.py).
+# `make check-long` runs a 2-minute version (tests/e2e/test_soak.py).
 SOAK_SECONDS ?= 3600
+# The e2e tests of 30 s and more that the suite skips (the 2-minute soak, the
+# 60 s whole-host capture, the 30 s backend outage, the alerts over a real Prometheus).
+check-long: all unit workloads tools
+	PROWL_TEST_BUILD=$(O) PROWL_TEST_LONG=1 /usr/bin/python3 -m pytest -q -rfEs -p no:cacheprovider -m long tests/e2e
+
 soak: all workloads
 	PROWL_TEST_BUILD=$(O) tests/soak/soak.py --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 

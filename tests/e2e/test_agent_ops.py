@@ -94,6 +94,7 @@ def test_outage_503_retries_then_drops_after_max_retries(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_outage_30s_down_then_recovers_everything(tmp_path):
     """The backend refuses connections for 30 s. The agent keeps sampling with bounded
     memory, and delivers every window of the outage once the backend is back."""

@@ -42,6 +42,7 @@ def scaled(expr):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_alerts_silent_when_healthy_and_fire_when_backend_down(tmp_path):
     """Three agents at once. 'healthy' delivers to a receiver and keeps files, one of which
     retention removes while Prometheus watches. 'down' sends to closed ports: Pyroscope

@@ -303,6 +303,7 @@ def test_not_root_names_capabilities(unprivileged):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_whole_host_100hz_60s_loses_nothing(tmp_path):
     """Whole host at 100 Hz for 60 s with both CPUs busy: no lost samples, kernel
     frames on their own mapping, the workload found by name."""

@@ -11,6 +11,7 @@ from conftest import BUILD, ROOT
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_soak_two_minutes():
     res = subprocess.run([sys.executable, os.path.join(ROOT, "tests/soak/soak.py"), "--seconds", "120", "--scale"],
                          capture_output=True, text=True, timeout=400,
