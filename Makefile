@@ -16,7 +16,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
 	    -D_GNU_SOURCE -DPROWL_VERSION='"$(VERSION)"' -DPROWL_GIT_REV='"$(GIT_REV)"'
 # Source folders: each stage's folder and its sub-folders (see README.md, "How it works").
-SRC_DIRS := lib lib/containers symbolizer symbolizer/names symbolizer/object symbolizer/unwind \
+SRC_DIRS := lib lib/containers symbolizer symbolizer/names symbolizer/object symbolizer/unwind symbolizer/python \
             agent agent/cli agent/config agent/sample agent/resolve agent/labels \
             agent/aggregate agent/encode agent/export agent/metrics agent/analyse
 INCLUDES := -I$(O) -I$(O)/proto -Ibpf $(addprefix -I,$(SRC_DIRS))
@@ -54,7 +54,7 @@ $(O)/vmlinux.h:
 	@test -r /sys/kernel/btf/vmlinux || { echo "error: /sys/kernel/btf/vmlinux missing: the build host's kernel must have BTF (CONFIG_DEBUG_INFO_BTF=y)"; exit 1; }
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-$(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/unwind.bpf.h bpf/prowl.h $(O)/vmlinux.h
+$(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/unwind.bpf.h bpf/python.bpf.h bpf/prowl.h $(O)/vmlinux.h
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -I$(O) -Ibpf -c $< -o $@
 
 $(O)/prowl.skel.h: $(O)/prowl.bpf.o
@@ -146,10 +146,15 @@ $(O)/workloads/gosplit_stripped: tests/workloads/gosplit.go
 
 # CPython through the shared libpython (the PLT case of issue 8); skipped (the test says
 # so) where libpython3.11-dev is not installed.
-PY_WORKLOADS := $(if $(wildcard /usr/include/python3.11/Python.h),$(O)/workloads/pyembed)
-$(O)/workloads/pyembed: tests/workloads/python/pyembed.c
+PY_WORKLOADS := $(if $(wildcard /usr/include/python3.11/Python.h),$(O)/workloads/pyembed $(O)/workloads/pyshared)
+$(O)/workloads/pyembed $(O)/workloads/pyshared: $(O)/workloads/%: tests/workloads/python/%.c
 	@mkdir -p $(@D)
 	$(CC) -O2 -g -I/usr/include/python3.11 -o $@ $< -lpython3.11
+
+# The forged CPython: its symbols must be in .dynsym, as a real interpreter's are.
+$(O)/workloads/fakepy: tests/workloads/python/fakepy.c
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -rdynamic -o $@ $<
 
 # A workload that includes another is rebuilt with it.
 $(O)/workloads/split532_fp: tests/workloads/split532.c
@@ -160,7 +165,7 @@ $(O)/workloads/libtrunc.so: tests/workloads/trunc_lib/first.c tests/workloads/tr
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -shared -fPIC -o $@ $^
 
-workloads: $(WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS)
+workloads: $(WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
 # independent reader the tests check prowl's pprof output with.
@@ -211,6 +216,7 @@ bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench 
 	tests/bench/run.sh
 	tests/bench/symbolize.sh
 	tests/bench/unwind.sh
+	tests/bench/python.sh
 	tests/bench/agent.sh
 	tests/bench/rules.sh
 	tests/bench/report.sh

@@ -67,6 +67,10 @@ static __always_inline void count(__u32 idx)
 }
 
 #include "unwind.bpf.h"
+#include "python.bpf.h"
+
+/* Writable at run time: walk CPython frames of the processes in py_procs. */
+volatile bool python_on = true;
 
 /* Bounds a frame count for the verifier before it sizes a copy. */
 #define USTACK_LEN_MASK 0x7f
@@ -80,14 +84,24 @@ enum unwinder {
 };
 
 /* Writes the sample of the current task: ust holds its DWARF-unwound user stack,
- * or is NULL for a frame-pointer walk (marked with fp_reason when not 0). */
+ * or is NULL for a frame-pointer walk (marked with fp_reason when not 0); ps its
+ * Python frames, or NULL. A sample without Python frames is shorter in the ring. */
 static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_struct *task, __u64 id, bool has_mm,
-				 struct uw_state *ust, __u8 fp_reason, __u64 t0)
+				 struct uw_state *ust, __u8 fp_reason, __u64 t0, struct py_state *ps)
 {
 	struct prowl_sample *e;
+	__u64 pn = 0;
 	long n;
 
-	e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	if (ps) {
+		pn = ps->n;
+		if (pn > PROWL_MAX_PY)
+			pn = PROWL_MAX_PY;
+	}
+	if (pn)
+		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	else
+		e = bpf_ringbuf_reserve(&events, PROWL_SAMPLE_NOPY_SIZE, 0);
 	if (!e) {
 		count(PROWL_CNT_LOST);
 		goto out;
@@ -98,7 +112,17 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 	e->tid = (__u32)id;
 	e->cpu = bpf_get_smp_processor_id();
 	e->flags = 0;
-	e->_pad[0] = e->_pad[1] = e->_pad[2] = 0;
+	e->pyreason = ps ? ps->reason : 0;
+	e->pygen = ps ? ps->gen : 0;
+	e->_pad = 0;
+	e->pystack_len = 0;
+	if (pn) {
+		bpf_probe_read_kernel(e->pystack, pn * sizeof(struct prowl_pyframe), ps->frames);
+		e->pystack_len = pn;
+		count(PROWL_CNT_PY_SAMPLES);
+	}
+	if (ps && ps->reason)
+		count(PROWL_CNT_PY_TRUNC);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	BPF_CORE_READ_STR_INTO(&e->pcomm, task, group_leader, comm);
 
@@ -173,6 +197,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, enum unwinder
 	__u32 tgid = id >> 32, tid = (__u32)id;
 	__u64 t0 = time_samples ? bpf_ktime_get_ns() : 0;
 	struct uw_state *ust = NULL;
+	struct py_state *ps = NULL;
 	__u8 fp_reason = PROWL_UR_NONE;
 	struct task_struct *task;
 	bool has_mm;
@@ -213,7 +238,9 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, enum unwinder
 	if (ust)
 		dwarf_end(ust, tgid);
 #endif
-	emit(ctx, task, id, has_mm, ust, fp_reason, t0);
+	if (python_on && has_mm)
+		ps = py_walk(tgid, tid);
+	emit(ctx, task, id, has_mm, ust, fp_reason, t0, ps);
 	return 0;
 }
 
@@ -258,7 +285,8 @@ int prowl_unwind_step(struct bpf_perf_event_data *ctx)
 		unwind_stop(st, PROWL_UR_DEPTH);
 	}
 	dwarf_end(st, id >> 32);
-	emit(ctx, (struct task_struct *)bpf_get_current_task(), id, true, st, PROWL_UR_NONE, st->t0);
+	emit(ctx, (struct task_struct *)bpf_get_current_task(), id, true, st, PROWL_UR_NONE, st->t0,
+	     python_on ? py_walk(id >> 32, (__u32)id) : NULL);
 #endif
 	return 0;
 }

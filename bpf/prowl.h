@@ -32,6 +32,8 @@ enum prowl_counter {
 	PROWL_CNT_UNWIND_REQ_LOST, /* refresh requests the event ring could not take */
 	PROWL_CNT_UNWIND_FP_FRAMES, /* frames unwound with frame pointers (no table) */
 	PROWL_CNT_DROPPED,         /* samples of processes relabeling excludes (pid_drop) */
+	PROWL_CNT_PY_SAMPLES,      /* samples that carried Python frames */
+	PROWL_CNT_PY_TRUNC,        /* Python stacks cut short (any enum prowl_pyreason) */
 	PROWL_CNT__MAX,
 };
 
@@ -60,7 +62,64 @@ enum prowl_ureason {
 	PROWL_UR__MAX,
 };
 
-/* One sample, as written to the ring buffer. Stacks are leaf first. */
+/* ---- CPython (3.11-3.13) ----
+ * User space finds CPython processes and writes, per tgid, where _PyRuntime is
+ * and the offsets of the fields the walk reads (symbolizer/python/pyversions.c
+ * holds them per version, taken from CPython's headers). BPF finds the sampled
+ * thread's PyThreadState in the interpreter's thread list (by native thread id)
+ * and walks its interpreter frames, leaf first. */
+#define PROWL_MAX_PY      128 /* Python frames kept per sample */
+#define PROWL_PY_THREADS  64  /* thread states looked at to find the sampled thread */
+#define PROWL_PY_NONE     0xffff /* an offset the version does not have */
+#define PROWL_PY_FRAME_READ 72  /* bytes of an interpreter frame read at once */
+
+struct prowl_py_proc {
+	__u64 runtime;          /* address of _PyRuntime in the process */
+	__u16 version;          /* major << 8 | minor */
+	__u16 rt_interp_head;   /* _PyRuntimeState.interpreters.head */
+	__u16 is_threads_head;  /* PyInterpreterState.threads.head */
+	__u16 ts_next;          /* PyThreadState.next */
+	__u16 ts_native_tid;    /* PyThreadState.native_thread_id */
+	__u16 ts_frame;         /* PyThreadState.cframe (3.11, 3.12) or .current_frame (3.13) */
+	__u16 cf_current_frame; /* _PyCFrame.current_frame; PROWL_PY_NONE on 3.13 */
+	__u16 fr_code;          /* _PyInterpreterFrame.f_code / f_executable */
+	__u16 fr_previous;
+	__u16 fr_instr;         /* prev_instr (3.11, 3.12) or instr_ptr (3.13) */
+	__u16 fr_is_entry;      /* 3.11's is_entry; PROWL_PY_NONE after */
+	__u16 fr_owner;         /* owner: 3 (FRAME_OWNED_BY_CSTACK) marks an entry shim on 3.12+ */
+	__u16 co_firstlineno;   /* PyCodeObject.co_firstlineno */
+	__u16 co_code;          /* PyCodeObject.co_code_adaptive: the first instruction */
+	__u16 _pad[2];
+	__u32 gen;              /* changes with every (re)registration of the process */
+	__u32 _pad2;
+	/* Read by user space only: the type objects that a code object, its names
+	 * and its line table must point to (what a garbled frame fails). */
+	__u64 code_type, unicode_type, bytes_type;
+};
+
+/* prowl_pyframe.lasti: the instruction index (code units from co_code_adaptive),
+ * or PROWL_PYF_LASTI_NONE; PROWL_PYF_ENTRY is set on the outermost frame of one
+ * _PyEval_EvalFrameDefault activation. */
+#define PROWL_PYF_ENTRY      (1u << 31)
+#define PROWL_PYF_LASTI_NONE 0x7fffffffu
+
+struct prowl_pyframe {
+	__u64 code;        /* the PyCodeObject's address */
+	__u32 lasti;
+	__s32 firstlineno; /* co_firstlineno as read now: tells a reused address apart */
+};
+
+/* prowl_sample.pyreason: why a Python stack is missing or cut short. */
+enum prowl_pyreason {
+	PROWL_PY_OK = 0,
+	PROWL_PY_DEPTH,      /* deeper than PROWL_MAX_PY frames */
+	PROWL_PY_NO_THREAD,  /* no thread state for this thread (tearing down, or not started) */
+	PROWL_PY_READ,       /* interpreter memory could not be read */
+	PROWL_PY__MAX,
+};
+
+/* One sample, as written to the ring buffer. Stacks are leaf first. A sample of a
+ * process without Python frames ends at pystack (PROWL_SAMPLE_NOPY_SIZE bytes). */
 struct prowl_sample {
 	__u64 time_ns;    /* bpf_ktime_get_ns() (CLOCK_MONOTONIC) */
 	__u64 cgroup_id;
@@ -71,12 +130,18 @@ struct prowl_sample {
 	__u16 kstack_len; /* number of valid entries in kstack */
 	__u16 ustack_len; /* number of valid entries in ustack */
 	__u8 ureason;     /* enum prowl_ureason */
-	__u8 _pad[3];
+	__u8 pyreason;    /* enum prowl_pyreason (a CPython process only) */
+	__u16 pystack_len; /* valid entries in pystack; 0: no Python frames (and no pystack) */
 	char comm[PROWL_COMM_LEN];  /* thread name */
 	char pcomm[PROWL_COMM_LEN]; /* process (group leader) name */
+	__u32 pygen;      /* prowl_py_proc.gen of the process when pystack was read */
+	__u32 _pad;
 	__u64 kstack[PROWL_MAX_STACK];
 	__u64 ustack[PROWL_MAX_STACK];
+	struct prowl_pyframe pystack[PROWL_MAX_PY];
 };
+
+#define PROWL_SAMPLE_NOPY_SIZE __builtin_offsetof(struct prowl_sample, pystack)
 
 /* ---- DWARF CFI unwinding (x86_64) ----
  * Unwind rows of every loaded object live in one array map (unwind_rows), each
@@ -184,12 +249,25 @@ PROWL_AT(prowl_sample, flags, 28);
 PROWL_AT(prowl_sample, kstack_len, 32);
 PROWL_AT(prowl_sample, ustack_len, 34);
 PROWL_AT(prowl_sample, ureason, 36);
-PROWL_AT(prowl_sample, _pad, 37);
+PROWL_AT(prowl_sample, pyreason, 37);
+PROWL_AT(prowl_sample, pystack_len, 38);
 PROWL_AT(prowl_sample, comm, 40);
 PROWL_AT(prowl_sample, pcomm, 40 + PROWL_COMM_LEN);
-PROWL_AT(prowl_sample, kstack, 40 + 2 * PROWL_COMM_LEN);
-PROWL_AT(prowl_sample, ustack, 40 + 2 * PROWL_COMM_LEN + 8 * PROWL_MAX_STACK);
-PROWL_SIZE(prowl_sample, 40 + 2 * PROWL_COMM_LEN + 16 * PROWL_MAX_STACK);
+PROWL_AT(prowl_sample, pygen, 40 + 2 * PROWL_COMM_LEN);
+PROWL_AT(prowl_sample, kstack, 48 + 2 * PROWL_COMM_LEN);
+PROWL_AT(prowl_sample, ustack, 48 + 2 * PROWL_COMM_LEN + 8 * PROWL_MAX_STACK);
+PROWL_AT(prowl_sample, pystack, 48 + 2 * PROWL_COMM_LEN + 16 * PROWL_MAX_STACK);
+PROWL_SIZE(prowl_sample, 48 + 2 * PROWL_COMM_LEN + 16 * PROWL_MAX_STACK + 16 * PROWL_MAX_PY);
+
+PROWL_AT(prowl_py_proc, runtime, 0);
+PROWL_AT(prowl_py_proc, version, 8);
+PROWL_AT(prowl_py_proc, co_code, 34);
+PROWL_AT(prowl_py_proc, gen, 40);
+PROWL_AT(prowl_py_proc, code_type, 48);
+PROWL_AT(prowl_py_proc, bytes_type, 64);
+PROWL_SIZE(prowl_py_proc, 72);
+PROWL_AT(prowl_pyframe, lasti, 8);
+PROWL_SIZE(prowl_pyframe, 16);
 
 PROWL_AT(prowl_unwind_row, pc, 0);
 PROWL_AT(prowl_unwind_row, cfa_off, 4);

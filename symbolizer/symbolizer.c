@@ -315,6 +315,7 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	lru_init(&s->live);
 	lru_init(&s->gone);
 	lru_init(&s->open);
+	s->py_procs_fd = -1;
 	frame_cache_init(&s->frames, opt_or(opts->max_cached_frames, DEFAULT_MAX_CACHED_FRAMES));
 	s->max_modules = opt_or(opts->max_modules, DEFAULT_MAX_MODULES);
 	s->max_module_heap = opts->max_module_heap ? opts->max_module_heap : DEFAULT_MAX_MODULE_HEAP;
@@ -391,6 +392,7 @@ void symbolizer_free(struct symbolizer *s)
 	free(s->kallsyms_path);
 	free(s->inflate.dir);
 	dbgd_free(s->dbgd);
+	pycode_cache_free(s->pycode);
 	free(s);
 }
 
@@ -472,6 +474,18 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 	objcache_get_stats(s->objs, &os);
 	bytes += os.bytes + u64map_mem_bytes(&s->by_obj);
 	ret->perfmap_bytes = s->perfmaps.bytes;
+	if (s->pycode) {
+		struct pycode_stats ps;
+
+		pycode_get_stats(s->pycode, &ps);
+		ret->py_code_entries = ps.entries;
+		ret->py_code_bytes = ps.bytes;
+		ret->py_code_hits = ps.hits;
+		ret->py_code_misses = ps.misses;
+		ret->py_code_evictions = ps.evictions;
+		ret->py_code_read_errors = ps.read_errors;
+		bytes += ps.bytes;
+	}
 	ret->perfmap_symbols = s->perfmaps.symbols;
 	ret->perfmaps = s->perfmaps.maps;
 	ret->perfmap_dropped = s->perfmaps.dropped;

@@ -114,6 +114,10 @@ struct symbolizer_stats {
 	uint64_t perfmap_symbols, perfmaps;
 	uint64_t perfmap_dropped;          /* JIT symbols not kept: over perfmap_max_bytes */
 	uint64_t perfmap_bad_lines;        /* perf map lines that were not START SIZE NAME */
+	/* CPython code objects read (pyresolve.c): cached now, their heap (also in
+	 * mem_bytes), lookups, evictions by the cache's cap, and failed reads. */
+	uint64_t py_code_entries, py_code_bytes, py_code_hits, py_code_misses, py_code_evictions;
+	uint64_t py_code_read_errors;
 	bool debuginfod;                   /* fetching is on */
 	uint64_t debuginfod_fetched, debuginfod_missed, debuginfod_failed, debuginfod_evicted;
 	uint64_t debuginfod_cache_bytes;
@@ -188,5 +192,23 @@ void symbolizer_close_idle(struct symbolizer *s, uint64_t idle_ns);
 void symbolizer_release_pages(struct symbolizer *s);
 
 void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *ret);
+
+/* ---- Python frames (pyresolve.c) ---- */
+
+struct prowl_pyframe;
+struct pycode_stats;
+
+/* Python frames are read from the processes the sampler registered in its
+ * py_procs map (sampler_py_procs_fd()); -1 turns them off. */
+void symbolizer_set_python(struct symbolizer *s, int py_procs_fd);
+/* The frame of Python frame f of process pid (registration gen, from the
+ * sample): qualified name, file, line, first line. *ret_key names the
+ * (code object, line) pair for the life of the symbolizer. On failure returns
+ * a negative errno and *ret_why says why in a marker frame's words. Strings
+ * live until the next call. */
+int symbolizer_python_frame(struct symbolizer *s, uint32_t pid, uint32_t gen, const struct prowl_pyframe *f,
+			    struct sym_frame *ret, uint64_t *ret_key, const char **ret_why);
+/* The code-object cache's statistics (all zero before the first Python frame). */
+void symbolizer_python_stats(const struct symbolizer *s, struct pycode_stats *ret);
 
 #endif

@@ -159,6 +159,7 @@ int profile_mapping(struct profile *p, const struct prof_mapping_in *m, uint32_t
 		.offset = m->offset,
 		.is_main = m->is_main,
 		.is_kernel = m->is_kernel,
+		.is_python = m->is_python,
 	};
 	uint32_t id;
 	bool added;

@@ -19,6 +19,7 @@ struct prof_mapping_in {
 	const char *build_id;          /* hex, or NULL/"" */
 	bool is_main;                  /* encoded as mapping[0] (first one wins) */
 	bool is_kernel;
+	bool is_python;                /* CPython frames (the [python] mapping) */
 };
 
 /* One frame of a location, innermost (inlined callee) first. */

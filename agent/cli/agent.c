@@ -397,6 +397,9 @@ static void apply_config(struct agent *a, struct agent_config nc)
 	a->kube = kube;
 	if (nc.frequency != a->cfg.frequency && sampler_set_freq(a->sampler, nc.frequency) < 0)
 		log_error("cannot change the sampling frequency to %u Hz", nc.frequency);
+	if (nc.python != a->cfg.python)
+		log_warn("python: turned %s in the configuration; that takes effect when the agent restarts",
+			 nc.python ? "on" : "off");
 	sampler_set_idle(a->sampler, nc.idle);
 	sampler_set_include_self(a->sampler, nc.include_self);
 	apply_logging(&nc);
@@ -569,9 +572,11 @@ int agent_main(int argc, char **argv)
 		.unwind_max_procs = a.cfg.limits.unwind_processes,
 		.unwind_names = { "limits.unwind_table_rows", "limits.unwind_mappings", "limits.unwind_processes" },
 		.drop_pids = true,
+		.python_off = !a.cfg.python,
 	};
 	if (sampler_open(&so, &a.sampler) < 0)
 		goto out;
+	symbolizer_set_python(a.sym, sampler_py_procs_fd(a.sampler));
 	if (start_metrics(&a, &a.cfg) < 0)
 		goto out;
 

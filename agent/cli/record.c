@@ -55,6 +55,7 @@ struct record_opts {
 	bool verbose;
 	bool quiet;
 	bool unwind_fp;   /* --unwind=fp */
+	bool python_off;  /* --python=off */
 	enum sym_demangle demangle; /* --demangle */
 	uint64_t debuginfod_timeout_ns; /* --debuginfod-timeout */
 	uint32_t unwind_max_rows, unwind_max_maps, unwind_max_procs; /* 0: defaults */
@@ -90,6 +91,9 @@ static const char record_usage[] =
 	"      --unwind MODE         user stacks: dwarf (default: DWARF call frame information,\n"
 	"                            complete without frame pointers; x86_64) or fp (frame\n"
 	"                            pointers only)\n"
+	"      --python MODE         CPython 3.11-3.13 processes: on (default: Python functions\n"
+	"                            with file and line in place of the interpreter's frames;\n"
+	"                            needs --unwind=dwarf) or off (native frames only)\n"
 	"      --demangle MODE       C++ and Rust names: templates (default; std::vector<int>::\n"
 	"                            push_back), full (with parameters) or none (linkage names)\n"
 	"      --unwind-max-rows N   capacity of the unwind tables in rows of 8 bytes,\n"
@@ -155,6 +159,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		{ "include-self", no_argument, NULL, 'S' },
 		{ "per-thread", no_argument, NULL, 'T' },
 		{ "unwind", required_argument, NULL, 'U' },
+		{ "python", required_argument, NULL, 'Y' },
 		{ "demangle", required_argument, NULL, 'D' },
 		{ "debuginfod-timeout", required_argument, NULL, 'W' },
 		{ "unwind-max-rows", required_argument, NULL, 'R' },
@@ -234,6 +239,14 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 				o->unwind_fp = false;
 			else
 				return usage_error("unknown unwind mode '%s': use dwarf or fp", optarg);
+			break;
+		case 'Y':
+			if (strcmp(optarg, "off") == 0)
+				o->python_off = true;
+			else if (strcmp(optarg, "on") == 0)
+				o->python_off = false;
+			else
+				return usage_error("unknown --python mode '%s': use on or off", optarg);
 			break;
 		case 'R':
 			r = parse_unwind_limit(optarg, UNWIND_ROWS_MIN, UNWIND_ROWS_MAX, "--unwind-max-rows",
@@ -657,11 +670,13 @@ int record_main(int argc, char **argv)
 		.unwind_max_maps = o.unwind_max_maps,
 		.unwind_max_procs = o.unwind_max_procs,
 		.unwind_names = { "--unwind-max-rows", "--unwind-max-mappings", "--unwind-max-procs" },
+		.python_off = o.python_off,
 		.cb = on_sample,
 		.cb_ctx = &c,
 	};
 	if (sampler_open(&sampopts, &c.sampler) < 0)
 		goto out;
+	symbolizer_set_python(c.sym, sampler_py_procs_fd(c.sampler));
 	for (size_t i = 0; i < o.npids; i++) {
 		sampler_add_pid(c.sampler, o.pids[i]);
 		symbolizer_add_process(c.sym, o.pids[i]);
@@ -714,6 +729,11 @@ int record_main(int argc, char **argv)
 			  " compressed debug files inflated into %s (%" PRIu64 " fell back to memory)",
 			  sst.modules, sst.open_modules, sst.open_module_bytes / 1048576.0, sst.module_reopens,
 			  sst.inflated_files, sopts.inflate_dir, sst.inflate_fallbacks);
+		if (sst.py_code_hits + sst.py_code_misses)
+			log_debug("python: %" PRIu64 " code objects cached (%.1f KiB), %" PRIu64 " lookups hit, %" PRIu64
+				  " missed, %" PRIu64 " evicted, %" PRIu64 " unreadable",
+				  sst.py_code_entries, sst.py_code_bytes / 1024.0, sst.py_code_hits, sst.py_code_misses,
+				  sst.py_code_evictions, sst.py_code_read_errors);
 		info.lost = cnt.v[PROWL_CNT_LOST];
 		info.kernel_addrs_hidden = sst.kernel_addrs_hidden;
 		info.max_samples = o.freq * (elapsed / 1e9) * (o.all ? sampler_ncpus_active(c.sampler) : 1);

@@ -44,6 +44,7 @@ struct agent_config {
 	bool include_self;       /* keep samples of prowl itself */
 	bool per_thread;         /* tid/thread_name sample labels */
 	enum unwind_mode unwind;
+	bool python;             /* CPython frames (default) */
 	int demangle;            /* enum sym_demangle: templates, full, none */
 	char *hostname;          /* never NULL after load: default gethostname() */
 	struct config_label *labels;

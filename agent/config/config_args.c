@@ -59,6 +59,8 @@ const char agent_config_usage[] =
 	"      --log-level LEVEL      error, warn, info or debug (default info)\n"
 	"      --log-format FMT       logfmt, json or plain (default logfmt)\n"
 	"      --unwind MODE          fp (frame pointers) or dwarf (default dwarf)\n"
+	"      --python MODE          on (default: CPython 3.11-3.13 functions with file and\n"
+	"                             line; needs dwarf unwinding) or off\n"
 	"      --demangle MODE        C++ and Rust names: templates (default: std::vector<int>::push_back),\n"
 	"                             full (with parameters) or none (linkage names as they are)\n"
 	"      --per-thread           label samples with tid and thread name\n"
@@ -156,6 +158,7 @@ enum {
 	OPT_LOG_LEVEL,
 	OPT_LOG_FORMAT,
 	OPT_UNWIND,
+	OPT_PYTHON,
 	OPT_DEMANGLE,
 	OPT_PER_THREAD,
 	OPT_IDLE,
@@ -179,6 +182,7 @@ static const struct option longopts[] = {
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
 	{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
 	{ "unwind", required_argument, NULL, OPT_UNWIND },
+	{ "python", required_argument, NULL, OPT_PYTHON },
 	{ "demangle", required_argument, NULL, OPT_DEMANGLE },
 	{ "per-thread", no_argument, NULL, OPT_PER_THREAD },
 	{ "idle", no_argument, NULL, OPT_IDLE },
@@ -269,6 +273,15 @@ int cfg_parse_flags(int argc, char **argv, struct agent_config *c, struct pendin
 			else
 				log_error("unknown option '%s' (see 'prowl agent --help')", argv[optind - 1]);
 			return -EINVAL;
+		case OPT_PYTHON: /* on/off, as record takes it; the key is a boolean */
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				log_error("unknown --python mode '%s': use on or off", optarg);
+				return -EINVAL;
+			}
+			pend[(*npend)++] = (struct pending){ .key = cfg_find_key("python"),
+							     .value = optarg[1] == 'n' ? "true" : "false",
+							     .flag = "--python" };
+			continue;
 		default:
 			break;
 		}

@@ -202,6 +202,10 @@ static int series_location(struct otlp_build *b, struct series_map *m, uint32_t 
 		if (!b->frame_kernel)
 			err = dict_attr_str(b, "profile.frame.type", "kernel", &b->frame_kernel);
 		h.attr = b->frame_kernel;
+	} else if (l->mapping_id && m->p->maps[l->mapping_id].is_python) {
+		if (!b->frame_python)
+			err = dict_attr_str(b, "profile.frame.type", "python", &b->frame_python);
+		h.attr = b->frame_python;
 	} else {
 		if (!b->frame_native)
 			err = dict_attr_str(b, "profile.frame.type", "native", &b->frame_native);

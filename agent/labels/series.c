@@ -488,7 +488,9 @@ static int hold(struct series_table *t, struct proc *p, const struct prowl_sampl
 {
 	size_t kn = s->kstack_len < PROWL_MAX_STACK ? s->kstack_len : PROWL_MAX_STACK;
 	size_t un = s->ustack_len < PROWL_MAX_STACK ? s->ustack_len : PROWL_MAX_STACK;
-	size_t head = offsetof(struct prowl_sample, kstack), need = head + (kn + un) * sizeof(__u64);
+	size_t pn = s->pystack_len < PROWL_MAX_PY ? s->pystack_len : PROWL_MAX_PY;
+	size_t head = offsetof(struct prowl_sample, kstack);
+	size_t need = head + (kn + un) * sizeof(__u64) + pn * sizeof(struct prowl_pyframe);
 
 	if (t->pend_bytes + need > t->o.pending_max_bytes) {
 		t->st.pending_overflow++;
@@ -510,6 +512,7 @@ static int hold(struct series_table *t, struct proc *p, const struct prowl_sampl
 	memcpy(p->pend + p->pend_len, s, head);
 	memcpy(p->pend + p->pend_len + head, s->kstack, kn * sizeof(__u64));
 	memcpy(p->pend + p->pend_len + head + kn * sizeof(__u64), s->ustack, un * sizeof(__u64));
+	memcpy(p->pend + p->pend_len + head + (kn + un) * sizeof(__u64), s->pystack, pn * sizeof(struct prowl_pyframe));
 	p->pend_len += need;
 	return 0;
 }
@@ -547,14 +550,16 @@ static int settle(struct series_table *t, uint32_t pid, struct proc *p)
 	s->pid = pid;
 	r = assign(t, p, s, true);
 	for (size_t off = 0; r == 0 && off < p->pend_len;) {
-		size_t kn, un;
+		size_t kn, un, pn;
 
 		memcpy(s, p->pend + off, head);
 		kn = s->kstack_len < PROWL_MAX_STACK ? s->kstack_len : PROWL_MAX_STACK;
 		un = s->ustack_len < PROWL_MAX_STACK ? s->ustack_len : PROWL_MAX_STACK;
+		pn = s->pystack_len < PROWL_MAX_PY ? s->pystack_len : PROWL_MAX_PY;
 		memcpy(s->kstack, p->pend + off + head, kn * sizeof(__u64));
 		memcpy(s->ustack, p->pend + off + head + kn * sizeof(__u64), un * sizeof(__u64));
-		off += head + (kn + un) * sizeof(__u64);
+		memcpy(s->pystack, p->pend + off + head + (kn + un) * sizeof(__u64), pn * sizeof(struct prowl_pyframe));
+		off += head + (kn + un) * sizeof(__u64) + pn * sizeof(struct prowl_pyframe);
 		r = file_sample(t, p, s);
 	}
 	t->pend_bytes -= p->pend_cap;

@@ -248,6 +248,19 @@ void agent_metrics_render(void *ctx, FILE *f)
 		     s.sym.module_evictions);
 	metrics_emit(f, "prowl_symbol_cache_evictions_total", "counter", NULL, "cache=\"processes\"",
 		     s.sym.process_evictions);
+	metrics_emit(f, "prowl_symbol_cache_evictions_total", "counter", NULL, "cache=\"python_code\"",
+		     s.sym.py_code_evictions);
+	metrics_emit(f, "prowl_python_code_objects", "gauge",
+		     "CPython code objects whose name, file and line table are cached (16384 at most).", NULL,
+		     s.sym.py_code_entries);
+	metrics_emit(f, "prowl_python_code_bytes", "gauge", "Heap held by the cached CPython code objects (16 MiB at most).",
+		     NULL, s.sym.py_code_bytes);
+	metrics_emit(f, "prowl_python_code_lookups_total", "counter",
+		     "Python frames resolved, by whether the code object was cached.", "result=\"hit\"", s.sym.py_code_hits);
+	metrics_emit(f, "prowl_python_code_lookups_total", "counter", NULL, "result=\"miss\"", s.sym.py_code_misses);
+	metrics_emit(f, "prowl_python_code_read_errors_total", "counter",
+		     "Code objects that could not be read: the process was gone, or the frame was garbled.", NULL,
+		     s.sym.py_code_read_errors);
 	metrics_emit(f, "prowl_symbol_cache_entries", "gauge", "Addresses in the symbolizer's frame cache.", NULL,
 		     s.sym.cached_frames);
 	metrics_emit(f, "prowl_symbol_open_modules", "gauge", "Object files with ELF/DWARF state open.", NULL,

@@ -10,9 +10,15 @@
 
 #include "aggregate.h"
 #include "symbolizer.h"
+#include "u64map.h"
 
 #define KEY_UNKNOWN (UINT64_MAX - 1) /* mapping for addresses in no known mapping */
 #define KEY_PROWL   (UINT64_MAX - 2) /* mapping for prowl's own marker frames */
+#define KEY_PYTHON  (UINT64_MAX - 3) /* mapping for CPython frames */
+
+/* Bits of ingest.loc_flags. */
+#define LOC_ENTRY 1 /* its function is a thread's entry (thread_entry()) */
+#define LOC_EVAL  2 /* its function is CPython's _PyEval_EvalFrameDefault */
 
 struct ingest {
 	struct symbolizer *sym;
@@ -20,11 +26,13 @@ struct ingest {
 	struct ingest_opts opts;
 	uint32_t *mapping_of;   /* symbolizer module id -> profile mapping id */
 	size_t mapping_of_cap;
-	uint32_t unknown_mapping, prowl_mapping;
+	uint32_t unknown_mapping, prowl_mapping, python_mapping;
 	uint32_t loc_trunc_user, loc_trunc_kernel, loc_no_entry;
-	/* Per location id: 1 when its function is a thread's entry (thread_entry()). */
-	uint8_t *is_entry;
-	size_t is_entry_cap;
+	/* Per location id: LOC_* bits. */
+	uint8_t *loc_flags;
+	size_t loc_flags_cap;
+	struct u64map pylocs;  /* symbolizer_python_frame() key -> location id */
+	uint64_t py_next_addr; /* addresses of [python] locations: 1, 2, ... */
 	const struct sym_module *main_mod;
 	bool main_mod_looked_up;
 	/* The previous sample's labels, reused while pid/tid/names repeat. */
@@ -32,7 +40,7 @@ struct ingest {
 		uint32_t pid, tid, id;
 		char comm[PROWL_COMM_LEN], pcomm[PROWL_COMM_LEN];
 	} last;
-	uint32_t locs[2 * PROWL_MAX_STACK + 2];
+	uint32_t locs[2 * PROWL_MAX_STACK + PROWL_MAX_PY + 4];
 };
 
 int ingest_new(struct symbolizer *sym, struct profile *prof, const struct ingest_opts *opts, struct ingest **ret)
@@ -53,7 +61,8 @@ void ingest_free(struct ingest *g)
 	if (!g)
 		return;
 	free(g->mapping_of);
-	free(g->is_entry);
+	free(g->loc_flags);
+	u64map_free(&g->pylocs);
 	free(g);
 }
 
@@ -61,10 +70,12 @@ void ingest_profile_reset(struct ingest *g)
 {
 	if (g->mapping_of)
 		memset(g->mapping_of, 0, g->mapping_of_cap * sizeof(*g->mapping_of));
-	g->unknown_mapping = g->prowl_mapping = 0;
+	g->unknown_mapping = g->prowl_mapping = g->python_mapping = 0;
 	g->loc_trunc_user = g->loc_trunc_kernel = g->loc_no_entry = 0;
-	if (g->is_entry)
-		memset(g->is_entry, 0, g->is_entry_cap);
+	if (g->loc_flags)
+		memset(g->loc_flags, 0, g->loc_flags_cap);
+	u64map_free(&g->pylocs);
+	g->py_next_addr = 0;
 	g->last.id = 0;
 }
 
@@ -156,6 +167,19 @@ static int truncated_location(struct ingest *g, bool kernel, uint32_t *ret)
 	return r;
 }
 
+/* The location of a marker frame (text f) in the [prowl] mapping, one per key. */
+static int marker_location(struct ingest *g, uint64_t key, const struct prof_frame *f, uint32_t *ret)
+{
+	int r = pseudo_mapping(g, KEY_PROWL, "[prowl]", &g->prowl_mapping);
+
+	if (r < 0)
+		return r;
+	*ret = profile_find_location(g->prof, g->prowl_mapping, key);
+	if (*ret)
+		return 0;
+	return profile_add_location(g->prof, g->prowl_mapping, key, f, 1, true, ret);
+}
+
 /* The marker frame at the root of a user stack that the DWARF unwinder cut
  * short (prowl_sample.ureason). mod: the module of the last frame, when known;
  * reasons about an object name it. Locations are keyed in the [prowl] mapping
@@ -166,7 +190,6 @@ static int ureason_location(struct ingest *g, unsigned int reason, const struct 
 	const char *name = mod && mod->name && mod->name[0] ? mod->name : NULL;
 	uint64_t key;
 	struct prof_frame f = { .function = text };
-	int r;
 
 	switch (reason) {
 	case PROWL_UR_NO_TABLE:
@@ -200,13 +223,7 @@ static int ureason_location(struct ingest *g, unsigned int reason, const struct 
 		break;
 	}
 	key = 16 + reason + (name ? (uint64_t)mod->id << 8 : 0);
-	r = pseudo_mapping(g, KEY_PROWL, "[prowl]", &g->prowl_mapping);
-	if (r < 0)
-		return r;
-	*ret = profile_find_location(g->prof, g->prowl_mapping, key);
-	if (*ret)
-		return 0;
-	return profile_add_location(g->prof, g->prowl_mapping, key, &f, 1, true, ret);
+	return marker_location(g, key, &f, ret);
 }
 
 /* Where a thread's user stack begins: the functions that call the program's
@@ -226,23 +243,28 @@ static bool thread_entry(const char *fn)
 	return false;
 }
 
-static int note_entry(struct ingest *g, uint32_t loc)
+static int note_flag(struct ingest *g, uint32_t loc, uint8_t flag)
 {
-	if (loc >= g->is_entry_cap) {
-		size_t cap = g->is_entry_cap ? g->is_entry_cap : 1024;
+	if (loc >= g->loc_flags_cap) {
+		size_t cap = g->loc_flags_cap ? g->loc_flags_cap : 1024;
 		uint8_t *p;
 
 		while (cap <= loc)
 			cap *= 2;
-		p = realloc(g->is_entry, cap);
+		p = realloc(g->loc_flags, cap);
 		if (!p)
 			return -ENOMEM;
-		memset(p + g->is_entry_cap, 0, cap - g->is_entry_cap);
-		g->is_entry = p;
-		g->is_entry_cap = cap;
+		memset(p + g->loc_flags_cap, 0, cap - g->loc_flags_cap);
+		g->loc_flags = p;
+		g->loc_flags_cap = cap;
 	}
-	g->is_entry[loc] = 1;
+	g->loc_flags[loc] |= flag;
 	return 0;
+}
+
+static bool has_flag(const struct ingest *g, uint32_t loc, uint8_t flag)
+{
+	return loc < g->loc_flags_cap && (g->loc_flags[loc] & flag);
 }
 
 /* The marker frame at the root of a frame-pointer walk that ended short of a
@@ -313,8 +335,118 @@ static int location_for(struct ingest *g, const struct sym_addr *a, uint32_t *re
 	r = profile_add_location(g->prof, mapping, a->addr, pf, n, symbolized, ret);
 	/* The outermost of an inline chain is the function the code is in. */
 	if (r >= 0 && a->mod->kind != SYM_MOD_KERNEL && thread_entry(sf[n - 1].function))
-		r = note_entry(g, *ret);
+		r = note_flag(g, *ret, LOC_ENTRY);
+	if (r >= 0 && a->mod->kind == SYM_MOD_ELF && strcmp(sf[n - 1].function, "_PyEval_EvalFrameDefault") == 0)
+		r = note_flag(g, *ret, LOC_EVAL);
 	return r;
+}
+
+/* ---- Python frames ---- */
+
+static int python_mapping(struct ingest *g)
+{
+	struct prof_mapping_in in = { .key = KEY_PYTHON, .start = 0, .limit = UINT64_MAX, .filename = "[python]",
+				      .is_python = true };
+
+	if (g->python_mapping)
+		return 0;
+	return profile_mapping(g->prof, &in, &g->python_mapping);
+}
+
+/* A marker in the [prowl] mapping for a Python stack that stops short. */
+static int python_marker(struct ingest *g, const char *why, uint32_t *ret)
+{
+	uint64_t key = 64;
+	struct prof_frame f = { .function = why };
+
+	for (const char *p = why; *p; p++) /* one location per text */
+		key = key * 31 + (unsigned char)*p;
+	return marker_location(g, key | 1ull << 63, &f, ret);
+}
+
+static int python_location(struct ingest *g, const struct prowl_sample *s, const struct prowl_pyframe *f,
+			   uint32_t *ret)
+{
+	struct sym_frame sf;
+	struct prof_frame pf;
+	const char *why = NULL;
+	uint64_t key, id;
+	int r;
+
+	r = symbolizer_python_frame(g->sym, s->pid, s->pygen, f, &sf, &key, &why);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return python_marker(g, why, ret);
+	if (u64map_get(&g->pylocs, key, &id)) {
+		*ret = (uint32_t)id;
+		return 0;
+	}
+	r = python_mapping(g);
+	if (r < 0)
+		return r;
+	pf = (struct prof_frame){ .function = sf.function, .file = sf.file, .line = sf.line, .start_line = sf.start_line };
+	r = profile_add_location(g->prof, g->python_mapping, ++g->py_next_addr, &pf, 1, true, ret);
+	if (r < 0)
+		return r;
+	return u64map_put(&g->pylocs, key, *ret);
+}
+
+static const char *python_cut(unsigned int reason)
+{
+	switch (reason) {
+	case PROWL_PY_DEPTH:
+		return "[truncated: Python stack deeper than 128 frames]";
+	case PROWL_PY_NO_THREAD:
+		return "[truncated: no Python thread state for this thread (starting or tearing down)]";
+	case PROWL_PY_READ:
+		return "[truncated: Python frames unreadable]";
+	default:
+		return "[truncated: Python frames missing]";
+	}
+}
+
+/* Native user frame loc of sample s, with the Python frames merged in: a
+ * _PyEval_EvalFrameDefault frame becomes the Python frames its activation ran
+ * (up to the entry frame). Appends to g->locs at *n; *stop when the stack ends
+ * here (a marker took the place of frames that are missing). */
+static int merge_python(struct ingest *g, const struct prowl_sample *s, uint32_t loc, unsigned int *py_i, size_t *n,
+			bool *stop)
+{
+	unsigned int pn = s->pystack_len < PROWL_MAX_PY ? s->pystack_len : PROWL_MAX_PY;
+	size_t before = *n;
+	bool ended = false;
+	int r;
+
+	if (!has_flag(g, loc, LOC_EVAL) || (!pn && !s->pyreason)) {
+		g->locs[(*n)++] = loc;
+		return 0;
+	}
+	while (*py_i < pn) {
+		const struct prowl_pyframe *f = &s->pystack[(*py_i)++];
+
+		r = python_location(g, s, f, &g->locs[*n]);
+		if (r < 0)
+			return r;
+		(*n)++;
+		if (f->lasti & PROWL_PYF_ENTRY) {
+			ended = true;
+			break;
+		}
+	}
+	if (*n > before && (ended || !s->pyreason))
+		return 0;
+	/* No Python frames left for this activation. */
+	if (*n == before && !s->pyreason) {
+		g->locs[(*n)++] = loc;
+		return 0;
+	}
+	r = python_marker(g, python_cut(s->pyreason), &g->locs[*n]);
+	if (r < 0)
+		return r;
+	(*n)++;
+	*stop = true;
+	return 0;
 }
 
 static int labels_for(struct ingest *g, const struct prowl_sample *s, uint32_t *ret)
@@ -396,6 +528,8 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 	uint32_t labels;
 	struct sym_addr a;
 	const struct sym_module *last_mod = NULL;
+	unsigned int py_i = 0, pn = s->pystack_len < PROWL_MAX_PY ? s->pystack_len : PROWL_MAX_PY;
+	bool stop = false;
 	int r;
 
 	/* Leaf first: kernel frames, then user frames. Every frame but the leaf
@@ -430,9 +564,26 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 		r = r < 0 ? unknown_location(g, pc, &g->locs[n]) : location_for(g, &a, &g->locs[n]);
 		if (r < 0)
 			return r;
+		if (s->pystack_len || s->pyreason) {
+			r = merge_python(g, s, g->locs[n], &py_i, &n, &stop);
+			if (r < 0)
+				return r;
+			if (stop)
+				break;
+		} else {
+			n++;
+		}
+	}
+	/* Python frames the native stack had no activation left for (it was cut short). */
+	for (; !stop && py_i < pn; py_i++) {
+		r = python_location(g, s, &s->pystack[py_i], &g->locs[n]);
+		if (r < 0)
+			return r;
 		n++;
 	}
-	if (s->ureason && s->ureason != PROWL_UR_DEPTH) {
+	if (stop) {
+		/* The Python marker ends the stack. */
+	} else if (s->ureason && s->ureason != PROWL_UR_DEPTH) {
 		r = ureason_location(g, s->ureason, last_mod, &g->locs[n]);
 		if (r < 0)
 			return r;
@@ -443,7 +594,7 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 			return r;
 		n++;
 	} else if (s->flags & PROWL_SAMPLE_USTACK_FP && n > user_first &&
-		   (g->locs[n - 1] >= g->is_entry_cap || !g->is_entry[g->locs[n - 1]])) {
+		   !has_flag(g, g->locs[n - 1], LOC_ENTRY)) {
 		/* No stack is passed off as complete: a frame-pointer walk must end
 		 * in a thread's entry, or say that it did not. */
 		r = no_entry_location(g, &g->locs[n]);

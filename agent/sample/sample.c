@@ -138,10 +138,12 @@ static void *unwind_thread(void *arg)
 
 static int handle_event(void *ctx, void *data, size_t size)
 {
+	const struct prowl_sample *e = data;
 	struct sampler *s = ctx;
 	int r;
 
-	if (size < sizeof(struct prowl_sample))
+	/* A sample without Python frames ends where pystack would begin. */
+	if (size < PROWL_SAMPLE_NOPY_SIZE || (e->pystack_len && size < sizeof(*e)))
 		return 0;
 	r = s->opts.cb(s->opts.cb_ctx, data, size);
 	if (r < 0) {
@@ -243,8 +245,9 @@ static int start_unwind(struct sampler *s)
 		.max_procs = s->opts.unwind_max_procs,
 		.procs_fd = bpf_map__fd(s->skel->maps.unwind_procs),
 		.req_time_fd = bpf_map__fd(s->skel->maps.unwind_req_time),
+		.py_procs_fd = s->opts.python_off ? -1 : bpf_map__fd(s->skel->maps.py_procs),
 	};
-	struct unwinder_opts uo = { .names = s->opts.unwind_names };
+	struct unwinder_opts uo = { .names = s->opts.unwind_names, .python_off = s->opts.python_off };
 	int r;
 
 	um.rows_fd = bpf_map__fd(s->skel->maps.unwind_rows);
@@ -328,6 +331,7 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 	if (r < 0)
 		goto fail;
 	s->skel->bss->keep_idle = opts->idle;
+	s->skel->data->python_on = opts->unwind_dwarf && !opts->python_off;
 	sampler_set_include_self(s, opts->include_self);
 	s->skel->rodata->follow_children = opts->follow_children;
 	r = setup_programs(s);

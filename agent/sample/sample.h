@@ -31,6 +31,7 @@ struct sampler_opts {
 	uint32_t unwind_max_maps;  /* executable mappings of all processes (65536) */
 	uint32_t unwind_max_procs; /* processes (16384) */
 	struct unwind_limit_names unwind_names; /* the settings that raise them, for warnings */
+	bool python_off;       /* --python=off: no CPython frames (they need unwind_dwarf) */
 	sampler_cb cb;
 	void *cb_ctx;
 };
@@ -80,6 +81,9 @@ int sampler_cost_hist(const struct sampler *s, uint64_t ret[PROWL_COST_BUCKETS])
  * (kept while PROWL_BPF_TIMING=1 turned them on, or kernel.bpf_stats_enabled=1),
  * which sampler_free logs as a per-sample cost with PROWL_BPF_TIMING=1. */
 int sampler_prog_stats(const struct sampler *s, uint64_t *ret_run_cnt, uint64_t *ret_run_time_ns);
+/* The py_procs map (tgid -> struct prowl_py_proc), which the resolve stage reads
+ * to decode Python frames; -1 when there is no Python walk. */
+int sampler_py_procs_fd(const struct sampler *s);
 /* The user-stack unwinder the loaded program carries, e.g. "dwarf (bpf_loop)". */
 const char *sampler_unwinder(const struct sampler *s);
 void sampler_free(struct sampler *s); /* accepts NULL */

@@ -34,6 +34,7 @@
 #include "log.h"
 #include "objcache.h"
 #include "procmaps.h"
+#include "pyproc.h"
 #include "u64map.h"
 #include "unwind_table.h"
 
@@ -56,6 +57,8 @@ struct table {
 	uint64_t base;          /* ELF vaddr of row pc 0 */
 	uint32_t refs;          /* mapping entries of known processes */
 	uint64_t last_used_ns, failed_ns;
+	struct py_elf py;       /* CPython's _PyRuntime and types, when it has them */
+	bool py_logged;         /* its unsupported version was logged */
 };
 
 struct uproc {
@@ -82,6 +85,7 @@ struct unwinder {
 	struct u64map pending;       /* pid -> event type bitmask */
 	struct u64map failed;        /* pid -> time of a capacity failure */
 	uint64_t next_sweep_ns;
+	uint32_t py_gen;             /* last prowl_py_proc.gen given out */
 	bool logged_rows_full, logged_maps_full, logged_procs_full;
 	struct unwind_stats st;
 };
@@ -302,6 +306,8 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf, const str
 		t->state = T_NO_CFI;
 		return;
 	}
+	if (!u->opts.python_off && u->m.py_procs_fd >= 0)
+		py_detect_elf(elf, t->obj->path, &t->py);
 	if (object_broken(t->obj)) {
 		t->state = T_FAILED;
 		return;
@@ -466,8 +472,11 @@ static void proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf)
 {
 	struct uproc *p = proc_get(u, pid);
 
-	if (delete_bpf)
+	if (delete_bpf) {
 		bpf_map_delete_elem(u->m.procs_fd, &pid);
+		if (u->m.py_procs_fd >= 0)
+			bpf_map_delete_elem(u->m.py_procs_fd, &pid);
+	}
 	if (!p)
 		return;
 	proc_release(u, p);
@@ -515,6 +524,39 @@ static void note_capacity(struct unwinder *u, uint32_t pid, bool procs)
 
 /* Reads pid's executable mappings and publishes them. force: publish even when
  * they did not change (BPF lost the entry). */
+/* Tells the BPF walk about a CPython process: the first mapping of an object
+ * that exports _PyRuntime (the executable, or libpython) gives its address. */
+static void py_register(struct unwinder *u, uint32_t pid, const struct procmaps *pm, struct table **tabs)
+{
+	struct prowl_py_proc pp;
+
+	if (u->m.py_procs_fd < 0 || u->opts.python_off)
+		return;
+	for (size_t i = 0; i < pm->n; i++) {
+		const struct pm_entry *e = &pm->v[i];
+		struct table *t = tabs[i];
+		const struct obj_load *l;
+
+		if (!t || !t->py.found || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
+			continue;
+		if (py_proc_fill(&t->py, obj_load_bias(l, e->start, e->offset), ++u->py_gen, &pp) < 0) {
+			if (!t->py_logged)
+				log_warn("python: %s is CPython %u.%u, whose frames prowl cannot read (it knows 3.11, "
+					    "3.12 and 3.13): its processes get native frames only", t->obj->path,
+					    t->py.major, t->py.minor);
+			t->py_logged = true;
+			return;
+		}
+		if (bpf_map_update_elem(u->m.py_procs_fd, &pid, &pp, BPF_ANY) == 0) {
+			u->st.py_procs++;
+			log_debug("python: pid %" PRIu32 ": CPython %u.%u in %s", pid, t->py.major, t->py.minor,
+				  t->obj->path);
+		}
+		return;
+	}
+	bpf_map_delete_elem(u->m.py_procs_fd, &pid);
+}
+
 static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 {
 	struct procmaps pm = {};
@@ -627,6 +669,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		note_capacity(u, pid, false);
 		goto undo;
 	}
+	py_register(u, pid, &pm, tabs);
 	r = map_window_write(u->m.maps_fd, sizeof(*ents), first, ents, pm.n);
 	if (r < 0) {
 		extent_release(&u->maps, first, (uint32_t)pm.n);

@@ -24,6 +24,7 @@ struct unwinder_maps {
 	uint32_t max_maps;
 	int procs_fd;            /* hash tgid -> struct prowl_unwind_proc */
 	int req_time_fd;         /* LRU hash tgid -> time of its last request (-1: none) */
+	int py_procs_fd;         /* hash tgid -> struct prowl_py_proc (-1: no Python walk) */
 	uint32_t max_procs;
 };
 
@@ -48,6 +49,7 @@ struct unwinder_opts {
 	struct unwind_limit_names names;
 	struct objcache *objects; /* where object files come from; NULL: the process-wide
 				   * cache, which the symbolizer shares */
+	bool python_off;          /* --python=off: no CPython process is registered */
 };
 
 struct unwind_stats {
@@ -61,6 +63,7 @@ struct unwind_stats {
 	uint64_t rows_full, maps_full, procs_full; /* capacity limits hit (each logged once) */
 	uint64_t maps_reads;                   /* /proc/PID/maps reads */
 	uint64_t events;                       /* events received from BPF */
+	uint64_t py_procs;                     /* CPython processes registered (py_procs writes) */
 };
 
 int unwinder_new(const struct unwinder_opts *opts, const struct unwinder_maps *maps, struct unwinder **ret);

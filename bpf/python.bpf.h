@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* python.bpf.h: the CPython frame walk of the sample stage. Finds the sampled thread's
+ * PyThreadState and records its interpreter frames (code object, instruction) leaf first. */
+#ifndef PROWL_PYTHON_BPF_H
+#define PROWL_PYTHON_BPF_H
+
+/* CPython processes, written by user space (symbolizer/python): tgid -> where to look. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct prowl_py_proc);
+} py_procs SEC(".maps");
+
+/* tid -> its PyThreadState, found once by the thread-list walk and checked on
+ * every use (the state's native thread id must still be the tid). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, __u64);
+} py_tstate SEC(".maps");
+
+struct py_state {
+	__u32 n;
+	__u8 reason;       /* enum prowl_pyreason */
+	__u8 is_python;    /* the process is a known CPython one */
+	__u8 _pad[2];
+	__u32 gen;         /* prowl_py_proc.gen */
+	__u8 frame[136];   /* the interpreter frame being looked at (PY_OFF + 8 bytes) */
+	struct prowl_pyframe frames[PROWL_MAX_PY];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct py_state);
+} py_scratch SEC(".maps");
+
+#define PY_OFF(o) ((o) & 0x7f) /* an offset into the frame buffer, bounded for the verifier */
+_Static_assert(PROWL_PY_FRAME_READ <= 128, "PY_OFF must cover the frame read");
+
+static __always_inline __u64 py_read_ptr(__u64 addr)
+{
+	__u64 v = 0;
+
+	if (bpf_probe_read_user(&v, sizeof(v), (const void *)addr) < 0)
+		return 0;
+	return v;
+}
+
+/* The sampled thread's PyThreadState, or 0. */
+static __always_inline __u64 py_thread_state(const struct prowl_py_proc *pp, __u32 tid, __u8 *reason)
+{
+	__u64 *cached = bpf_map_lookup_elem(&py_tstate, &tid);
+	__u64 ts, interp;
+	__u32 ntid = 0;
+
+	if (cached && *cached) {
+		ts = *cached;
+		if (bpf_probe_read_user(&ntid, sizeof(ntid), (const void *)(ts + pp->ts_native_tid)) == 0 && ntid == tid)
+			return ts;
+		bpf_map_delete_elem(&py_tstate, &tid);
+	}
+	interp = py_read_ptr(pp->runtime + pp->rt_interp_head);
+	if (!interp) {
+		*reason = PROWL_PY_NO_THREAD; /* not initialised yet, or finalised */
+		return 0;
+	}
+	ts = py_read_ptr(interp + pp->is_threads_head);
+	for (int i = 0; i < PROWL_PY_THREADS; i++) {
+		if (!ts)
+			break;
+		ntid = 0;
+		if (bpf_probe_read_user(&ntid, sizeof(ntid), (const void *)(ts + pp->ts_native_tid)) < 0) {
+			*reason = PROWL_PY_READ;
+			return 0;
+		}
+		if (ntid == tid) {
+			bpf_map_update_elem(&py_tstate, &tid, &ts, BPF_ANY);
+			return ts;
+		}
+		ts = py_read_ptr(ts + pp->ts_next);
+	}
+	*reason = PROWL_PY_NO_THREAD;
+	return 0;
+}
+
+/* Fills the per-CPU py_state of the current task; NULL when the process is not
+ * a known CPython one. */
+static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
+{
+	struct prowl_py_proc *pp = bpf_map_lookup_elem(&py_procs, &tgid);
+	struct py_state *ps;
+	__u32 zero = 0, n;
+	__u64 ts, fp;
+	int i;
+
+	if (!pp)
+		return NULL;
+	ps = bpf_map_lookup_elem(&py_scratch, &zero);
+	if (!ps)
+		return NULL;
+	ps->n = 0;
+	ps->reason = PROWL_PY_OK;
+	ps->is_python = 1;
+	ps->gen = pp->gen;
+	ts = py_thread_state(pp, tid, &ps->reason);
+	if (!ts)
+		return ps;
+	fp = py_read_ptr(ts + pp->ts_frame);
+	if (fp && pp->cf_current_frame != PROWL_PY_NONE)
+		fp = py_read_ptr(fp + pp->cf_current_frame);
+	/* The count lives in the map value, not in a register: the verifier then
+	 * sees one state per iteration instead of one per count (n would be a
+	 * known constant on every path otherwise). */
+	for (i = 0; i < PROWL_MAX_PY + 8; i++) {
+		struct prowl_pyframe *f;
+		__u64 code, instr;
+		__u8 owner;
+
+		if (!fp)
+			break;
+		n = ps->n;
+		if (bpf_probe_read_user(ps->frame, PROWL_PY_FRAME_READ, (const void *)fp) < 0) {
+			ps->reason = PROWL_PY_READ;
+			break;
+		}
+		code = *(__u64 *)&ps->frame[PY_OFF(pp->fr_code)];
+		fp = *(__u64 *)&ps->frame[PY_OFF(pp->fr_previous)];
+		if (pp->fr_owner != PROWL_PY_NONE) {
+			owner = ps->frame[PY_OFF(pp->fr_owner)];
+			if (owner == 3) { /* FRAME_OWNED_BY_CSTACK: the entry shim (3.12+) */
+				if (n > 0)
+					ps->frames[(n - 1) & (PROWL_MAX_PY - 1)].lasti |= PROWL_PYF_ENTRY;
+				continue;
+			}
+		}
+		if (n >= PROWL_MAX_PY) {
+			ps->reason = PROWL_PY_DEPTH;
+			break;
+		}
+		f = &ps->frames[n & (PROWL_MAX_PY - 1)];
+		f->code = code;
+		instr = *(__u64 *)&ps->frame[PY_OFF(pp->fr_instr)];
+		f->lasti = PROWL_PYF_LASTI_NONE;
+		if (instr >= code + pp->co_code && instr - (code + pp->co_code) < (1ull << 31))
+			f->lasti = (__u32)((instr - (code + pp->co_code)) / 2);
+		if (pp->fr_is_entry != PROWL_PY_NONE && ps->frame[PY_OFF(pp->fr_is_entry)])
+			f->lasti |= PROWL_PYF_ENTRY;
+		f->firstlineno = 0;
+		bpf_probe_read_user(&f->firstlineno, sizeof(f->firstlineno), (const void *)(code + pp->co_firstlineno));
+		ps->n = n + 1;
+	}
+	if (fp && i >= PROWL_MAX_PY + 8 && ps->reason == PROWL_PY_OK)
+		ps->reason = PROWL_PY_DEPTH;
+	return ps;
+}
+
+#endif /* PROWL_PYTHON_BPF_H */

@@ -1,0 +1,120 @@
+/* pydetect.c: finds _PyRuntime, the type objects and Py_Version in an object's dynamic
+ * (or full) symbol table; the version falls back to the file name (libpython3.N.so). */
+#include "pydetect.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* Reads 4 bytes at virtual address addr from the section that holds it. */
+static int read_u32_at(Elf *elf, uint64_t addr, uint32_t *ret)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_ALLOC))
+			continue;
+		if (addr < sh.sh_addr || addr - sh.sh_addr + 4 > sh.sh_size)
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (!d || !d->d_buf || addr - sh.sh_addr + 4 > d->d_size)
+			return -EIO;
+		memcpy(ret, (const char *)d->d_buf + (addr - sh.sh_addr), 4);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+/* "libpython3.11.so.1.0", "python3.12", ".../libpython3.13d.so": 3 and the minor. */
+static bool version_from_name(const char *path, uint8_t *major, uint8_t *minor)
+{
+	const char *b = path ? strrchr(path, '/') : NULL;
+	unsigned int ma, mi;
+
+	b = b ? b + 1 : path;
+	if (!b)
+		return false;
+	if (strncmp(b, "lib", 3) == 0)
+		b += 3;
+	if (sscanf(b, "python%u.%u", &ma, &mi) != 2 || ma != 3 || mi > 99)
+		return false;
+	*major = (uint8_t)ma;
+	*minor = (uint8_t)mi;
+	return true;
+}
+
+static int scan_symtab(Elf *elf, Elf_Scn *scn, struct py_elf *p, uint64_t *py_version)
+{
+	GElf_Shdr sh;
+	Elf_Data *d;
+	size_t n;
+
+	if (!gelf_getshdr(scn, &sh) || !sh.sh_entsize)
+		return 0;
+	d = elf_getdata(scn, NULL);
+	if (!d)
+		return 0;
+	n = d->d_size / sh.sh_entsize;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym sym;
+		const char *name;
+
+		if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
+			continue;
+		if (GELF_ST_TYPE(sym.st_info) != STT_OBJECT)
+			continue;
+		name = elf_strptr(elf, sh.sh_link, sym.st_name);
+		if (!name || (name[0] != '_' && name[0] != 'P'))
+			continue;
+		if (strcmp(name, "_PyRuntime") == 0)
+			p->runtime = sym.st_value;
+		else if (strcmp(name, "PyCode_Type") == 0)
+			p->code_type = sym.st_value;
+		else if (strcmp(name, "PyUnicode_Type") == 0)
+			p->unicode_type = sym.st_value;
+		else if (strcmp(name, "PyBytes_Type") == 0)
+			p->bytes_type = sym.st_value;
+		else if (strcmp(name, "Py_Version") == 0 && sym.st_size == 4)
+			*py_version = sym.st_value;
+	}
+	return 0;
+}
+
+int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)
+{
+	Elf_Scn *scn = NULL, *dynsym = NULL, *symtab = NULL;
+	uint64_t py_version = 0;
+	uint32_t hex;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!elf)
+		return -EINVAL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_DYNSYM)
+			dynsym = scn;
+		else if (sh.sh_type == SHT_SYMTAB)
+			symtab = scn;
+	}
+	if (dynsym)
+		scan_symtab(elf, dynsym, ret, &py_version);
+	if (!ret->runtime && symtab)
+		scan_symtab(elf, symtab, ret, &py_version);
+	if (!ret->runtime)
+		return 0;
+	ret->found = true;
+	/* Py_Version is PY_VERSION_HEX: 0x030b02f0 is 3.11.2 final. */
+	if (py_version && read_u32_at(elf, py_version, &hex) == 0 && (hex >> 24) == 3) {
+		ret->major = 3;
+		ret->minor = (hex >> 16) & 0xff;
+	} else {
+		version_from_name(path, &ret->major, &ret->minor);
+	}
+	return 0;
+}

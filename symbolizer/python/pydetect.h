@@ -1,0 +1,23 @@
+/* pydetect.h: tells whether an ELF object is a CPython interpreter (an executable with a
+ * static libpython, or libpython itself) and which version, from its symbols. */
+#ifndef PROWL_PYDETECT_H
+#define PROWL_PYDETECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <gelf.h>
+
+struct py_elf {
+	bool found;             /* it exports _PyRuntime */
+	uint8_t major, minor;   /* 0.0: the version could not be read */
+	uint64_t runtime;       /* ELF virtual addresses of _PyRuntime, */
+	uint64_t code_type;     /* PyCode_Type, */
+	uint64_t unicode_type;  /* PyUnicode_Type */
+	uint64_t bytes_type;    /* and PyBytes_Type (0 when not exported) */
+};
+
+/* Fills *ret from elf (path: its file name, for the version when Py_Version is not
+ * exported). Returns 0 (ret->found says whether it is CPython) or a negative errno. */
+int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret);
+
+#endif

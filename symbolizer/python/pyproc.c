@@ -1,0 +1,44 @@
+/* pyproc.c: builds a process's py_procs entry from its libpython's symbols, the load
+ * bias of its mapping, and the offsets table of its version. */
+#include "pyproc.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "pyversions.h"
+
+int py_proc_fill(const struct py_elf *pe, uint64_t bias, uint32_t gen, struct prowl_py_proc *ret)
+{
+	const struct py_layout *l = py_layout_for(pe->major, pe->minor);
+
+	memset(ret, 0, sizeof(*ret));
+	if (!pe->found || !l)
+		return -EPROTONOSUPPORT;
+	*ret = (struct prowl_py_proc){
+		.runtime = pe->runtime + bias,
+		.version = (uint16_t)(l->major << 8 | l->minor),
+		.rt_interp_head = l->rt_interp_head,
+		.is_threads_head = l->is_threads_head,
+		.ts_next = l->ts_next,
+		.ts_native_tid = l->ts_native_tid,
+		.ts_frame = l->ts_frame,
+		.cf_current_frame = l->cf_current_frame,
+		.fr_code = l->fr_code,
+		.fr_previous = l->fr_previous,
+		.fr_instr = l->fr_instr,
+		.fr_is_entry = l->fr_is_entry,
+		.fr_owner = l->fr_owner,
+		.co_firstlineno = l->co_firstlineno,
+		.co_code = l->co_code,
+		.gen = gen,
+		.code_type = pe->code_type ? pe->code_type + bias : 0,
+		.unicode_type = pe->unicode_type ? pe->unicode_type + bias : 0,
+		.bytes_type = pe->bytes_type ? pe->bytes_type + bias : 0,
+	};
+	return 0;
+}
+
+const struct py_layout *py_proc_layout(const struct prowl_py_proc *pp)
+{
+	return py_layout_for(pp->version >> 8, pp->version & 0xff);
+}

@@ -1,0 +1,20 @@
+/* pyproc.h: registers a CPython process with the BPF walk (the py_procs map): where its
+ * _PyRuntime is and the offsets of its version. */
+#ifndef PROWL_PYPROC_H
+#define PROWL_PYPROC_H
+
+#include <stdint.h>
+
+#include <linux/types.h>
+#include "prowl.h"
+#include "pydetect.h"
+
+/* Fills *ret for a process that maps pe's object with load bias `bias` (runtime
+ * address - ELF virtual address). Returns 0, or -EPROTONOSUPPORT when prowl has
+ * no layout for pe's version (the caller says so once per object). */
+int py_proc_fill(const struct py_elf *pe, uint64_t bias, uint32_t gen, struct prowl_py_proc *ret);
+
+/* The layout a registered process's entry was filled from (by its version), or NULL. */
+const struct py_layout *py_proc_layout(const struct prowl_py_proc *pp);
+
+#endif
