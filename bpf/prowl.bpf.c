@@ -117,7 +117,9 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 	e->_pad = 0;
 	e->pystack_len = 0;
 	if (pn) {
-		bpf_probe_read_kernel(e->pystack, pn * sizeof(struct prowl_pyframe), ps->frames);
+		/* All slots, a constant size: a bound on pn does not survive every
+		 * kernel's verifier (the reader looks at pystack_len of them). */
+		bpf_probe_read_kernel(e->pystack, sizeof(e->pystack), ps->frames);
 		e->pystack_len = pn;
 		count(PROWL_CNT_PY_SAMPLES);
 	}

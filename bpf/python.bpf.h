@@ -13,12 +13,18 @@ struct {
 } py_procs SEC(".maps");
 
 /* tid -> its PyThreadState, found once by the thread-list walk and checked on
- * every use (the state's native thread id must still be the tid). */
+ * every use (same process, and the state's native thread id is still the tid's). */
+struct py_tstate_val {
+	__u64 ts;
+	__u32 tgid;
+	__u32 _pad;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct py_tstate_val);
 } py_tstate SEC(".maps");
 
 struct py_state {
@@ -39,6 +45,17 @@ struct {
 } py_scratch SEC(".maps");
 
 #define PY_OFF(o) ((o) & 0x7f) /* an offset into the frame buffer, bounded for the verifier */
+
+/* A frame slot index the verifier can bound on every kernel: the mask is applied
+ * in the register right before use, where the compiler cannot drop it (it knows
+ * the index is below PROWL_MAX_PY) nor reload an unmasked copy. */
+static __always_inline __u32 py_slot(__u32 i)
+{
+	__u64 v = i;
+
+	asm volatile("%[v] &= %[m]" : [v] "+r"(v) : [m] "i"(PROWL_MAX_PY - 1));
+	return (__u32)v;
+}
 _Static_assert(PROWL_PY_FRAME_READ <= 128, "PY_OFF must cover the frame read");
 
 static __always_inline __u64 py_read_ptr(__u64 addr)
@@ -50,16 +67,41 @@ static __always_inline __u64 py_read_ptr(__u64 addr)
 	return v;
 }
 
-/* The sampled thread's PyThreadState, or 0. */
-static __always_inline __u64 py_thread_state(const struct prowl_py_proc *pp, __u32 tid, __u8 *reason)
+/* The current thread's id as it sees it: gettid() in its own pid namespace (a
+ * container's), which is what CPython stores as native_thread_id; tid (the
+ * host's) when it is in the host's namespace. */
+static __always_inline __u32 py_ns_tid(__u32 tid)
 {
-	__u64 *cached = bpf_map_lookup_elem(&py_tstate, &tid);
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct pid *tp = BPF_CORE_READ(task, thread_pid);
+	unsigned int level;
+	int nr = 0;
+
+	if (!tp)
+		return tid;
+	level = BPF_CORE_READ(tp, level);
+	if (!level)
+		return tid;
+	if (bpf_probe_read_kernel(&nr, sizeof(nr),
+				  (const void *)((__u64)tp + bpf_core_field_offset(struct pid, numbers) +
+						 (__u64)(level & 0x1f) * bpf_core_type_size(struct upid) +
+						 bpf_core_field_offset(struct upid, nr))) < 0 || nr <= 0)
+		return tid;
+	return (__u32)nr;
+}
+
+/* The sampled thread's PyThreadState, or 0. tid: the host's id (the cache's
+ * key); ns_tid: the thread's own (what the thread state holds). */
+static __always_inline __u64 py_thread_state(const struct prowl_py_proc *pp, __u32 tgid, __u32 tid, __u32 ns_tid,
+					       __u8 *reason)
+{
+	struct py_tstate_val *cached = bpf_map_lookup_elem(&py_tstate, &tid), nv = {};
 	__u64 ts, interp;
 	__u32 ntid = 0;
 
-	if (cached && *cached) {
-		ts = *cached;
-		if (bpf_probe_read_user(&ntid, sizeof(ntid), (const void *)(ts + pp->ts_native_tid)) == 0 && ntid == tid)
+	if (cached && cached->ts && cached->tgid == tgid) {
+		ts = cached->ts;
+		if (bpf_probe_read_user(&ntid, sizeof(ntid), (const void *)(ts + pp->ts_native_tid)) == 0 && ntid == ns_tid)
 			return ts;
 		bpf_map_delete_elem(&py_tstate, &tid);
 	}
@@ -77,8 +119,10 @@ static __always_inline __u64 py_thread_state(const struct prowl_py_proc *pp, __u
 			*reason = PROWL_PY_READ;
 			return 0;
 		}
-		if (ntid == tid) {
-			bpf_map_update_elem(&py_tstate, &tid, &ts, BPF_ANY);
+		if (ntid == ns_tid) {
+			nv.ts = ts;
+			nv.tgid = tgid;
+			bpf_map_update_elem(&py_tstate, &tid, &nv, BPF_ANY);
 			return ts;
 		}
 		ts = py_read_ptr(ts + pp->ts_next);
@@ -106,7 +150,7 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 	ps->reason = PROWL_PY_OK;
 	ps->is_python = 1;
 	ps->gen = pp->gen;
-	ts = py_thread_state(pp, tid, &ps->reason);
+	ts = py_thread_state(pp, tgid, tid, py_ns_tid(tid), &ps->reason);
 	if (!ts)
 		return ps;
 	fp = py_read_ptr(ts + pp->ts_frame);
@@ -116,7 +160,7 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 	 * sees one state per iteration instead of one per count (n would be a
 	 * known constant on every path otherwise). */
 	for (i = 0; i < PROWL_MAX_PY + 8; i++) {
-		struct prowl_pyframe *f;
+		struct prowl_pyframe f;
 		__u64 code, instr;
 		__u8 owner;
 
@@ -133,7 +177,7 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 			owner = ps->frame[PY_OFF(pp->fr_owner)];
 			if (owner == 3) { /* FRAME_OWNED_BY_CSTACK: the entry shim (3.12+) */
 				if (n > 0)
-					ps->frames[(n - 1) & (PROWL_MAX_PY - 1)].lasti |= PROWL_PYF_ENTRY;
+					ps->frames[py_slot(n - 1)].lasti |= PROWL_PYF_ENTRY;
 				continue;
 			}
 		}
@@ -141,16 +185,16 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 			ps->reason = PROWL_PY_DEPTH;
 			break;
 		}
-		f = &ps->frames[n & (PROWL_MAX_PY - 1)];
-		f->code = code;
+		f.code = code;
 		instr = *(__u64 *)&ps->frame[PY_OFF(pp->fr_instr)];
-		f->lasti = PROWL_PYF_LASTI_NONE;
+		f.lasti = PROWL_PYF_LASTI_NONE;
 		if (instr >= code + pp->co_code && instr - (code + pp->co_code) < (1ull << 31))
-			f->lasti = (__u32)((instr - (code + pp->co_code)) / 2);
+			f.lasti = (__u32)((instr - (code + pp->co_code)) / 2);
 		if (pp->fr_is_entry != PROWL_PY_NONE && ps->frame[PY_OFF(pp->fr_is_entry)])
-			f->lasti |= PROWL_PYF_ENTRY;
-		f->firstlineno = 0;
-		bpf_probe_read_user(&f->firstlineno, sizeof(f->firstlineno), (const void *)(code + pp->co_firstlineno));
+			f.lasti |= PROWL_PYF_ENTRY;
+		f.firstlineno = 0;
+		bpf_probe_read_user(&f.firstlineno, sizeof(f.firstlineno), (const void *)(code + pp->co_firstlineno));
+		ps->frames[py_slot(n)] = f;
 		ps->n = n + 1;
 	}
 	if (fp && i >= PROWL_MAX_PY + 8 && ps->reason == PROWL_PY_OK)

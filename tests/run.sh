@@ -52,12 +52,12 @@ run_unit() { # $1 = build dir
 	done
 }
 
-# The e2e files the sanitizer build runs: those in which prowl reads what someone
-# else controls (hostile ELF files, perf maps, names, profiles, configs, HTTP
-# answers, Go tables, target memory). The rest runs on the normal build only.
-SAN_E2E=(test_untrusted test_hostile test_agent_inputs test_agent_faults test_agent_config test_report
-	test_debuginfod test_kubernetes test_jit test_names test_go test_containers test_unwind test_frames
-	test_python)
+# The e2e files the sanitizer build runs: those in which prowl reads what another
+# user or a remote peer controls (hostile ELF files, perf maps, names, profiles,
+# HTTP answers, Go tables, cgroup names, interpreter memory). The rest runs on the
+# normal build only.
+SAN_E2E=(test_untrusted test_hostile test_agent_inputs test_agent_faults test_report test_debuginfod
+	test_kubernetes test_jit test_names test_go test_containers test_python)
 
 run_e2e() { # $1 = build dir, $2 = "quick" for the sanitizer subset without the long captures
 	local line p f e s log="$1/e2e.log" quick=0 files=(tests/e2e) t
@@ -74,7 +74,7 @@ run_e2e() { # $1 = build dir, $2 = "quick" for the sanitizer subset without the 
 		return
 	fi
 	# -rfEs: pytest's short summary names each failure, error and skip (with its reason).
-	PROWL_TEST_BUILD="$1" PROWL_TEST_QUICK=$quick /usr/bin/python3 -m pytest -q -rfEs --durations=12 -p no:cacheprovider \
+	PROWL_TEST_BUILD="$1" PROWL_TEST_QUICK=$quick /usr/bin/python3 -m pytest -q -rfEs --durations=25 -p no:cacheprovider \
 		"${files[@]}" 2>&1 | tee "$log"
 	line=$(grep -E '(passed|failed|error|skipped|no tests ran)' "$log" | tail -1)
 	p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)

@@ -77,8 +77,8 @@ static int scan_symtab(Elf *elf, Elf_Scn *scn, struct py_elf *p, uint64_t *py_ve
 			p->unicode_type = sym.st_value;
 		else if (strcmp(name, "PyBytes_Type") == 0)
 			p->bytes_type = sym.st_value;
-		else if (strcmp(name, "Py_Version") == 0 && sym.st_size == 4)
-			*py_version = sym.st_value;
+		else if (strcmp(name, "Py_Version") == 0 && (sym.st_size == 4 || sym.st_size == 8))
+			*py_version = sym.st_value; /* unsigned int on 3.11, 3.12; unsigned long on 3.13 */
 	}
 	return 0;
 }
@@ -109,7 +109,8 @@ int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)
 	if (!ret->runtime)
 		return 0;
 	ret->found = true;
-	/* Py_Version is PY_VERSION_HEX: 0x030b02f0 is 3.11.2 final. */
+	/* Py_Version is PY_VERSION_HEX: 0x030b02f0 is 3.11.2 final (the low 4 bytes
+	 * of an 8-byte one on x86_64, which is little-endian). */
 	if (py_version && read_u32_at(elf, py_version, &hex) == 0 && (hex >> 24) == 3) {
 		ret->major = 3;
 		ret->minor = (hex >> 16) & 0xff;

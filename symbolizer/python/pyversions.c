@@ -20,7 +20,10 @@
  *                    co_name, co_qualname, co_linetable
  *   ascii_data       sizeof(PyASCIIObject); compact_data sizeof(PyCompactUnicodeObject)
  * 3.11 is checked on this machine (Debian 12's python3.11 headers, compiled with
- * Py_BUILD_CORE); 3.12 and 3.13 are read from their headers' layouts. */
+ * Py_BUILD_CORE). 3.13's match the _Py_DebugOffsets that Debian 13's libpython3.13.so
+ * (3.13.5) carries at the start of _PyRuntime, and the suite runs that build
+ * (tests/e2e/pyfetch.py). 3.12's are read from its headers' layouts only (no 3.12
+ * build was at hand). */
 static const struct py_layout layouts[] = {
 	{
 		.major = 3, .minor = 11,

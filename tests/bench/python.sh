@@ -2,7 +2,9 @@
 # python.sh: benchmarks of the CPython walk (issue 12): BPF cost per sample with 30 Python
 # frames against the same process with --python=off, side by side and interleaved; then
 # the user-space resolution of a program with 10,000 code objects (prowl's CPU time and
-# its code-object cache) against --python=off. Writes build/bench/python.md.
+# its code-object cache) against --python=off; then the throughput of a Python workload
+# (one process per CPU) with no profiler, under `prowl record -a -F 99` and under the
+# same with --python=off, interleaved in rounds. Writes build/bench/python.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${PROWL_BUILD:-build}
@@ -37,6 +39,24 @@ resolve() { # $1 = on|off: prowl's CPU time over 10,000 code objects at 999 Hz
 	echo "| 10,000 code objects | --python=$1 | $(awk -v u="$u" -v s="$s" 'BEGIN{printf "%.2f", u+s}') s | $((m / 1024)) MiB | $(grep -oE 'python: [0-9]+ code objects cached.*' <<<"$out" | sed 's/^python: //' || echo -) |"
 }
 
+throughput() { # $1 = base|on|off: calls per second of all CPUs' Python workers
+	local prof= pids=() n total=0
+	if [ "$1" != base ]; then
+		"$B/prowl" record -a -q -F 99 --python="$1" -o "$TMP/a.pb.gz" >/dev/null 2>&1 &
+		prof=$!
+		sleep 2
+	fi
+	for _ in $(seq "$(nproc)"); do
+		"$PY" "$W/pywork.py" count "$S" >"$TMP/count.$_" &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	[ -n "$prof" ] && { kill -INT $prof; wait $prof || true; }
+	for n in "$TMP"/count.*; do total=$((total + $(cat "$n"))); done
+	rm -f "$TMP"/count.*
+	echo $((total / ${S%.*}))
+}
+
 out=$B/bench/python.md
 mkdir -p "$(dirname "$out")"
 {
@@ -52,4 +72,21 @@ mkdir -p "$(dirname "$out")"
 	echo "|---|---|---|---|---|"
 	resolve on
 	resolve off
+	echo
+	echo "### Whole-host overhead at 99 Hz ($(nproc) Python workers, $S s per run, 3 rounds, order rotating)"
+	echo
+	declare -A sum=([base]=0 [on]=0 [off]=0)
+	for round in 1 2 3; do
+		case $round in 1) order="base on off" ;; 2) order="on off base" ;; *) order="off base on" ;; esac
+		for m in $order; do
+			v=$(throughput "$m")
+			sum[$m]=$((sum[$m] + v))
+			echo "round $round, $m: $v calls/s" >&2
+		done
+	done
+	echo "| mode | calls/s (mean of 3) | against no profiler |"
+	echo "|---|---|---|"
+	for m in base on off; do
+		echo "| $([ $m = base ] && echo 'no profiler' || echo "prowl record -a -F 99 --python=$m") | $((sum[$m] / 3)) | $(awk -v a="${sum[$m]}" -v b="${sum[base]}" 'BEGIN{printf "%.4f", a/b}') |"
+	done
 } | tee "$out"

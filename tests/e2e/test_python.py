@@ -11,7 +11,11 @@ import time
 
 import pytest
 
-from conftest import ROOT, pprof_raw, run_prowl, start, stop, workload
+import otlp_check
+import pyfetch
+from agentlib import Agent
+from conftest import BUILD, ROOT, pprof_raw, run_prowl, start, stop, workload
+from receiver import Receiver
 
 PY = "/usr/bin/python3.11"
 SCRIPT = os.path.join(ROOT, "tests", "workloads", "python", "pywork.py")
@@ -64,6 +68,28 @@ def def_lines():
     return out
 
 
+def loop_lines(name):
+    """The two lines of the busy loop of function name in pywork.py: where its samples
+    must be (the while test and the increment)."""
+    lo, hi = def_lines()[name]
+    lines = open(SCRIPT).read().splitlines()
+    return {i for i in range(lo, hi + 1) if lines[i - 1].strip() in ("while time.monotonic() < end:", "x += 1")}
+
+
+def assert_lines(raw):
+    """Every sample of alpha, beta or gamma names the line the line table gives: one of
+    the function's two loop lines when it is the innermost Python frame, the line of
+    the call in split (split's lines) otherwise."""
+    spans, seen = def_lines(), 0
+    for s in raw.samples:
+        fr = python_frames(raw, s)
+        if fr and fr[0][0] in ("alpha", "beta", "gamma"):
+            assert fr[0][1] == SCRIPT and fr[0][2] in loop_lines(fr[0][0]), fr[0]
+            assert fr[1][0] == "split" and spans["split"][0] < fr[1][2] <= spans["split"][1], fr[1]
+            seen += s["values"][0]
+    assert seen > 100, seen
+
+
 @pytest.mark.parametrize("interp", interpreters())
 def test_three_function_split_with_file_and_line(tmp_path, interp):
     """alpha, beta and gamma run 10, 30 and 60 % of each 30 ms cycle (deadlines): the
@@ -86,6 +112,7 @@ def test_three_function_split_with_file_and_line(tmp_path, interp):
                 assert lo <= line <= hi, (fn, line, spans[fn])
                 checked += s["values"][0]
     assert checked > total, checked  # every sample has several frames checked
+    assert_lines(raw)
     # The caller chain is there: gamma under split, main and <module>.
     with_gamma = [s for s in raw.samples if "gamma" in raw.frames(s)]
     chain = python_frames(raw, with_gamma[0])
@@ -174,7 +201,8 @@ def test_python_off_keeps_native_frames(tmp_path):
     """--python=off: no [python] mapping, the interpreter's frames stay."""
     raw = record(tmp_path, command([PY], "split", 6), "off", secs=3, extra=["--python=off"])
     assert not any(m["file"] == "[python]" for m in raw.mappings.values())
-    assert raw.share(EVAL) > 0.9
+    assert not any("python" in f.lower() and f.startswith("[") for s in raw.samples for f in raw.frames(s))
+    assert raw.share("Py_RunMain") > 0.9  # its native frames are all there
     assert raw.share("gamma") == 0
 
 
@@ -214,3 +242,130 @@ def test_forged_interpreter_gives_markers(tmp_path, mode, marker):
     assert names <= {"loop_fn"}, names
     if mode == "cycle":
         assert "loop_fn" in names
+
+
+def test_container_pid_and_mount_namespaces(tmp_path):
+    """The interpreter and the script in a mount namespace of their own (a tmpfs the host
+    does not see) and a PID namespace (CPython's thread ids are the namespace's): the
+    split is found as on the host, with the file name the process sees."""
+    d = "/opt/prowl-pyct"
+    os.makedirs(d, exist_ok=True)
+    inner = (f"mount -t tmpfs tmpfs {d} && cp {PY} {d}/python3.11 && cp {SCRIPT} {d}/app.py && "
+             f"exec {d}/python3.11 {d}/app.py split 8")
+    p = subprocess.Popen(["unshare", "--mount", "--pid", "--fork", "sh", "-c", inner],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        kids = subprocess.run(["pgrep", "-f", f"^{d}/python3.11 "], capture_output=True, text=True).stdout.split()
+        assert kids, "the namespaced python did not start"
+        ns = open(f"/proc/{kids[0]}/status").read()
+        assert re.search(r"^NSpid:\s+\d+\s+1$", ns, re.M), "not pid 1 of its own namespace"
+        out = tmp_path / "ct.pb.gz"
+        res = run_prowl(["record", "-p", kids[0], "-d", "4", "-q", "-o", str(out)])
+        assert res.returncode == 0, res.stderr
+    finally:
+        # The namespace's init is the interpreter: killing unshare does not end it.
+        subprocess.run(["pkill", "-KILL", "-f", f"^{d}/python3.11 "])
+        p.kill()
+        p.wait()
+    raw = pprof_raw(str(out))
+    shares = {f: raw.share(f) for f in ("alpha", "beta", "gamma")}
+    print(shares)
+    for f, want in (("alpha", 0.10), ("beta", 0.30), ("gamma", 0.60)):
+        assert abs(shares[f] - want) <= 0.05, (f, shares)
+    files = {file for s in raw.samples for fn, file, _ in python_frames(raw, s) if fn == "gamma"}
+    assert files == {f"{d}/app.py"}, files
+    assert not os.path.exists(f"{d}/app.py")  # the host never saw it
+
+
+def test_process_started_after_prowl(tmp_path):
+    """record -- python3.11 ...: the interpreter starts after prowl and is registered
+    from its first samples; nearly all samples have its Python frames."""
+    out = tmp_path / "cmd.pb.gz"
+    res = run_prowl(["record", "-q", "-o", str(out), "--", PY, SCRIPT, "split", "4"])
+    assert res.returncode == 0, res.stderr
+    raw = pprof_raw(str(out))
+    total = raw.total()
+    with_py = raw.total(lambda s: bool(python_frames(raw, s)))
+    assert total > 200 and with_py / total >= 0.95, (with_py, total)
+    assert abs(raw.share("gamma") - 0.60) <= 0.05
+
+
+def test_agent_otlp_python_frame_type(tmp_path):
+    """The agent exports the Python frames over OTLP: mapping [python], frame type
+    python, file and line; native frames stay native; the split holds."""
+    rx = Receiver().start()
+    agent = Agent(tmp_path, ["--otlp-url", rx.url + "/", "--interval", "2s", "-F", "99"])
+    p = None
+    try:
+        agent.start()
+        p = start(command([PY], "split", 9))
+        time.sleep(7)
+        m = agent.metrics()
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+        if p:
+            stop(p)
+        rx.stop()
+    profs = [prof for r in rx.requests for prof in otlp_check.check(r.body)]
+    mine = [s for prof in profs for s in prof["samples"] if "<module>" in s["stack"] and "split" in s["stack"]]
+    n = sum(s["value"] for s in mine)
+    assert n > 200, n
+    for s in mine:
+        for f in s["frames"]:
+            if f["function"] in ("alpha", "beta", "gamma", "split"):
+                assert (f["frame_type"], f["mapping"], f["file"]) == ("python", "[python]", SCRIPT), f
+                assert f["line"] > 0, f
+            elif f["function"] == "Py_RunMain":
+                assert f["frame_type"] == "native", f
+    gamma = sum(s["value"] for s in mine if "gamma" in s["stack"]) / n
+    assert abs(gamma - 0.60) <= 0.05, gamma
+    assert m.get("prowl_python_code_objects") >= 5, m.text
+    assert m.get("prowl_python_code_lookups_total", result="miss") >= 5
+    assert m.get("prowl_python_code_lookups_total", result="hit") > m.get("prowl_python_code_lookups_total", result="miss")
+    assert m.get("prowl_symbol_cache_evictions_total", cache="python_code") == 0
+
+
+def record_fetched(tmp_path, version, suite, secs, extra=()):
+    """The split on Debian's CPython `version` from `suite`, recorded for secs seconds:
+    (prowl's result, the profile). Skips when the archive cannot give it."""
+    got = pyfetch.fetch(BUILD, version, suite)
+    if isinstance(got, str):
+        pytest.skip(got)
+    p = subprocess.Popen(got.command(SCRIPT, "split", secs + 4), env=got.env(), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1.0)
+        assert p.poll() is None, f"python{version} did not start"
+        out = tmp_path / f"py{version}.pb.gz"
+        res = run_prowl(["record", "-p", str(p.pid), "-d", str(secs), "-q", "-o", str(out)] + list(extra))
+        assert res.returncode == 0, res.stderr
+    finally:
+        stop(p)
+    return res, pprof_raw(str(out))
+
+
+def test_python313_from_debian13(tmp_path):
+    """CPython 3.13 (Debian 13's build, run here through its own glibc's loader): the
+    split comes out as on 3.11, with file and line, from the 3.13 offsets."""
+    res, raw = record_fetched(tmp_path, "3.13", "trixie", 4, ["-v"])
+    assert "CPython 3.13 in " in res.stderr, res.stderr[-2000:]
+    shares = {f: raw.share(f) for f in ("alpha", "beta", "gamma")}
+    print(shares)
+    for f, want in (("alpha", 0.10), ("beta", 0.30), ("gamma", 0.60)):
+        assert abs(shares[f] - want) <= 0.05, (f, shares)
+    assert_lines(raw)
+    assert raw.share(EVAL) < 0.02
+
+
+def test_unsupported_python314_says_so(tmp_path):
+    """CPython 3.14 (Debian testing's) is a layout prowl does not read: one warning line
+    naming it, and native frames only (no [python] frames, no marker)."""
+    res, raw = record_fetched(tmp_path, "3.14", "forky", 2)
+    warn = [l for l in res.stderr.splitlines() if "CPython 3.14" in l]
+    assert len(warn) == 1 and "native frames only" in warn[0], res.stderr
+    assert raw.total() > 50
+    assert not any(m["file"] == "[python]" for m in raw.mappings.values())
+    assert not any("python" in f.lower() and f.startswith("[") for s in raw.samples for f in raw.frames(s))
+    assert raw.share("Py_RunMain") > 0.9  # its native frames are all there

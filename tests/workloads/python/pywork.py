@@ -4,7 +4,8 @@ Usage: pywork.py MODE SECONDS [ARG]
   zlib     compress_it calls zlib.compress on 390 KB of text, alternating with spin_py
   threads  thread "one" runs t_one, thread "two" runs t_two, both spinning
   recurse  rec() recursing to depth ARG, spinning at the bottom
-  exec     before_exec for half the time, then exec's itself as "split" for the rest"""
+  exec     before_exec for half the time, then exec's itself as "split" for the rest
+  count    calls of a 3-deep chain of Python functions in SECONDS, printed (throughput)"""
 import os
 import sys
 import threading
@@ -105,6 +106,24 @@ def recurse_mode(secs, depth):
     rec(depth, time.monotonic() + secs)
 
 
+def leaf_op(i):
+    return i * 3 + 1
+
+
+def mid_op(i):
+    return leaf_op(i) + leaf_op(i + 1)
+
+
+def count_mode(secs):
+    end = time.monotonic() + secs
+    n = 0
+    while time.monotonic() < end:
+        for i in range(1000):
+            mid_op(i)
+        n += 1000
+    print(n)
+
+
 def before_exec(end):
     return spin_until(end)
 
@@ -119,6 +138,8 @@ def main():
         threads_mode(secs)
     elif mode == "recurse":
         recurse_mode(secs, int(sys.argv[3]))
+    elif mode == "count":
+        count_mode(secs)
     elif mode == "exec":
         before_exec(time.monotonic() + secs / 2)
         os.execv(sys.executable, [sys.executable, __file__, "split", str(secs / 2)])
