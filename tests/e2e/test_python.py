@@ -3,7 +3,9 @@
 sampled by the real BPF program, read back with Google's pprof: the Python functions
 replace the interpreter's frames, with file and line; C extensions stay under the
 Python function that called them; threads, deep recursion, --python=off, an exec, and a
-forged interpreter (garbled code object, an endless frame chain, no thread state)."""
+forged interpreter (garbled code object, an endless frame chain, no thread state).
+The sanitizer pass runs the split on one build and the hostile cases; the rest are
+marked slow (the normal build runs them)."""
 import os
 import re
 import subprocess
@@ -126,6 +128,7 @@ def test_three_function_split_with_file_and_line(tmp_path, interp):
     assert left < 0.02, f"{EVAL} still in {left:.1%} of the samples"
 
 
+@pytest.mark.slow
 def test_c_extension_frames_under_the_python_caller(tmp_path):
     """compress_it calls zlib.compress: the samples in libz's code have compress_it as
     the Python frame above them in >= 90 % of cases, with the native frames leafward."""
@@ -145,6 +148,7 @@ def test_c_extension_frames_under_the_python_caller(tmp_path):
     assert good / n >= 0.90, (good, n)
 
 
+@pytest.mark.slow
 def test_each_thread_shows_its_own_functions(tmp_path):
     """Two threads, each in its own Python function: with --per-thread, the samples of
     the thread named one hold t_one and never t_two, and the other way round."""
@@ -168,6 +172,7 @@ def test_each_thread_shows_its_own_functions(tmp_path):
     assert two["t_two"] / two["n"] >= 0.95 and two["t_one"] == 0, two
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("interp", interpreters())
 def test_recursion_100_complete_deeper_ends_in_marker(tmp_path, interp):
     """rec() at depth 100 is complete (100 rec frames, then recurse_mode, main, <module>,
@@ -197,6 +202,7 @@ def test_recursion_100_complete_deeper_ends_in_marker(tmp_path, interp):
     assert total > 100 and marked / total >= 0.95, (marked, total)
 
 
+@pytest.mark.slow
 def test_python_off_keeps_native_frames(tmp_path):
     """--python=off: no [python] mapping, the interpreter's frames stay."""
     raw = record(tmp_path, command([PY], "split", 6), "off", secs=3, extra=["--python=off"])
@@ -244,6 +250,7 @@ def test_forged_interpreter_gives_markers(tmp_path, mode, marker):
         assert "loop_fn" in names
 
 
+@pytest.mark.slow
 def test_container_pid_and_mount_namespaces(tmp_path):
     """The interpreter and the script in a mount namespace of their own (a tmpfs the host
     does not see) and a PID namespace (CPython's thread ids are the namespace's): the
@@ -278,6 +285,7 @@ def test_container_pid_and_mount_namespaces(tmp_path):
     assert not os.path.exists(f"{d}/app.py")  # the host never saw it
 
 
+@pytest.mark.slow
 def test_process_started_after_prowl(tmp_path):
     """record -- python3.11 ...: the interpreter starts after prowl and is registered
     from its first samples; nearly all samples have its Python frames."""
@@ -291,6 +299,7 @@ def test_process_started_after_prowl(tmp_path):
     assert abs(raw.share("gamma") - 0.60) <= 0.05
 
 
+@pytest.mark.slow
 def test_agent_otlp_python_frame_type(tmp_path):
     """The agent exports the Python frames over OTLP: mapping [python], frame type
     python, file and line; native frames stay native; the split holds."""
@@ -346,6 +355,7 @@ def record_fetched(tmp_path, version, suite, secs, extra=()):
     return res, pprof_raw(str(out))
 
 
+@pytest.mark.slow
 def test_python313_from_debian13(tmp_path):
     """CPython 3.13 (Debian 13's build, run here through its own glibc's loader): the
     split comes out as on 3.11, with file and line, from the 3.13 offsets."""
