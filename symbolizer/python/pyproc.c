@@ -3,8 +3,11 @@
 #include "pyproc.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <string.h>
+#include <bpf/bpf.h>
 
+#include "log.h"
 #include "pyversions.h"
 
 int py_proc_fill(const struct py_elf *pe, uint64_t bias, uint32_t gen, struct prowl_py_proc *ret)
@@ -41,4 +44,23 @@ int py_proc_fill(const struct py_elf *pe, uint64_t bias, uint32_t gen, struct pr
 const struct py_layout *py_proc_layout(const struct prowl_py_proc *pp)
 {
 	return py_layout_for(pp->version >> 8, pp->version & 0xff);
+}
+
+int py_proc_register(int fd, uint32_t pid, const struct py_elf *pe, uint64_t bias, uint32_t gen, const char *path,
+		     bool *logged)
+{
+	struct prowl_py_proc pp;
+	int r = py_proc_fill(pe, bias, gen, &pp);
+
+	if (r < 0) {
+		if (!*logged)
+			log_warn("python: %s is CPython %u.%u, whose frames prowl cannot read (it knows 3.11, 3.12 and "
+				 "3.13): its processes get native frames only", path, pe->major, pe->minor);
+		*logged = true;
+		return r;
+	}
+	if (bpf_map_update_elem(fd, &pid, &pp, BPF_ANY) < 0)
+		return -errno;
+	log_debug("python: pid %" PRIu32 ": CPython %u.%u in %s", pid, pe->major, pe->minor, path);
+	return 0;
 }

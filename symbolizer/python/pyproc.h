@@ -3,6 +3,7 @@
 #ifndef PROWL_PYPROC_H
 #define PROWL_PYPROC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <linux/types.h>
@@ -13,6 +14,12 @@
  * address - ELF virtual address). Returns 0, or -EPROTONOSUPPORT when prowl has
  * no layout for pe's version (the caller says so once per object). */
 int py_proc_fill(const struct py_elf *pe, uint64_t bias, uint32_t gen, struct prowl_py_proc *ret);
+
+/* Writes pid's entry into the py_procs map fd (py_proc_fill() with these). A
+ * version prowl cannot read is logged once per object (path; *logged remembers it).
+ * Returns 0 or a negative errno. */
+int py_proc_register(int fd, uint32_t pid, const struct py_elf *pe, uint64_t bias, uint32_t gen, const char *path,
+		     bool *logged);
 
 /* The layout a registered process's entry was filled from (by its version), or NULL. */
 const struct py_layout *py_proc_layout(const struct prowl_py_proc *pp);

@@ -528,8 +528,6 @@ static void note_capacity(struct unwinder *u, uint32_t pid, bool procs)
  * that exports _PyRuntime (the executable, or libpython) gives its address. */
 static void py_register(struct unwinder *u, uint32_t pid, const struct procmaps *pm, struct table **tabs)
 {
-	struct prowl_py_proc pp;
-
 	if (u->m.py_procs_fd < 0 || u->opts.python_off)
 		return;
 	for (size_t i = 0; i < pm->n; i++) {
@@ -539,19 +537,9 @@ static void py_register(struct unwinder *u, uint32_t pid, const struct procmaps 
 
 		if (!t || !t->py.found || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
 			continue;
-		if (py_proc_fill(&t->py, obj_load_bias(l, e->start, e->offset), ++u->py_gen, &pp) < 0) {
-			if (!t->py_logged)
-				log_warn("python: %s is CPython %u.%u, whose frames prowl cannot read (it knows 3.11, "
-					    "3.12 and 3.13): its processes get native frames only", t->obj->path,
-					    t->py.major, t->py.minor);
-			t->py_logged = true;
-			return;
-		}
-		if (bpf_map_update_elem(u->m.py_procs_fd, &pid, &pp, BPF_ANY) == 0) {
+		if (py_proc_register(u->m.py_procs_fd, pid, &t->py, obj_load_bias(l, e->start, e->offset), ++u->py_gen,
+				     t->obj->path, &t->py_logged) == 0)
 			u->st.py_procs++;
-			log_debug("python: pid %" PRIu32 ": CPython %u.%u in %s", pid, t->py.major, t->py.minor,
-				  t->obj->path);
-		}
 		return;
 	}
 	bpf_map_delete_elem(u->m.py_procs_fd, &pid);
