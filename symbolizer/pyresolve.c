@@ -60,12 +60,3 @@ int symbolizer_python_frame(struct symbolizer *s, uint32_t pid, uint32_t gen, co
 	*ret_key = co->id << 24 | ((uint64_t)line & 0xffffff);
 	return 0;
 }
-
-void symbolizer_python_stats(const struct symbolizer *s, struct pycode_stats *ret)
-{
-	if (s->pycode) {
-		pycode_get_stats(s->pycode, ret);
-		return;
-	}
-	*ret = (struct pycode_stats){ 0 };
-}

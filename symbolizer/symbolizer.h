@@ -196,7 +196,6 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 /* ---- Python frames (pyresolve.c) ---- */
 
 struct prowl_pyframe;
-struct pycode_stats;
 
 /* Python frames are read from the processes the sampler registered in its
  * py_procs map (sampler_py_procs_fd()); -1 turns them off. */
@@ -208,7 +207,5 @@ void symbolizer_set_python(struct symbolizer *s, int py_procs_fd);
  * live until the next call. */
 int symbolizer_python_frame(struct symbolizer *s, uint32_t pid, uint32_t gen, const struct prowl_pyframe *f,
 			    struct sym_frame *ret, uint64_t *ret_key, const char **ret_why);
-/* The code-object cache's statistics (all zero before the first Python frame). */
-void symbolizer_python_stats(const struct symbolizer *s, struct pycode_stats *ret);
 
 #endif

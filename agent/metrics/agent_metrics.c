@@ -250,6 +250,11 @@ void agent_metrics_render(void *ctx, FILE *f)
 		     s.sym.process_evictions);
 	metrics_emit(f, "prowl_symbol_cache_evictions_total", "counter", NULL, "cache=\"python_code\"",
 		     s.sym.py_code_evictions);
+	metrics_emit(f, "prowl_python_samples_total", "counter", "Samples that carried CPython frames.", NULL,
+		     s.bpf.v[PROWL_CNT_PY_SAMPLES]);
+	metrics_emit(f, "prowl_python_truncated_total", "counter",
+		     "CPython stacks cut short in BPF (too deep, no thread state, unreadable).", NULL,
+		     s.bpf.v[PROWL_CNT_PY_TRUNC]);
 	metrics_emit(f, "prowl_python_code_objects", "gauge",
 		     "CPython code objects whose name, file and line table are cached (16384 at most).", NULL,
 		     s.sym.py_code_entries);

@@ -46,17 +46,17 @@ static bool version_from_name(const char *path, uint8_t *major, uint8_t *minor)
 	return true;
 }
 
-static int scan_symtab(Elf *elf, Elf_Scn *scn, struct py_elf *p, uint64_t *py_version)
+static void scan_symtab(Elf *elf, Elf_Scn *scn, struct py_elf *p, uint64_t *py_version)
 {
 	GElf_Shdr sh;
 	Elf_Data *d;
 	size_t n;
 
 	if (!gelf_getshdr(scn, &sh) || !sh.sh_entsize)
-		return 0;
+		return;
 	d = elf_getdata(scn, NULL);
 	if (!d)
-		return 0;
+		return;
 	n = d->d_size / sh.sh_entsize;
 	for (size_t i = 0; i < n; i++) {
 		GElf_Sym sym;
@@ -80,7 +80,6 @@ static int scan_symtab(Elf *elf, Elf_Scn *scn, struct py_elf *p, uint64_t *py_ve
 		else if (strcmp(name, "Py_Version") == 0 && (sym.st_size == 4 || sym.st_size == 8))
 			*py_version = sym.st_value; /* unsigned int on 3.11, 3.12; unsigned long on 3.13 */
 	}
-	return 0;
 }
 
 int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)

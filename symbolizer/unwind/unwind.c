@@ -537,9 +537,8 @@ static void py_register(struct unwinder *u, uint32_t pid, const struct procmaps 
 
 		if (!t || !t->py.found || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
 			continue;
-		if (py_proc_register(u->m.py_procs_fd, pid, &t->py, obj_load_bias(l, e->start, e->offset), ++u->py_gen,
-				     t->obj->path, &t->py_logged) == 0)
-			u->st.py_procs++;
+		py_proc_register(u->m.py_procs_fd, pid, &t->py, obj_load_bias(l, e->start, e->offset), ++u->py_gen,
+				 t->obj->path, &t->py_logged);
 		return;
 	}
 	bpf_map_delete_elem(u->m.py_procs_fd, &pid);

@@ -63,7 +63,6 @@ struct unwind_stats {
 	uint64_t rows_full, maps_full, procs_full; /* capacity limits hit (each logged once) */
 	uint64_t maps_reads;                   /* /proc/PID/maps reads */
 	uint64_t events;                       /* events received from BPF */
-	uint64_t py_procs;                     /* CPython processes registered (py_procs writes) */
 };
 
 int unwinder_new(const struct unwinder_opts *opts, const struct unwinder_maps *maps, struct unwinder **ret);
