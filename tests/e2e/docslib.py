@@ -11,7 +11,7 @@ DOCS = ["README.md"] + sorted(os.path.relpath(p, ROOT) for p in glob.glob(os.pat
 # The marker kinds (docs/testing.md, "The documentation check"). A marker is an HTML
 # comment `<!-- docs-check: KIND[: ARGUMENT] -->` on the lines right before a block; the
 # argument may run over several lines.
-KINDS = ("run", "output of", "config", "commands", "promql", "tested by", "not checked")
+KINDS = ("run", "output of", "config", "commands", "promql", "tested by")
 
 MARKER = re.compile(r"<!--\s*docs-check:\s*(.*?)\s*-->", re.S)
 

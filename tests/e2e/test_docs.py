@@ -7,6 +7,8 @@ import re
 import shlex
 import shutil
 import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -55,7 +57,7 @@ def test_every_block_has_a_marker():
     bad = [f"{b.where}: no docs-check marker before this block" for b in BLOCKS if b.kind is None]
     bad += [f"{b.where}: unknown marker '{b.kind}'" for b in BLOCKS if b.kind and b.kind not in docslib.KINDS]
     for b in BLOCKS:
-        if b.kind in ("output of", "tested by", "not checked") and not b.arg:
+        if b.kind in ("output of", "tested by") and not b.arg:
             bad.append(f"{b.where}: `{b.kind}` needs its argument")
         if b.kind == "tested by" and b.arg:
             path, _, func = b.arg.partition("::")
@@ -463,3 +465,119 @@ def test_versions_in_docs_are_the_version():
                     bad.append(f"{doc}:{n}: {m.group(0)} (VERSION is {version})")
     assert seen >= 5, seen
     assert not bad, "\n".join(bad)
+
+
+# ---- commands quoted in prose ----------------------------------------------------------------------
+
+def test_inline_commands():
+    """Commands quoted in prose: a `make ...` names a target that exists (`make -n`, its
+    variables as given), and every option of a `prowl SUBCOMMAND ...` is one that the
+    subcommand's --help lists."""
+    spans = []
+    for doc in docslib.DOCS:
+        text = "\n".join("" if l.strip().startswith("```") else l for l in open(os.path.join(ROOT, doc)).read().split("\n"))
+        for m in re.finditer(r"`(?:sudo )?((?:make|prowl) [^`]+)`", text):
+            spans.append((f"{doc}:{text.count(chr(10), 0, m.start()) + 1}", m.group(1)))
+    assert len(spans) >= 25, spans
+    makes = sorted({cmd for _, cmd in spans if cmd.startswith("make ")})
+    with ThreadPoolExecutor(4) as pool:
+        made = dict(zip(makes, pool.map(lambda c: subprocess.run(["make", "-n"] + c.split()[1:], cwd=ROOT,
+                                                                   capture_output=True, text=True, timeout=60), makes)))
+    helps, bad, checked = {}, [], 0
+    for where, cmd in spans:
+        words = cmd.split()
+        if words[0] == "make":
+            checked += 1
+            if made[cmd].returncode != 0:
+                bad.append(f"{where}: `{cmd}`: {made[cmd].stderr.strip()[-200:]}")
+            continue
+        sub = words[1]
+        if sub.startswith("-"):
+            sub = ""
+        if sub not in helps:
+            helps[sub] = subprocess.run([PROWL] + ([sub] if sub else []) + ["--help"], capture_output=True,
+                                        text=True, timeout=10).stdout
+        for opt in (w.split("=")[0] for w in words[1:] if w.startswith("-") and w != "--"):
+            checked += 1
+            if not re.search(rf"(?<![\w-]){re.escape(opt)}(?![\w-])", helps[sub]):
+                bad.append(f"{where}: `{cmd}`: `prowl {sub} --help` lists no {opt}")
+    assert checked >= 25, checked
+    assert not bad, "\n".join(bad)
+
+
+# ---- blocks that show code's shape ---------------------------------------------------------------
+
+def marked_block(doc, test):
+    """The one block of doc whose marker names this test (`tested by: ...::test`)."""
+    found = [b for b in BLOCKS if b.doc == doc and b.kind == "tested by" and b.arg.endswith("::" + test)]
+    assert len(found) == 1, (doc, test, found)
+    return found[0]
+
+
+def test_unwind_row_layout():
+    """docs/unwinding.md's picture of an unwind row lists the fields of struct
+    prowl_unwind_row (bpf/prowl.h), in order, with their types."""
+    block = marked_block("docs/unwinding.md", "test_unwind_row_layout")
+    doc = [tuple(l.split()[:2]) for l in block.text.splitlines() if l.strip()]
+    src = open(os.path.join(ROOT, "bpf", "prowl.h")).read()
+    body = re.search(r"struct prowl_unwind_row \{(.*?)\};", src, re.S).group(1)
+    code = [(t, n) for t, n in re.findall(r"__([us]\d+) (\w+);", body)]
+    assert len(code) == 4 and doc == code, (doc, code)
+
+
+def test_suite_summary_shape():
+    """docs/testing.md's sample of the suite's closing lines: the heading of the skips and
+    the count line are what tests/run.sh echoes."""
+    block = marked_block("docs/testing.md", "test_suite_summary_shape")
+    lines = block.text.splitlines()
+    run = open(os.path.join(ROOT, "tests", "run.sh")).read()
+    assert lines[0] == "skipped (with the reason):" and f'echo "{lines[0]}"' in run, lines[0]
+    assert all(l.startswith("  ") for l in lines[1:-1]) and "printf '  %s\\n' \"${skips[@]}\"" in run
+    assert re.fullmatch(r"\d+ passed, \d+ failed, \d+ skipped", lines[-1]), lines[-1]
+    assert 'echo "$passed passed, $failed failed, $skipped skipped"' in run
+
+
+def exposition_pattern(line):
+    """A /metrics line of the docs as a regex: label values and the sample value masked."""
+    name, labels, value = re.fullmatch(r"(\w+)\{(.*)\} (\S+)", line).groups()
+    masked = ",".join(re.escape(l.split("=")[0]) + '="[^"]*"' for l in labels.split(","))
+    return rf"{re.escape(name)}\{{{masked}\}} [0-9.e+-]+"
+
+
+def test_metrics_examples(tmp_path):
+    """docs/metrics.md's /metrics samples: the real agent, with worked example 1's rule
+    (its match and function widened to `.`, so that this host has a series of it) and the
+    static label env=prod, serves the rule's `# HELP`/`# TYPE` lines as shown, and lines
+    of the shown form (label names in that order; values masked) for it and the built-in
+    counter."""
+    from agentlib import Agent
+    builtin = [b for b in BLOCKS if b.doc == "docs/metrics.md" and b.text.startswith("prowl_profile_cpu_seconds_total{")]
+    shown = [b for b in BLOCKS if b.doc == "docs/metrics.md" and b.text.startswith("# HELP go_gc_cpu_seconds_total")]
+    example = [b for b in BLOCKS if b.doc == "docs/metrics.md" and b.kind == "config"
+               and "metric: go_gc_cpu_seconds_total" in b.text]
+    assert len(builtin) == len(shown) == len(example) == 1
+    assert builtin[0].arg.endswith("::test_metrics_examples") and shown[0].arg.endswith("::test_metrics_examples")
+    cfg = yaml.safe_load(example[0].text)
+    for rule in cfg["recording_rules"]:
+        rule["match"] = {k: "=~.+" for k in rule.get("match", {})}
+        rule["function"] = "."
+    cfg["labels"] = {"env": "prod"}
+    (tmp_path / "agent.yaml").write_text(yaml.safe_dump(cfg))
+    spin = subprocess.Popen([os.path.join(BUILD, "workloads", "spin")], stdout=subprocess.DEVNULL)
+    try:
+        with Agent(tmp_path, ["--config", str(tmp_path / "agent.yaml"), "--interval", "1s", "-F", "99",
+                              "--dir", str(tmp_path / "profiles")]) as agent:
+            deadline, text = time.time() + 15, ""
+            while time.time() < deadline and "\ngo_gc_cpu_seconds_total{" not in text:
+                time.sleep(0.5)
+                text = agent.get("/metrics")[1]
+    finally:
+        spin.kill()
+        spin.wait()
+    lines = text.splitlines()
+    for line in builtin[0].text.splitlines() + shown[0].text.splitlines():
+        if line.startswith("#"):
+            assert line in lines, f"/metrics has no line `{line}`:\n" + "\n".join(l for l in lines if "go_gc" in l)
+        else:
+            pat = exposition_pattern(line)
+            assert any(re.fullmatch(pat, l) for l in lines), f"/metrics has no line like `{line}`"
