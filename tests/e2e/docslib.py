@@ -124,7 +124,7 @@ def inline_messages(doc):
 
 
 def _prose_message(span):
-    if span.count(" ") < 3 or not re.match(r"^[A-Za-z.\[]", span):
+    if span.count(" ") < 3 or not re.match(r"^[A-Za-z0-9.\[]", span):
         return False
     return not re.search(r"\s[-+*/=]\s|\w\(|[{}<>]|->|→|\\\||\);?$|^[a-z_]+: \S+$|^and |^\S+ \S+ \S+$", span)
 
@@ -220,7 +220,7 @@ class Formats:
         for i in range(len(f)):
             if not reach[i]:
                 continue
-            m = re.match(r"prowl: (error|warning): |prowl: |[^\s:]+(:[^\s:]+)*:( |$)|[:;,] ", f[i:])
+            m = re.match(r"prowl: (error|warning): |prowl: |[^\s:\[\]]+(:[^\s:]+)*:( |$)|[:;,] ", f[i:])
             if m:
                 reach[i + m.end()] = True
             if f[i] == " ":
@@ -238,38 +238,41 @@ class Formats:
         characters of it (or the whole piece) before or after any filled-in value."""
         need = min(6, len(f) - i0)
         # A state: (token index, literal characters matched (up to 6), whether the value
-        # being filled in holds a space, length of the last run of literal characters).
-        starts = {(0, 0, False, 0)}
+        # being filled in holds a space, length of the last run of literal characters,
+        # whether it is a value the quote starts in, which takes no spaces).
+        starts = {(0, 0, False, 0, False)}
         if start_inside:
-            starts |= {(t, 0, False, 0) for t, tok in enumerate(toks) if tok == f[i0]}
+            starts |= {(t, 0, False, 0, not isinstance(tok, str)) for t, tok in enumerate(toks)
+                       if tok == f[i0] or not isinstance(tok, str)}
 
         def close(st):
             todo, st = list(st), set(st)
             while todo:
-                t, lit, sp, run = todo.pop()
-                if t < len(toks) and not isinstance(toks[t], str) and (t + 1, lit, sp, run) not in st:
-                    st.add((t + 1, lit, sp, run))
-                    todo.append((t + 1, lit, sp, run))
+                t, lit, sp, run, edge = todo.pop()
+                nxt = (t + 1, lit, sp, run, False)
+                if t < len(toks) and not isinstance(toks[t], str) and nxt not in st:
+                    st.add(nxt)
+                    todo.append(nxt)
             return st
         states, ends = close(starts), set()
         if any(s[0] == len(toks) for s in states):
             ends.add(i0)
         for i in range(i0, len(f)):
             c, nxt = f[i], set()
-            for t, lit, sp, run in states:
+            for t, lit, sp, run, edge in states:
                 if t >= len(toks):
                     continue
                 tok = toks[t]
-                if tok is WILD_IN or (tok is WILD_EDGE and c != " "):
-                    nxt.add((t, lit, sp or c == " ", -abs(run)))
+                if tok is WILD_IN and not (edge and c == " ") or (tok is WILD_EDGE and c != " "):
+                    nxt.add((t, lit, sp or c == " ", -abs(run), edge))
                 elif tok == c:
-                    nxt.add((t + 1, min(lit + 1, 6), False, min(run + 1, 6) if run >= 0 else 1))
+                    nxt.add((t + 1, min(lit + 1, 6), False, min(run + 1, 6) if run >= 0 else 1, False))
             states = close(nxt)
             if not states:
                 break
-            if any(t == len(toks) and (lit >= need or not start_inside) for t, lit, _, _ in states):
+            if any(s[0] == len(toks) and (s[1] >= need or not start_inside) for s in states):
                 ends.add(i + 1)
             elif end_inside and i + 1 == len(f) and \
-                    any(lit >= need and not sp and abs(run) >= need for _, lit, sp, run in states):
+                    any(lit >= need and not sp and abs(run) >= need for _, lit, sp, run, _ in states):
                 ends.add(i + 1)
         return ends

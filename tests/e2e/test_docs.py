@@ -282,6 +282,33 @@ def test_inline_messages(formats):
     assert not bad, "quoted, but no format string of the C sources prints it:\n" + "\n".join(bad)
 
 
+# One word changed in messages the docs quote: each must fail, and the quote as the docs
+# have it must pass.
+MUTANTS = [
+    ("spool: skipping the rest of damaged file", "spool: skipping the rest of broken file"),
+    ("missing capabilities: CAP_BPF ...", "missing capability: CAP_BPF ..."),
+    ("[truncated: no unwind table for libfoo.so]", "[truncated: no unwind tables for libfoo.so]"),
+    ("otlp: 5 undelivered profiles (32914 bytes) kept in the spool for the next start",
+     "otlp: 5 undelivered profiles (32914 bytes) kept in the spool for the next run"),
+    ("window ended early: ... limits.max_stacks_per_window", "window ended late: ... limits.max_stacks_per_window"),
+    ("... needs X (Linux N+), which this kernel (R) lacks", "... needs X (Linux N+), which the kernel (R) lacks"),
+    ("regression: hot_c: total 19.94% -> 49.16% (+29.22 pp > 5 pp + 3.49 pp noise)",
+     "regression: hot_c: total 19.94% -> 49.16% (+29.22 pp > 5 pp + 3.49 pp margin)"),
+    ("5 queued profiles (32914 bytes) not delivered before shutdown",
+     "5 queued profiles (32914 bytes) not sent before shutdown"),
+]
+
+
+def test_message_check_can_fail(formats):
+    """The matcher of test_inline_messages tells a quoted message from one with a word
+    changed."""
+    quoted = {s for d in docslib.DOCS for _, s in docslib.inline_messages(d)}
+    for good, bad in MUTANTS:
+        assert good in quoted, f"the docs no longer quote `{good}`: pick another"
+        assert formats.explain(good, open_ends=True) is None, good
+        assert formats.explain(bad, open_ends=True) is not None, f"`{bad}` passes as a message of prowl"
+
+
 # ---- promql: expressions Prometheus accepts ------------------------------------------------------
 
 @pytest.mark.parametrize("block", by_kind("promql"))
