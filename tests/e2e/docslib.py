@@ -67,6 +67,18 @@ def _marker_before(text, pos):
     return "unknown: " + body, None
 
 
+def prose_markers(doc, kind):
+    """[(line, argument)] of the markers of kind that stand in prose (not before a block)."""
+    text = open(os.path.join(ROOT, doc)).read()
+    out = []
+    for m in MARKER.finditer(text):
+        body = m.group(1)
+        after = text[m.end():].lstrip(" ")
+        if body.startswith(kind + ":") and not after.startswith("\n```"):
+            out.append((text.count("\n", 0, m.start()) + 1, body[len(kind) + 1:].strip()))
+    return out
+
+
 # ---- messages quoted inline -------------------------------------------------------------
 
 # Backticked text that is a message of another program, quoted as such. The check skips

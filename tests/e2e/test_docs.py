@@ -475,6 +475,42 @@ def test_table_ranges(row, request):
     assert not bad, f"docs/configuration.md:{n}: " + "\n".join(bad)
 
 
+def range_claims():
+    """The `range` markers in prose: `<!-- docs-check: range: LOW to HIGH: CMD -->` (or
+    `LOW and more`), CMD with {} where the value goes."""
+    out = []
+    for doc in docslib.DOCS:
+        for n, arg in docslib.prose_markers(doc, "range"):
+            values, _, cmd = arg.partition(": ")
+            out.append(pytest.param(f"{doc}:{n}", values, cmd, id=f"{doc}:{n}"))
+    return out
+
+
+@pytest.mark.parametrize("where,values,cmd", range_claims())
+def test_prose_ranges(where, values, cmd, unprivileged):
+    """A range a sentence states, where a `range` marker follows it: CMD with each bound
+    gets past the argument checks (run without privileges, it stops at the capability
+    check, or exits 0 or 1, but not 2), and with the values just outside them exits 2
+    with one line."""
+    assert "{}" in cmd and cmd.startswith("prowl "), (where, cmd)
+    low, _, high = values.partition(" to ")
+    if values.endswith(" and more"):
+        low = values[:-len(" and more")]
+        bounds = [b for i, b in enumerate(_bounds(f"{low} to {low}") or []) if i in (0, 2)]
+    else:
+        bounds = _bounds(values)
+    assert bounds, (where, values)
+    bad = []
+    for value, accepted in bounds:
+        res = unprivileged.run([PROWL] + shlex.split(cmd.replace("{}", value))[1:], text=True, cwd="/", env=ENV)
+        lines = res.stderr.strip().splitlines()
+        if accepted and res.returncode == 2:
+            bad.append(f"{value} refused: {res.stderr.strip()}")
+        if not accepted and (res.returncode != 2 or len(lines) != 1):
+            bad.append(f"{value} exits {res.returncode}: {res.stderr.strip()}")
+    assert not bad, f"{where}: " + "\n".join(bad)
+
+
 # ---- versions ----------------------------------------------------------------------------------
 
 def test_versions_in_docs_are_the_version():
