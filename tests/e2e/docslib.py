@@ -74,7 +74,8 @@ def prose_markers(doc, kind):
     for m in MARKER.finditer(text):
         body = m.group(1)
         after = text[m.end():].lstrip(" ")
-        if body.startswith(kind + ":") and not after.startswith("\n```"):
+        quoted = text[m.start() - 1:m.start()] == "`"   # a marker shown in the docs
+        if body.startswith(kind + ":") and not after.startswith("\n```") and not quoted:
             out.append((text.count("\n", 0, m.start()) + 1, body[len(kind) + 1:].strip()))
     return out
 

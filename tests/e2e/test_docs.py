@@ -64,6 +64,13 @@ def test_every_block_has_a_marker():
             src = open(os.path.join(ROOT, path)).read() if os.path.exists(os.path.join(ROOT, path)) else ""
             if not re.search(rf"^def {re.escape(func)}\(", src, re.M) or os.path.basename(b.doc) not in src:
                 bad.append(f"{b.where}: {b.arg} does not exist or does not read {b.doc}")
+    for doc in docslib.DOCS:
+        text = open(os.path.join(ROOT, doc)).read()
+        for m in docslib.MARKER.finditer(text):
+            at_block = text[m.end():].lstrip(" ").startswith("\n```")
+            quoted = text[m.start() - 1:m.start()] == "`"
+            if not at_block and not quoted and not m.group(1).startswith("range:"):
+                bad.append(f"{doc}:{text.count(chr(10), 0, m.start()) + 1}: a marker in prose must be `range:`")
     assert not bad, "\n".join(bad)
 
 
