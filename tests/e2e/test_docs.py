@@ -633,11 +633,12 @@ def test_metrics_examples(tmp_path):
         rule["function"] = "."
     cfg["labels"] = {"env": "prod"}
     (tmp_path / "agent.yaml").write_text(yaml.safe_dump(cfg))
-    spin = subprocess.Popen([os.path.join(BUILD, "workloads", "spin")], stdout=subprocess.DEVNULL)
+    spin = subprocess.Popen([os.path.join(BUILD, "workloads", "spin"), "-t", "1", "-s", "60"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with Agent(tmp_path, ["--config", str(tmp_path / "agent.yaml"), "--interval", "1s", "-F", "99",
                               "--dir", str(tmp_path / "profiles")]) as agent:
-            deadline, text = time.time() + 15, ""
+            deadline, text = time.time() + 30, ""   # windows of 1 s; the first symbolizes the host
             while time.time() < deadline and "\ngo_gc_cpu_seconds_total{" not in text:
                 time.sleep(0.5)
                 text = agent.get("/metrics")[1]
