@@ -46,7 +46,7 @@ CXX      ?= g++
 RUSTC    ?= $(shell command -v rustc 2>/dev/null || ls $(HOME)/.cargo/bin/rustc 2>/dev/null)
 
 .SECONDARY:
-.PHONY: all clean deps test unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers
+.PHONY: all clean deps test check-quick unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -187,6 +187,11 @@ test: all unit workloads tools
 	@mkdir -p build-san/tools && cp $(O)/tools/pprof build-san/tools/pprof
 	$(MAKE) O=build-fuzz FUZZ=1 fuzzers
 	FUZZ_BUILD=build-fuzz tests/run.sh $(O) build-san
+
+# The inner loop (under 5 minutes): the unit tests and the e2e files that feed prowl
+# untrusted input, without their long captures, on the normal build only.
+check-quick: all unit workloads tools
+	tests/run.sh --quick $(O)
 
 # Debian's kernels (newest 5.10, 6.1, 6.12) booted under QEMU with prowl in an
 # initramfs, and this machine's kernel: record in both unwinding modes, record -p,

@@ -5,7 +5,9 @@
 # (tests/kmatrix: Debian's kernels under QEMU) on build/, then each libFuzzer harness
 # for 15 s when FUZZ_BUILD names their build; lists every skipped test
 # with its reason and ends with "N passed, N failed, N skipped".
-# Usage: tests/run.sh [BUILD_DIR...]   (default: build build-san)
+# Usage: tests/run.sh [--quick] [BUILD_DIR...]   (default: build build-san)
+# --quick (make check-quick, the inner loop): the unit tests and the SAN_E2E files
+# without their long captures, on each build; no kernel matrix, no fuzzing.
 set -u
 cd "$(dirname "$0")/.."
 # The sanitizer build stops at the first undefined behaviour, so the test fails.
@@ -133,6 +135,11 @@ run_fuzz() { # $1 = the libFuzzer build (make O=build-fuzz FUZZ=1 fuzzers)
 	done < "$1/fuzz/results.txt"
 }
 
+only_quick=0
+if [ "${1:-}" = --quick ]; then
+	only_quick=1
+	shift
+fi
 dirs=("$@")
 [ ${#dirs[@]} -gt 0 ] || dirs=(build build-san)
 for d in "${dirs[@]}"; do
@@ -143,11 +150,19 @@ for d in "${dirs[@]}"; do
 		continue
 	fi
 	run_unit "$d"
+	if [ $only_quick = 1 ]; then
+		run_e2e "$d" quick
+		continue
+	fi
 	case "$d" in
 	*san*) run_e2e "$d" quick ;; # sanitizers: every test but the long captures
 	*) run_e2e "$d" "" ;;
 	esac
 done
+if [ $only_quick = 1 ]; then
+	dirs=()
+	FUZZ_BUILD=""
+fi
 # Once, on the first build without sanitizers (the guests run its binaries).
 for d in "${dirs[@]}"; do
 	case "$d" in *san*) continue ;; esac
