@@ -53,8 +53,13 @@ def test_diff_json_agrees_with_pprof(caps):
     # The move itself: hot_c +30 pp, hot_a -30 pp, and sorted by the size of the change.
     assert 22 <= funcs["hot_c"]["delta_total_pp"] <= 38
     assert -38 <= funcs["hot_a"]["delta_total_pp"] <= -22
-    changes = [max(abs(f["delta_self_pp"]), abs(f["delta_total_pp"])) for f in d["functions"]]
-    assert changes == sorted(changes, reverse=True)
+    # The program's code first, then the rows apart from the gate; each by the size of the change.
+    kinds = [f["kind"] != "code" for f in d["functions"]]
+    assert kinds == sorted(kinds), kinds
+    for apart in (False, True):
+        changes = [max(abs(f["delta_self_pp"]), abs(f["delta_total_pp"])) for f in d["functions"]
+                   if (f["kind"] != "code") == apart]
+        assert changes == sorted(changes, reverse=True)
     assert {d["functions"][0]["name"], d["functions"][1]["name"]} == {"hot_a", "hot_c"}
 
 
