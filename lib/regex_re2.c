@@ -124,7 +124,8 @@ static int translate(const char *re, char *out, size_t size, char *err, size_t e
 			return -EINVAL;
 		}
 		if ((c == '*' || c == '+' || c == '?' || c == '}') && re[i + 1] == '?') {
-			snprintf(err, errsz, "non-greedy '%c?' is RE2 syntax POSIX ERE does not have", c);
+			snprintf(err, errsz, "non-greedy '%c?' is RE2 syntax POSIX ERE does not have: write '%c' alone "
+				 "(POSIX takes the longest match)", c, c);
 			return -EINVAL;
 		}
 		out[o++] = c;
