@@ -124,6 +124,33 @@ def test_gate_refuses_too_few_samples(caps):
     assert res.returncode in (0, 3), res.stderr
 
 
+def test_gate_calls_an_empty_side_too_few(caps, tmp_path):
+    """A capture in which the program never ran on a CPU (0 samples) is under any
+    floor: exit 4 with the gate or --min-samples, as for 10 samples; without either
+    there is nothing to compare (exit 1), and so with --min-samples 0."""
+    idle = tmp_path / "idle.pb.gz"
+    res = run_prowl(["record", "-q", "-o", str(idle), "--", "sleep", "0.3"])
+    assert res.returncode == 0 and "no samples" in res.stderr, res.stderr
+    assert pprof_raw(str(idle)).total() == 0
+    base = pprof_top(caps.base)[1]
+    for args, line in (
+            ([str(caps.base), str(idle), "--fail-on-increase", "5"],
+             f"too few samples for a verdict: base has {base}, new has 0, --min-samples is 200: "),
+            ([str(idle), str(caps.base), "--fail-on-increase", "5", "--min-samples", "10"],
+             f"too few samples for a verdict: base has 0, new has {base}, --min-samples is 10: "),
+            ([str(idle), str(caps.base), "--min-samples", "10"],
+             f"too few samples for a verdict: base has 0, new has {base}, --min-samples is 10: ")):
+        res = run_prowl(["diff", *args])
+        assert res.returncode == 4, (args, res.stderr)
+        assert one_error_line(res).startswith("prowl: error: " + line), res.stderr
+        assert not res.stdout and not offenders(res.stderr)
+    for args in ([str(caps.base), str(idle)], [str(caps.base), str(idle), "--fail-on-increase", "5",
+                                                "--min-samples", "0"]):
+        res = run_prowl(["diff", *args])
+        assert res.returncode == 1, (args, res.stderr)
+        assert one_error_line(res) == f"prowl: error: {idle} has no samples: nothing to compare"
+
+
 def test_gate_focus(caps):
     common = ["diff", str(caps.base), str(caps.new), "--fail-on-increase", "5"]
     res = run_prowl(common + ["--focus", "^hot_a$"])
