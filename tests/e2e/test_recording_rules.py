@@ -260,6 +260,9 @@ BAD = [
     ("group-by", "  - metric: a_total\n    group_by:\n      - service_name\n      - pods\n", 7,
      r"recording_rules\[0\]\.group_by: unknown label 'pods' \(known: service_name, host_name, team, namespace, "
      r"pod, container, node, container_id, function\)"),
+    ("escape", "  - metric: a_total\n    function: 'gc\\q'\n", 5,
+     r"recording_rules\[0\]\.function: bad regex 'gc\\q': escape '\\q' is RE2 syntax POSIX ERE does not have: "
+     r"write a bracket expression instead, e\.g\. \[0-9\] or \[\[:alpha:\]\]"),
     ("duplicate", "  - metric: a_total\n    group_by: [service_name]\n  - metric: a_total\n    group_by: [team]\n",
      6, r"recording_rules\[1\]\.metric: metric 'a_total' is also recorded at line 4 with labels \[service_name\]"),
 ]
