@@ -129,7 +129,12 @@ def test_gate_calls_an_empty_side_too_few(caps, tmp_path):
     floor: exit 4 with the gate or --min-samples, as for 10 samples; without either
     there is nothing to compare (exit 1), and so with --min-samples 0."""
     idle = tmp_path / "idle.pb.gz"
-    res = run_prowl(["record", "-q", "-o", str(idle), "--", "sleep", "0.3"])
+    sleeper = start(["sleep", "60"])
+    try:
+        time.sleep(0.2)  # past its start: from now on it never runs on a CPU
+        res = run_prowl(["record", "-q", "-p", str(sleeper.pid), "-d", "1s", "-o", str(idle)])
+    finally:
+        stop(sleeper)
     assert res.returncode == 0 and "no samples" in res.stderr, res.stderr
     assert pprof_raw(str(idle)).total() == 0
     base = pprof_top(caps.base)[1]
