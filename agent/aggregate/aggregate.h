@@ -9,6 +9,13 @@
 
 struct profile;
 
+/* The pseudo-mappings of the frames prowl makes up: its markers ("[truncated: ...]",
+ * "[python: ...]") and "[unknown]+0xADDR" for an address no mapping covers. No process
+ * can name a mapping so (paths are absolute, anonymous names "[anon:...]"), so readers
+ * tell these from functions of the same text by the mapping. */
+#define PROF_MARKER_MAPPING  "[prowl]"
+#define PROF_UNKNOWN_MAPPING "[unknown]"
+
 /* A mapping as the caller knows it. `key` is the caller's stable identity for
  * it (the symbolizer's module id); a second call with the same key returns the
  * same id and ignores the other fields. */

@@ -43,6 +43,8 @@ static int cmp_row(const void *a, const void *b, void *arg)
 	const struct view *v = arg;
 	double cx = change(x), cy = change(y);
 
+	if ((x->apart != 0) != (y->apart != 0))
+		return x->apart ? 1 : -1;
 	if (cx != cy)
 		return cx > cy ? -1 : 1;
 	return strcmp(view_str(v, v->funcs[x->func].name), view_str(v, v->funcs[y->func].name));
@@ -63,6 +65,7 @@ int diff_rows(const struct view *v, double sigmas, struct diff_row **ret, size_t
 		if (fn->is_process || (!fn->total[0] && !fn->total[1]))
 			continue;
 		r->func = f;
+		r->apart = (uint8_t)view_func_apart(fn);
 		r->base_self = pct(fn->self[0], nb);
 		r->new_self = pct(fn->self[1], nn);
 		r->base_total = pct(fn->total[0], nb);
@@ -89,7 +92,7 @@ size_t diff_judge(const struct view *v, struct diff_row *rows, size_t n, const s
 		const char *sep = "";
 		char safe[512];
 
-		if (g->focus && regexec(g->focus, name, 0, NULL, 0) != 0)
+		if (r->apart || (g->focus && regexec(g->focus, name, 0, NULL, 0) != 0))
 			continue;
 		/* Grew by more than the limit, and by more than the limit plus noise. */
 		r->offender_self = r->d_self > g->max_pp + r->noise_self;
@@ -132,12 +135,48 @@ static const char *status(const struct view *v, const struct diff_row *r)
 	return !f->total[0] ? "new" : !f->total[1] ? "gone" : "changed";
 }
 
+/* How a row apart is tagged in the text table and named in JSON's "kind". */
+static const struct {
+	const char *tag, *kind;
+} aparts[] = {
+	[VIEW_CODE] = { "", "code" },
+	[VIEW_MARKER] = { "  [prowl marker]", "prowl_marker" },
+	[VIEW_KERNEL_EXIT] = { "  [kernel exit]", "kernel_exit" },
+};
+
+static int text_row(struct sbuf *b, const struct view *v, const struct diff_row *d)
+{
+	const char *st = status(v, d);
+	char safe[512];
+
+	return sbuf_printf(b, "   %8.2f %8.2f %+8.2f  %8.2f %8.2f %+8.2f  %s%s%s%s\n", d->base_self, d->new_self,
+			   d->d_self, d->base_total, d->new_total, d->d_total,
+			   printable(view_str(v, v->funcs[d->func].name), safe, sizeof(safe)), aparts[d->apart].tag,
+			   strcmp(st, "changed") ? "  [" : "", strcmp(st, "changed") ? (strcmp(st, "new") ? "gone]" : "new]") : "");
+}
+
+/* Rows [from, to) of one section, at most max_rows of them (0: all). */
+static int text_rows(struct sbuf *b, const struct view *v, const struct diff_row *rows, size_t from, size_t to,
+		     size_t max_rows, const char *what)
+{
+	size_t n = to - from, shown = max_rows && max_rows < n ? max_rows : n;
+	int r = 0;
+
+	for (size_t i = from; i < from + shown && !r; i++)
+		r = text_row(b, v, &rows[i]);
+	if (!r && shown < n)
+		r = sbuf_printf(b, "... and %zu %s that changed less (-n 0 shows all)\n", n - shown, what);
+	return r;
+}
+
 int diff_text(struct sbuf *b, const struct view *v, const struct diff_row *rows, size_t n, size_t max_rows,
 	      const struct diff_side *base, const struct diff_side *new)
 {
-	size_t shown = max_rows && max_rows < n ? max_rows : n;
+	size_t code = 0;
 	int r;
 
+	while (code < n && !rows[code].apart)
+		code++;
 	r = side_line(b, "base", base);
 	if (!r)
 		r = side_line(b, "new ", new);
@@ -145,18 +184,13 @@ int diff_text(struct sbuf *b, const struct view *v, const struct diff_row *rows,
 		r = sbuf_puts(b, "\nShares of each side's samples in %, delta = new - base in percentage points:\n"
 			    "   ---------- self % --------  --------- total % --------\n"
 			    "       base      new    delta      base      new    delta  function\n");
-	for (size_t i = 0; i < shown && !r; i++) {
-		const struct diff_row *d = &rows[i];
-		const char *st = status(v, d);
-		char safe[512];
-
-		r = sbuf_printf(b, "   %8.2f %8.2f %+8.2f  %8.2f %8.2f %+8.2f  %s%s%s\n", d->base_self, d->new_self,
-				d->d_self, d->base_total, d->new_total, d->d_total,
-				printable(view_str(v, v->funcs[d->func].name), safe, sizeof(safe)), strcmp(st, "changed") ? "  [" : "",
-				strcmp(st, "changed") ? (strcmp(st, "new") ? "gone]" : "new]") : "");
-	}
-	if (!r && shown < n)
-		r = sbuf_printf(b, "... and %zu functions that changed less (-n 0 shows all)\n", n - shown);
+	if (!r)
+		r = text_rows(b, v, rows, 0, code, max_rows, "functions");
+	if (!r && code < n)
+		r = sbuf_puts(b, "\nLeft out of the gate: prowl's marker frames and the kernel's interrupts and return "
+			    "to user mode:\n");
+	if (!r)
+		r = text_rows(b, v, rows, code, n, max_rows, "frames");
 	if (!r && !n)
 		r = sbuf_puts(b, "(no samples)\n");
 	return r;
@@ -216,7 +250,7 @@ int diff_json(struct sbuf *b, const struct view *v, const struct diff_row *rows,
 		if (!r && f->file)
 			r = sbuf_puts(b, ",\"file\":") ?: json_str(b, view_str(v, f->file));
 		if (!r)
-			r = sbuf_printf(b, ",\"status\":\"%s\"", status(v, d));
+			r = sbuf_printf(b, ",\"status\":\"%s\",\"kind\":\"%s\"", status(v, d), aparts[d->apart].kind);
 		if (!r)
 			r = json_field(b, "base_self_pct", d->base_self) ?: json_field(b, "new_self_pct", d->new_self) ?:
 			    json_field(b, "delta_self_pp", d->d_self) ?: json_field(b, "base_total_pct", d->base_total) ?:

@@ -20,6 +20,7 @@ struct diff_row {
 	double d_self, d_total;           /* new - base, percentage points */
 	double noise_self, noise_total;   /* sigmas x the binomial standard error, pp */
 	bool offender_self, offender_total;
+	uint8_t apart;                    /* enum view_apart: not VIEW_CODE leaves the gate */
 };
 
 /* What each side is, for headers. */
@@ -37,10 +38,12 @@ struct diff_gate {
 	const regex_t *focus; /* NULL: every function */
 };
 
-/* Every function (not process frames) with samples on either side, largest
- * change first. *ret is malloc'ed. */
+/* Every function (not process frames) with samples on either side: the program's
+ * code first, then the frames apart (markers, kernel exit paths); largest change
+ * first within each. *ret is malloc'ed. */
 int diff_rows(const struct view *v, double sigmas, struct diff_row **ret, size_t *ret_n);
-/* Marks the offenders and prints one line per offender to out; returns their number. */
+/* Marks the offenders among the program's code (not the rows apart) and prints one
+ * line per offender to out; returns their number. */
 size_t diff_judge(const struct view *v, struct diff_row *rows, size_t n, const struct diff_gate *g, FILE *out);
 
 int diff_text(struct sbuf *b, const struct view *v, const struct diff_row *rows, size_t n, size_t max_rows,

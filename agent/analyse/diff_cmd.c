@@ -20,7 +20,7 @@
 #include "log.h"
 #include "parse.h"
 #include "escape.h"
-#include "regex_guard.h"
+#include "regex_re2.h"
 
 enum { EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_REGRESSION = 3, EXIT_TOO_FEW = 4 };
 enum diff_format { DF_TEXT, DF_JSON, DF_HTML };
@@ -52,17 +52,21 @@ static const char diff_usage[] =
 	"CI gate:\n"
 	"      --fail-on-increase PP  exit 3 when the self or total share of a function grew by\n"
 	"                            more than PP points beyond noise; one line per offender\n"
-	"      --min-samples N       exit 4 when a side has fewer than N samples (default 200):\n"
-	"                            too few for a verdict\n"
-	"      --focus REGEX         judge only functions whose name matches REGEX (POSIX ERE)\n"
+	"      --min-samples N       exit 4 when a side has fewer than N samples, none included\n"
+	"                            (default 200 with the gate): too few for a verdict\n"
+	"      --focus REGEX         judge only functions whose name matches REGEX (POSIX ERE;\n"
+	"                            \\d \\w \\s translated as in the agent's rules)\n"
 	"      --noise-sigmas K      the noise allowance in standard errors (default 3)\n"
 	"\n"
 	"Noise: a function with shares pb of Nb base samples and pn of Nn new samples fails\n"
 	"only when pn - pb > PP + K * sqrt(pb(1-pb)/Nb + pn(1-pn)/Nn), the binomial standard\n"
 	"error of the difference. Two captures of the same build pass at PP = 5.\n"
 	"\n"
-	"Exit status: 0 no regression, 1 invalid input, 2 usage error, 3 regression,\n"
-	"4 too few samples.\n"
+	"Prowl's marker frames ([truncated: ...], [unknown]+0x...) and the kernel's interrupts\n"
+	"and return to user mode are listed apart and never fail the gate.\n"
+	"\n"
+	"Exit status: 0 no regression, 1 invalid input (without the gate or --min-samples: a\n"
+	"side without samples), 2 usage error, 3 regression, 4 too few samples.\n"
 	"\n"
 	"Examples:\n"
 	"  prowl diff base.pb.gz new.pb.gz                     # what changed, largest first\n"
@@ -76,7 +80,7 @@ struct diff_opts {
 	const char *output, *title, *base_range, *new_range, *focus;
 	char *const *files;
 	enum diff_format format;
-	bool format_set;
+	bool format_set, min_samples_set;
 	uint64_t top, min_samples;
 	struct diff_gate gate;
 	regex_t focus_re;
@@ -136,15 +140,15 @@ static int check_args(struct diff_opts *o, int nargs)
 			return usage_error("%s", nargs < 2 ? "give two profiles: BASE NEW" : "give exactly two profiles: BASE NEW");
 	}
 	if (o->focus) {
-		char why[128], what[256];
+		char why[256], what[400];
 
-		if (regex_guard(o->focus, why, sizeof(why)) < 0) {
+		r = regex_re2_compile(o->focus, false, REG_NOSUB, &o->focus_re, why, sizeof(why));
+		if (r == -ENOMEM)
+			return log_error_errno(r, "cannot compile --focus"), EXIT_INPUT;
+		if (r < 0) {
 			snprintf(what, sizeof(what), "'%.100s': %s", o->focus, why);
 			return usage_error("invalid --focus regular expression %s", what);
 		}
-		r = regcomp(&o->focus_re, o->focus, REG_EXTENDED | REG_NOSUB);
-		if (r)
-			return usage_error("invalid --focus regular expression '%s'", o->focus);
 		o->focus_compiled = true;
 		o->gate.focus = &o->focus_re;
 	}
@@ -220,6 +224,7 @@ static int parse_args(int argc, char **argv, struct diff_opts *o)
 		case 'm':
 			if (parse_u64_range(optarg, 0, UINT64_C(1) << 60, &o->min_samples) < 0)
 				return usage_error("invalid --min-samples '%s': give a whole number", optarg);
+			o->min_samples_set = true;
 			break;
 		case 'r':
 			o->focus = optarg;
@@ -259,11 +264,6 @@ static int load_side(struct diff_opts *o, const char *what, const char *file, co
 	if (r < 0) {
 		log_error("%s%s", range ? (strcmp(what, "base") ? "new side: " : "base side: ") : "",
 			  s->err[0] ? s->err : strerror(-r));
-		return EXIT_INPUT;
-	}
-	if (!s->samples) {
-		log_error("%s has no samples%s: nothing to compare", file ? file : what,
-			  o->in.nfilters ? " that match --label" : "");
 		return EXIT_INPUT;
 	}
 	if (range)
@@ -342,18 +342,26 @@ int diff_main(int argc, char **argv)
 	if (ret)
 		goto out;
 	ret = EXIT_INPUT;
+	/* The floor first: an empty side is the first thing a CI job meets, and it is
+	 * too few samples for a verdict like any other count under the floor. */
+	if ((o.gate.on || o.min_samples_set) && (s[0].samples < o.min_samples || s[1].samples < o.min_samples)) {
+		log_error("too few samples for a verdict: base has %lu, new has %lu, --min-samples is %lu: "
+			  "capture longer or at a higher frequency (-F)", (unsigned long)s[0].samples,
+			  (unsigned long)s[1].samples, (unsigned long)o.min_samples);
+		ret = EXIT_TOO_FEW;
+		goto out;
+	}
+	for (int i = 0; i < 2; i++)
+		if (!s[i].samples) {
+			log_error("%s has no samples%s: nothing to compare", o.in.dir ? (i ? "new" : "base") : sd[i].source,
+				  o.in.nfilters ? " that match --label" : "");
+			goto out;
+		}
 	if (strcmp(s[0].types, s[1].types) != 0) {
 		char a[256], b[256];
 
 		log_error("the two sides have different sample types (%s vs %s): compare profiles of one kind",
 			  printable(s[0].types, a, sizeof(a)), printable(s[1].types, b, sizeof(b)));
-		goto out;
-	}
-	if (o.gate.on && (s[0].samples < o.min_samples || s[1].samples < o.min_samples)) {
-		log_error("too few samples for a verdict: base has %lu, new has %lu, --min-samples is %lu: "
-			  "capture longer or at a higher frequency (-F)", (unsigned long)s[0].samples,
-			  (unsigned long)s[1].samples, (unsigned long)o.min_samples);
-		ret = EXIT_TOO_FEW;
 		goto out;
 	}
 	r = build_view(s, &v);

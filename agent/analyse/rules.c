@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "regex_re2.h"
 #include "rules_priv.h"
 
 #define DEFAULT_MAX_SERIES 1000
@@ -102,18 +103,12 @@ static void family_free(struct rule_family *f)
 /* Compiles a regex the way rules_config_parse checked it. */
 static int compile(regex_t *rx, const char *re, bool anchored)
 {
-	char *full = NULL;
-	int rc;
+	char err[256];
+	int rc = regex_re2_compile(re, anchored, REG_NOSUB, rx, err, sizeof(err));
 
-	if (anchored && asprintf(&full, "^(%s)$", re) < 0)
-		return -ENOMEM;
-	rc = regcomp(rx, full ? full : re, REG_EXTENDED | REG_NOSUB);
-	free(full);
-	if (rc == REG_ESPACE)
-		return -ENOMEM;
-	if (rc != 0)
-		return log_error_errno(-EINVAL, "cannot compile the regular expression '%s'", re);
-	return 0;
+	if (rc == -EINVAL)
+		log_error("cannot compile the regular expression '%s': %s", re, err);
+	return rc;
 }
 
 static void rule_free(struct rule *r)

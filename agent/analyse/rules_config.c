@@ -13,15 +13,44 @@
 #include "escape.h"
 #include "log.h"
 #include "parse.h"
-#include "regex_guard.h"
+#include "regex_re2.h"
 #include "yamlnode.h"
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const rule_keys[] = { "metric", "match", "function", "self", "group_by" };
 
-/* Logs "path:line: recording_rules[i].key: message" and returns -EINVAL. */
+/* Logs "path:line: recording_rules[i].key: message" and returns -EINVAL (list-level errors). */
 #define rule_error(path, line, idx, key, ...) yaml_list_error(path, line, "recording_rules", idx, key, __VA_ARGS__)
+
+/* Problems of this file so far: rule r is the idx-th of the array being parsed. */
+static unsigned problems_so_far(const struct recording_rule_config *r, long idx)
+{
+	unsigned n = 0;
+
+	for (long i = -idx; i <= 0; i++)
+		n += r[i].problems;
+	return n;
+}
+
+/* Counts a problem of rule r (the idx-th) and logs it as one line while the file has
+ * had fewer than RULES_MAX_PROBLEMS. Returns 0: parsing goes on. */
+static int __attribute__((format(printf, 6, 7)))
+problem(struct recording_rule_config *r, long idx, const char *path, unsigned long line, const char *key,
+	const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+
+	if (problems_so_far(r, idx) < RULES_MAX_PROBLEMS) {
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		rule_error(path, line, idx, key, "%s", msg);
+	}
+	r->problems++;
+	return 0;
+}
 
 static int oom(void)
 {
@@ -51,53 +80,38 @@ static const char *metric_problem(const char *s)
 }
 
 /* Compiles re as the agent will (anchored or not) to check it; 0 or -EINVAL with
- * regerror's text in err. */
+ * the reason in err. */
 static int regex_check(const char *re, bool anchored, char *err, size_t size)
 {
 	regex_t rx;
-	char *full = NULL;
 	int rc;
 
 	if (strlen(re) > RULES_MAX_REGEX) {
 		snprintf(err, size, "longer than %d bytes", RULES_MAX_REGEX);
 		return -EINVAL;
 	}
-	rc = regex_guard(re, err, size);
-	if (rc < 0)
-		return rc;
-	if (anchored && asprintf(&full, "^(%s)$", re) < 0)
-		return -ENOMEM;
-	rc = regcomp(&rx, full ? full : re, REG_EXTENDED | REG_NOSUB);
-	free(full);
-	if (rc == REG_ESPACE)
-		return -ENOMEM;
-	if (rc != 0) {
-		/* Compiled again alone, so that the message is about the user's text. */
-		rc = regcomp(&rx, re, REG_EXTENDED | REG_NOSUB);
-		if (rc == 0) {
-			regfree(&rx);
-			snprintf(err, size, "not a valid regular expression");
-		} else {
-			regerror(rc, NULL, err, size);
-		}
-		return -EINVAL;
-	}
-	regfree(&rx);
-	return 0;
+	rc = regex_re2_compile(re, anchored, REG_NOSUB, &rx, err, size);
+	if (rc == 0)
+		regfree(&rx);
+	return rc;
 }
 
-/* A scalar's text, or an error naming what was expected. */
-static int scalar_of(const char *path, long idx, const char *key, const yaml_node_t *n, const char *what,
-		     const char **ret)
+/* A scalar's text; else a problem naming what was expected, and -EINVAL (skip it). */
+static int scalar_of(struct recording_rule_config *r, const char *path, long idx, const char *key,
+		     const yaml_node_t *n, const char *what, const char **ret)
 {
 	const char *s;
 
-	if (n->type != YAML_SCALAR_NODE)
-		return rule_error(path, yaml_node_line(n), idx, key, "expected %s, got %s", what, yaml_node_kind(n));
+	if (n->type != YAML_SCALAR_NODE) {
+		problem(r, idx, path, yaml_node_line(n), key, "expected %s, got %s", what, yaml_node_kind(n));
+		return -EINVAL;
+	}
 	s = yaml_node_is_null(n) ? "" : (const char *)n->data.scalar.value;
-	if (strlen(s) > 4096 || has_control(s))
-		return rule_error(path, yaml_node_line(n), idx, key,
-				  "invalid value: at most 4096 bytes, without control characters or newlines");
+	if (strlen(s) > 4096 || has_control(s)) {
+		problem(r, idx, path, yaml_node_line(n), key,
+			"invalid value: at most 4096 bytes, without control characters or newlines");
+		return -EINVAL;
+	}
 	*ret = s;
 	return 0;
 }
@@ -111,12 +125,12 @@ static int parse_match(const char *path, long idx, yaml_document_t *d, yaml_node
 	if (yaml_node_is_null(map))
 		return 0;
 	if (map->type != YAML_MAPPING_NODE)
-		return rule_error(path, yaml_node_line(map), idx, "match", "expected a mapping of label: value, got %s",
-				  yaml_node_kind(map));
+		return problem(r, idx, path, yaml_node_line(map), "match", "expected a mapping of label: value, got %s",
+			       yaml_node_kind(map));
 	n = (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
 	if (n > RULES_MAX_MATCHERS)
-		return rule_error(path, yaml_node_line(map), idx, "match", "too many matchers: at most %d",
-				  RULES_MAX_MATCHERS);
+		return problem(r, idx, path, yaml_node_line(map), "match", "too many matchers: at most %d",
+			       RULES_MAX_MATCHERS);
 	r->match = calloc(n ? n : 1, sizeof(*r->match));
 	if (!r->match)
 		return oom();
@@ -124,23 +138,28 @@ static int parse_match(const char *path, long idx, yaml_document_t *d, yaml_node
 		yaml_node_t *kn = yaml_document_get_node(d, p->key), *vn = yaml_document_get_node(d, p->value);
 		struct rule_matcher_config *m = &r->match[r->nmatch];
 		const char *label, *v;
+		bool dup = false;
 		int rc;
 
-		rc = scalar_of(path, idx, "match", kn, "a label name", &label);
-		if (rc < 0)
-			return rc;
+		if (scalar_of(r, path, idx, "match", kn, "a label name", &label) < 0)
+			continue;
 		snprintf(key, sizeof(key), "match.%s", label);
-		if (!valid_label_name(label) || strlen(label) > 128)
-			return rule_error(path, yaml_node_line(kn), idx, key,
-					  "invalid label name '%s': use letters, digits and '_', not starting with a digit",
-					  label);
-		for (size_t i = 0; i < r->nmatch; i++)
-			if (strcmp(r->match[i].label, label) == 0)
-				return rule_error(path, yaml_node_line(kn), idx, key, "duplicate label '%s' (first at line %lu)",
-						  label, r->match[i].line);
-		rc = scalar_of(path, idx, key, vn, "a value, \"=~regex\", \"!=value\" or \"!~regex\"", &v);
-		if (rc < 0)
-			return rc;
+		if (!valid_label_name(label) || strlen(label) > 128) {
+			problem(r, idx, path, yaml_node_line(kn), key,
+				"invalid label name '%s': use letters, digits and '_', not starting with a digit", label);
+			continue;
+		}
+		for (size_t i = 0; i < r->nmatch && !dup; i++)
+			dup = strcmp(r->match[i].label, label) == 0;
+		if (dup) {
+			for (size_t i = 0; i < r->nmatch; i++)
+				if (strcmp(r->match[i].label, label) == 0)
+					problem(r, idx, path, yaml_node_line(kn), key, "duplicate label '%s' (first at line %lu)",
+						label, r->match[i].line);
+			continue;
+		}
+		if (scalar_of(r, path, idx, key, vn, "a value, \"=~regex\", \"!=value\" or \"!~regex\"", &v) < 0)
+			continue;
 		m->line = yaml_node_line(vn);
 		if (strncmp(v, "=~", 2) == 0)
 			m->op = RULE_MATCH_RE, v += 2;
@@ -156,8 +175,10 @@ static int parse_match(const char *path, long idx, yaml_document_t *d, yaml_node
 			rc = regex_check(v, true, err, sizeof(err));
 			if (rc == -ENOMEM)
 				return oom();
-			if (rc < 0)
-				return rule_error(path, m->line, idx, key, "bad regex '%s': %s", v, err);
+			if (rc < 0) {
+				problem(r, idx, path, m->line, key, "bad regex '%s': %s", v, err);
+				continue;
+			}
 		}
 		m->label = strdup(label);
 		m->value = strdup(v);
@@ -176,12 +197,12 @@ static int parse_group_by(const char *path, long idx, yaml_document_t *d, yaml_n
 	if (yaml_node_is_null(seq))
 		return 0;
 	if (seq->type != YAML_SEQUENCE_NODE)
-		return rule_error(path, yaml_node_line(seq), idx, "group_by", "expected a list of label names, got %s",
-				  yaml_node_kind(seq));
+		return problem(r, idx, path, yaml_node_line(seq), "group_by", "expected a list of label names, got %s",
+			       yaml_node_kind(seq));
 	n = (size_t)(seq->data.sequence.items.top - seq->data.sequence.items.start);
 	if (n > RULES_MAX_GROUP_BY)
-		return rule_error(path, yaml_node_line(seq), idx, "group_by", "too many labels: at most %d",
-				  RULES_MAX_GROUP_BY);
+		return problem(r, idx, path, yaml_node_line(seq), "group_by", "too many labels: at most %d",
+			       RULES_MAX_GROUP_BY);
 	r->group_by = calloc(n ? n : 1, sizeof(*r->group_by));
 	r->group_by_lines = calloc(n ? n : 1, sizeof(*r->group_by_lines));
 	if (!r->group_by || !r->group_by_lines)
@@ -189,18 +210,21 @@ static int parse_group_by(const char *path, long idx, yaml_document_t *d, yaml_n
 	for (yaml_node_item_t *it = seq->data.sequence.items.start; it < seq->data.sequence.items.top; it++) {
 		yaml_node_t *vn = yaml_document_get_node(d, *it);
 		const char *name;
-		int rc;
+		bool dup = false;
 
-		rc = scalar_of(path, idx, "group_by", vn, "a label name", &name);
-		if (rc < 0)
-			return rc;
-		if (!valid_label_name(name) || strlen(name) > 128)
-			return rule_error(path, yaml_node_line(vn), idx, "group_by",
-					  "invalid label name '%s': use letters, digits and '_', not starting with a digit",
-					  name);
-		for (size_t i = 0; i < r->ngroup; i++)
-			if (strcmp(r->group_by[i], name) == 0)
-				return rule_error(path, yaml_node_line(vn), idx, "group_by", "label '%s' is listed twice", name);
+		if (scalar_of(r, path, idx, "group_by", vn, "a label name", &name) < 0)
+			continue;
+		if (!valid_label_name(name) || strlen(name) > 128) {
+			problem(r, idx, path, yaml_node_line(vn), "group_by",
+				"invalid label name '%s': use letters, digits and '_', not starting with a digit", name);
+			continue;
+		}
+		for (size_t i = 0; i < r->ngroup && !dup; i++)
+			dup = strcmp(r->group_by[i], name) == 0;
+		if (dup) {
+			problem(r, idx, path, yaml_node_line(vn), "group_by", "label '%s' is listed twice", name);
+			continue;
+		}
 		r->group_by[r->ngroup] = strdup(name);
 		r->group_by_lines[r->ngroup] = yaml_node_line(vn);
 		if (!r->group_by[r->ngroup])
@@ -210,85 +234,94 @@ static int parse_group_by(const char *path, long idx, yaml_document_t *d, yaml_n
 	return 0;
 }
 
-static int parse_rule(const char *path, long idx, yaml_document_t *d, yaml_node_t *map, void *elem)
+static int parse_function(const char *path, long idx, const yaml_node_t *vn, struct recording_rule_config *r)
 {
-	struct recording_rule_config *r = elem;
 	char err[256];
 	const char *s;
 	int rc;
 
+	r->function_line = yaml_node_line(vn);
+	if (scalar_of(r, path, idx, "function", vn, "a regular expression", &s) < 0) {
+		r->function_bad = true;
+		return 0;
+	}
+	if (!*s)
+		return 0;
+	rc = regex_check(s, false, err, sizeof(err));
+	if (rc == -ENOMEM)
+		return oom();
+	if (rc < 0) {
+		r->function_bad = true;
+		return problem(r, idx, path, r->function_line, "function", "bad regex '%s': %s", s, err);
+	}
+	r->function = strdup(s);
+	return r->function ? 0 : oom();
+}
+
+static int parse_rule(const char *path, long idx, yaml_document_t *d, yaml_node_t *map, void *elem)
+{
+	struct recording_rule_config *r = elem;
+	const char *s;
+	int rc = 0;
+
 	r->line = yaml_node_line(map);
 	if (map->type != YAML_MAPPING_NODE)
-		return rule_error(path, yaml_node_line(map), idx, NULL,
-				  "expected a mapping with metric, match, function, self and group_by, got %s",
-				  yaml_node_kind(map));
-	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+		return problem(r, idx, path, yaml_node_line(map), NULL,
+			       "expected a mapping with metric, match, function, self and group_by, got %s",
+			       yaml_node_kind(map));
+	for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top && rc >= 0; p++) {
 		yaml_node_t *vn = yaml_document_get_node(d, p->value);
-		int k = yaml_item_key(path, "recording_rules", idx, d, map, p, rule_keys, ARRAY_SIZE(rule_keys));
-		const char *name = k >= 0 ? rule_keys[k] : NULL;
+		int k;
 
-		if (k < 0)
-			return k;
+		if (problems_so_far(r, idx) >= RULES_MAX_PROBLEMS) {
+			r->problems++; /* past the cap: the rest of the file waits for the next run */
+			return 0;
+		}
+		k = yaml_item_key(path, "recording_rules", idx, d, map, p, rule_keys, ARRAY_SIZE(rule_keys));
 		switch (k) {
 		case 0: /* metric */
-			rc = scalar_of(path, idx, name, vn, "a metric name", &s);
-			if (rc < 0)
-				return rc;
 			r->metric_line = yaml_node_line(vn);
-			if (metric_problem(s))
-				return rule_error(path, r->metric_line, idx, name, "bad metric name '%s': %s", s,
-						  metric_problem(s));
+			if (scalar_of(r, path, idx, "metric", vn, "a metric name", &s) < 0)
+				break;
+			if (metric_problem(s)) {
+				problem(r, idx, path, r->metric_line, "metric", "bad metric name '%s': %s", s, metric_problem(s));
+				break;
+			}
 			r->metric = strdup(s);
-			if (!r->metric)
-				return oom();
+			rc = r->metric ? 0 : oom();
 			break;
 		case 1:
 			rc = parse_match(path, idx, d, vn, r);
-			if (rc < 0)
-				return rc;
 			break;
-		case 2: /* function */
-			rc = scalar_of(path, idx, name, vn, "a regular expression", &s);
-			if (rc < 0)
-				return rc;
-			r->function_line = yaml_node_line(vn);
-			if (!*s)
-				break;
-			rc = regex_check(s, false, err, sizeof(err));
-			if (rc == -ENOMEM)
-				return oom();
-			if (rc < 0)
-				return rule_error(path, r->function_line, idx, name, "bad regex '%s': %s", s, err);
-			r->function = strdup(s);
-			if (!r->function)
-				return oom();
+		case 2:
+			rc = parse_function(path, idx, vn, r);
 			break;
 		case 3: /* self */
-			rc = scalar_of(path, idx, name, vn, "true or false", &s);
-			if (rc < 0)
-				return rc;
+			if (scalar_of(r, path, idx, "self", vn, "true or false", &s) < 0)
+				break;
 			r->self_line = yaml_node_line(vn);
 			if (strcasecmp(s, "true") == 0 || strcasecmp(s, "yes") == 0 || strcasecmp(s, "on") == 0)
 				r->self = true;
 			else if (strcasecmp(s, "false") == 0 || strcasecmp(s, "no") == 0 || strcasecmp(s, "off") == 0)
 				r->self = false;
 			else
-				return rule_error(path, yaml_node_line(vn), idx, name, "invalid boolean '%s': use true or false",
-						  s);
+				problem(r, idx, path, r->self_line, "self", "invalid boolean '%s': use true or false", s);
 			break;
-		default:
+		case 4:
 			rc = parse_group_by(path, idx, d, vn, r);
-			if (rc < 0)
-				return rc;
+			break;
+		default: /* yaml_item_key logged it */
+			r->problems++;
 			break;
 		}
 	}
-	if (!r->metric)
-		return rule_error(path, r->line, idx, "metric",
-				  "every rule needs a metric name, e.g. metric: checkout_cpu_seconds_total");
-	if (r->self && !r->function)
-		return rule_error(path, r->self_line, idx, "self",
-				  "self: true needs a function regex (without one a rule counts the whole CPU)");
+	if (rc < 0)
+		return rc;
+	if (!r->metric && !r->metric_line)
+		problem(r, idx, path, r->line, "metric", "every rule needs a metric name, e.g. metric: checkout_cpu_seconds_total");
+	if (r->self && !r->function && !r->function_bad)
+		problem(r, idx, path, r->self_line, "self",
+			"self: true needs a function regex (without one a rule counts the whole CPU)");
 	return 0;
 }
 
@@ -326,50 +359,63 @@ static void label_list(const struct recording_rule_config *r, char *buf, size_t 
 		n += (size_t)snprintf(buf + n, size - n, "%s%s", i ? ", " : "", r->group_by[i]);
 }
 
+/* Logs one problem of the check while the file has had fewer than RULES_MAX_PROBLEMS. */
+#define check_problem(nprob, path, line, idx, key, ...)                                         \
+	do {                                                                                      \
+		if ((nprob)++ < RULES_MAX_PROBLEMS)                                               \
+			rule_error(path, line, idx, key, __VA_ARGS__);                             \
+	} while (0)
+
 int rules_config_check(const char *path, const struct recording_rules_config *c, const char *const *labels,
 		       size_t n)
 {
 	char known[512], key[192], l1[256], l2[256];
+	unsigned nprob = 0;
 	size_t k = 0;
 
 	known[0] = 0;
 	for (size_t i = 0; i < n && k < sizeof(known); i++)
 		k += (size_t)snprintf(known + k, sizeof(known) - k, "%s%s", i ? ", " : "", labels[i]);
+	for (size_t i = 0; i < c->n; i++)
+		nprob += c->rules[i].problems;
 	for (size_t i = 0; i < c->n; i++) {
 		const struct recording_rule_config *r = &c->rules[i];
 
 		for (size_t m = 0; m < r->nmatch; m++) {
 			snprintf(key, sizeof(key), "match.%s", r->match[m].label);
 			if (!in_list(labels, n, r->match[m].label))
-				return rule_error(path, r->match[m].line, (long)i, key,
-						  "unknown label '%s': rules match on the series labels (%s)",
-						  r->match[m].label, known);
+				check_problem(nprob, path, r->match[m].line, (long)i, key,
+					      "unknown label '%s': rules match on the series labels (%s)", r->match[m].label,
+					      known);
 		}
 		for (size_t g = 0; g < r->ngroup; g++) {
 			const char *name = r->group_by[g];
 
-			if (strcmp(name, RULES_FUNCTION_LABEL) == 0 && !r->function)
-				return rule_error(path, r->group_by_lines[g], (long)i, "group_by",
-						  "label 'function' needs a function regex in the same rule");
+			if (strcmp(name, RULES_FUNCTION_LABEL) == 0 && !r->function && !r->function_bad)
+				check_problem(nprob, path, r->group_by_lines[g], (long)i, "group_by",
+					      "label 'function' needs a function regex in the same rule");
 			if (strcmp(name, RULES_FUNCTION_LABEL) != 0 && !in_list(labels, n, name))
-				return rule_error(path, r->group_by_lines[g], (long)i, "group_by",
-						  "unknown label '%s' (known: %s%s)", name, known,
-						  r->function ? ", function" : "");
+				check_problem(nprob, path, r->group_by_lines[g], (long)i, "group_by",
+					      "unknown label '%s' (known: %s, %s)", name, known, RULES_FUNCTION_LABEL);
 		}
-		for (size_t j = 0; j < i; j++) {
+		for (size_t j = 0; j < i && r->metric; j++) {
 			const struct recording_rule_config *o = &c->rules[j];
 
-			if (strcmp(o->metric, r->metric) != 0 || same_label_set(o, r))
+			if (!o->metric || strcmp(o->metric, r->metric) != 0 || same_label_set(o, r))
 				continue;
 			label_list(o, l1, sizeof(l1));
 			label_list(r, l2, sizeof(l2));
-			return rule_error(path, r->metric_line, (long)i, "metric",
-					  "metric '%s' is also recorded at line %lu with labels [%s], here with [%s]: "
-					  "rules that share a metric must group by the same labels",
-					  r->metric, o->metric_line, l1, l2);
+			check_problem(nprob, path, r->metric_line, (long)i, "metric",
+				      "metric '%s' is also recorded at line %lu with labels [%s], here with [%s]: "
+				      "rules that share a metric must group by the same labels",
+				      r->metric, o->metric_line, l1, l2);
+			break;
 		}
 	}
-	return 0;
+	if (nprob > RULES_MAX_PROBLEMS)
+		log_error("%s: recording_rules: more than %d problems, the first %d shown: fix them and run --check again",
+			  path, RULES_MAX_PROBLEMS, RULES_MAX_PROBLEMS);
+	return nprob ? -EINVAL : 0;
 }
 
 /* prefix + s as a YAML double-quoted scalar (escape.c's JSON string is one). */

@@ -137,13 +137,55 @@ struct xlate {
 	uint32_t *func;      /* profile function id -> view function */
 	uint32_t *loc;       /* profile location id -> view function for locations without lines */
 	uint32_t *lset_proc; /* label set -> process pseudo-frame (0: none) */
+	uint8_t *loc_kind;   /* profile location id -> enum loc_kind */
 };
+
+enum loc_kind { LOC_CODE = 0, LOC_MARKER, LOC_KERNEL, LOC_KERNEL_EXIT };
+
+/* Where the kernel stops working for the program: an interrupt's entry (timer, IPIs,
+ * devices: asynchronous to the code that ran) and the return to user mode (reschedule,
+ * signals, task work). A sample's kernel frames from the first of these to the leaf
+ * are VIEW_KERNEL_EXIT; the syscall or page fault below them stays the program's.
+ * Names from 5.8 (asm_sysvec_*) to 6.18; see docs/decisions.md. */
+static bool kernel_exit_start(const char *fn)
+{
+	static const char *const exits[] = {
+		"asm_common_interrupt", "irqentry_exit_to_user_mode", "irqentry_exit", "exit_to_user_mode_loop",
+		"exit_to_user_mode_prepare", "syscall_exit_to_user_mode", "syscall_exit_to_user_mode_prepare",
+		"prepare_exit_to_usermode", "exit_to_usermode_loop",
+	};
+
+	if (strncmp(fn, "asm_sysvec_", 11) == 0)
+		return true;
+	for (size_t i = 0; i < sizeof(exits) / sizeof(exits[0]); i++)
+		if (strcmp(fn, exits[i]) == 0)
+			return true;
+	return false;
+}
 
 static void xlate_free(struct xlate *x)
 {
 	free(x->func);
 	free(x->loc);
 	free(x->lset_proc);
+	free(x->loc_kind);
+}
+
+static uint8_t loc_kind(const struct view *v, const struct profile *p, const struct xlate *x, uint32_t l)
+{
+	const struct prof_loc *loc = &p->locs[l];
+	const struct prof_map *m = loc->mapping_id ? &p->maps[loc->mapping_id] : NULL;
+
+	const char *file = m ? profile_str(p, m->filename_str) : "";
+
+	if (strcmp(file, PROF_MARKER_MAPPING) == 0 || strcmp(file, PROF_UNKNOWN_MAPPING) == 0)
+		return LOC_MARKER;
+	if (!m || !m->is_kernel)
+		return LOC_CODE;
+	for (uint32_t i = 0; i < loc->nlines; i++)
+		if (kernel_exit_start(view_str(v, v->funcs[x->func[p->lines[loc->first_line + i].function_id]].name)))
+			return LOC_KERNEL_EXIT;
+	return LOC_KERNEL;
 }
 
 static int xlate_build(struct view *v, const struct profile *p, struct xlate *x)
@@ -155,7 +197,8 @@ static int xlate_build(struct view *v, const struct profile *p, struct xlate *x)
 	x->func = calloc((size_t)nf + 1, sizeof(*x->func));
 	x->loc = calloc((size_t)nl + 1, sizeof(*x->loc));
 	x->lset_proc = calloc((size_t)ns + 1, sizeof(*x->lset_proc));
-	if (!x->func || !x->loc || !x->lset_proc)
+	x->loc_kind = calloc((size_t)nl + 1, 1);
+	if (!x->func || !x->loc || !x->lset_proc || !x->loc_kind)
 		return -ENOMEM;
 	for (uint32_t f = 1; f <= nf && !r; f++)
 		r = view_func(v, profile_str(p, p->funcs[f].name_str), profile_str(p, p->funcs[f].file_str), false,
@@ -177,6 +220,8 @@ static int xlate_build(struct view *v, const struct profile *p, struct xlate *x)
 			snprintf(name, sizeof(name), "0x%" PRIx64, loc->addr);
 		r = view_func(v, name, file, false, &x->loc[l]);
 	}
+	for (uint32_t l = 1; l <= nl && !r; l++)
+		x->loc_kind[l] = loc_kind(v, p, x, l);
 	for (uint32_t s = 1; s <= ns && !r && v->process_roots; s++) {
 		const struct prof_lset *ls = &p->lsets[s];
 		const char *name = "unknown";
@@ -228,6 +273,7 @@ static void vote_line(struct view_node *n, int64_t line, int64_t c)
 struct frame {
 	uint32_t func;
 	int64_t line;
+	uint8_t apart; /* enum view_apart */
 };
 
 static int add_sample(struct view *v, const struct profile *p, const struct xlate *x, uint32_t sid, int side,
@@ -239,6 +285,7 @@ static int add_sample(struct view *v, const struct profile *p, const struct xlat
 	size_t n, nf = 0, need;
 	uint32_t node = 0;
 	uint64_t serial = ++v->serial;
+	uint8_t kernel = VIEW_CODE; /* VIEW_KERNEL_EXIT from the first exit frame leafward */
 
 	raw = profile_stack(p, k.stack_id, &n);
 	need = 1;
@@ -257,13 +304,17 @@ static int add_sample(struct view *v, const struct profile *p, const struct xlat
 	for (size_t i = n; i-- > 0;) {
 		uint32_t lid = stack_loc(raw, i);
 		const struct prof_loc *loc = &p->locs[lid];
+		uint8_t apart;
 
+		if (x->loc_kind[lid] == LOC_KERNEL_EXIT)
+			kernel = VIEW_KERNEL_EXIT;
+		apart = x->loc_kind[lid] == LOC_MARKER ? VIEW_MARKER : x->loc_kind[lid] >= LOC_KERNEL ? kernel : VIEW_CODE;
 		if (!loc->nlines)
-			(*buf)[nf++] = (struct frame){ .func = x->loc[lid] };
+			(*buf)[nf++] = (struct frame){ .func = x->loc[lid], .apart = apart };
 		for (uint32_t l = loc->nlines; l-- > 0;) {
 			const struct prof_line *ln = &p->lines[loc->first_line + l];
 
-			(*buf)[nf++] = (struct frame){ .func = x->func[ln->function_id], .line = ln->line };
+			(*buf)[nf++] = (struct frame){ .func = x->func[ln->function_id], .line = ln->line, .apart = apart };
 		}
 	}
 	v->nodes[0].total[side] += c;
@@ -280,11 +331,22 @@ static int add_sample(struct view *v, const struct profile *p, const struct xlat
 			f->seen = serial;
 			f->total[side] += c;
 		}
+		if ((*buf)[i].apart)
+			f->apart = (*buf)[i].apart;
+		else if (f->seen_code != serial) {
+			f->seen_code = serial;
+			f->code[side] += c;
+		}
 	}
 	v->nodes[node].self[side] += c;
 	if (nf)
 		v->funcs[(*buf)[nf - 1].func].self[side] += c;
 	return 0;
+}
+
+enum view_apart view_func_apart(const struct view_func *f)
+{
+	return f->code[0] || f->code[1] || f->is_process ? VIEW_CODE : (enum view_apart)f->apart;
 }
 
 int view_add_profile(struct view *v, const struct profile *p, int side)

@@ -12,11 +12,20 @@ struct intern;
 
 enum { VIEW_BASE = 0, VIEW_NEW = 1 };
 
+/* Frames that say nothing about the program's code (docs/report.md, "Left out of the gate"). */
+enum view_apart {
+	VIEW_CODE = 0,        /* a function of the program, the libraries or the kernel's work for it */
+	VIEW_MARKER,          /* prowl's marker frames, in the PROF_MARKER_MAPPING mapping */
+	VIEW_KERNEL_EXIT,     /* the kernel in an interrupt or on its way back to user mode */
+};
+
 struct view_func {
 	uint32_t name, file;   /* string ids (view_str); file 0 when unknown */
 	bool is_process;       /* a process pseudo-frame, not a function */
 	int64_t self[2], total[2]; /* total counts a sample once however often the function recurs */
-	uint64_t seen;         /* internal: last sample that counted total */
+	int64_t code[2];       /* samples with it in a VIEW_CODE frame (the rest: in `apart` frames) */
+	uint8_t apart;         /* enum view_apart of its other frames */
+	uint64_t seen, seen_code; /* internal: last sample that counted total, code */
 };
 
 /* Node 0 is the root; a node is a function called from its parent's path. */
@@ -52,6 +61,9 @@ int view_add_profile(struct view *v, const struct profile *p, int side);
 /* Links children in name order and computes max_depth; call once, after adding. */
 int view_finish(struct view *v);
 const char *view_str(const struct view *v, uint32_t id);
+/* VIEW_CODE when some sample of either side has f in a frame of the program's code,
+ * else why all its frames are apart. */
+enum view_apart view_func_apart(const struct view_func *f);
 
 /* Calls fn for each node with self samples on some side: its path (function ids,
  * root first, without the root) and the node. Stops at fn's first non-zero return. */

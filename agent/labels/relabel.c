@@ -14,7 +14,7 @@
 
 #include "log.h"
 #include "escape.h"
-#include "regex_guard.h"
+#include "regex_re2.h"
 
 /* A regex sees at most this many bytes: glibc's matcher is not linear in the
  * worst case, and label values come from processes and the API server. */
@@ -47,155 +47,13 @@ static void put(char *out, size_t size, size_t *o, const char *s, size_t n)
 	*o += n;
 }
 
-/* RE2 escapes POSIX ERE lacks, translated outside a bracket expression;
- * glibc knows \w \W \s \S \b \B itself. */
-static const char *class_of(char c, bool in_bracket)
-{
-	switch (c) {
-	case 'd': return in_bracket ? "0-9" : "[0-9]";
-	case 'D': return in_bracket ? NULL : "[^0-9]";
-	case 's': return in_bracket ? "[:space:]" : "\\s";
-	case 'w': return in_bracket ? "[:alnum:]_" : "\\w";
-	case 'S': return in_bracket ? NULL : "\\S";
-	case 'W': return in_bracket ? NULL : "\\W";
-	case 'b': return in_bracket ? NULL : "\\b";
-	case 'B': return in_bracket ? NULL : "\\B";
-	default: return NULL;
-	}
-}
-
-/* Rewrites re (RE2 syntax) into POSIX ERE in out; -EINVAL with err for what
- * POSIX has no equivalent of. */
-static int translate(const char *re, char *out, size_t size, char *err, size_t errsz)
-{
-	size_t o = 0;
-	bool bracket = false;
-	size_t bracket_start = 0;
-
-	for (size_t i = 0; re[i]; i++) {
-		char c = re[i];
-
-		if (o + 16 >= size) {
-			snprintf(err, errsz, "too long");
-			return -EINVAL;
-		}
-		if (bracket) {
-			if (c == ']' && i > bracket_start) {
-				bracket = false;
-			} else if (c == '[' && (re[i + 1] == ':' || re[i + 1] == '.' || re[i + 1] == '=')) {
-				const char *end = strstr(re + i + 2, (char[]){ re[i + 1], ']', 0 });
-
-				if (end) {
-					put(out, size, &o, re + i, (size_t)(end + 2 - (re + i)));
-					i = (size_t)(end + 1 - re);
-					continue;
-				}
-			} else if (c == '\\' && re[i + 1]) {
-				const char *cls = class_of(re[i + 1], true);
-				char n = re[i + 1];
-
-				i++;
-				if (cls) {
-					put(out, size, &o, cls, strlen(cls));
-					continue;
-				}
-				/* In POSIX a backslash in brackets is itself: keep only escapes that
-				 * mean the plain character wherever it stands. */
-				if ((n >= 'a' && n <= 'z') || (n >= 'A' && n <= 'Z') || n == ']' || n == '^' || n == '-' ||
-				    (n >= '0' && n <= '9')) {
-					snprintf(err, errsz, "'\\%c' inside [...] is RE2 syntax POSIX ERE does not have", n);
-					return -EINVAL;
-				}
-				out[o++] = n;
-				continue;
-			}
-			out[o++] = c;
-			continue;
-		}
-		if (c == '[') {
-			bracket = true;
-			out[o++] = c;
-			if (re[i + 1] == '^')
-				out[o++] = re[++i];
-			bracket_start = i + 1; /* a ']' right here is a member */
-			continue;
-		}
-		if (c == '\\') {
-			const char *cls;
-			char n = re[i + 1];
-
-			if (!n) {
-				snprintf(err, errsz, "trailing backslash");
-				return -EINVAL;
-			}
-			cls = class_of(n, false);
-			i++;
-			if (cls) {
-				put(out, size, &o, cls, strlen(cls));
-				continue;
-			}
-			if ((n >= 'a' && n <= 'z') || (n >= 'A' && n <= 'Z') || (n >= '0' && n <= '9')) {
-				snprintf(err, errsz, "escape '\\%c' is RE2 syntax POSIX ERE does not have", n);
-				return -EINVAL;
-			}
-			out[o++] = '\\';
-			out[o++] = n;
-			continue;
-		}
-		if (c == '(' && re[i + 1] == '?') {
-			snprintf(err, errsz,
-				 "'(?' groups and flags are RE2 syntax POSIX ERE does not have: use a plain (...) "
-				 "group (every group counts in $N)");
-			return -EINVAL;
-		}
-		if ((c == '*' || c == '+' || c == '?' || c == '}') && re[i + 1] == '?') {
-			snprintf(err, errsz, "non-greedy '%c?' is RE2 syntax POSIX ERE does not have", c);
-			return -EINVAL;
-		}
-		out[o++] = c;
-	}
-	if (bracket) {
-		snprintf(err, errsz, "unmatched [");
-		return -EINVAL;
-	}
-	out[o] = 0;
-	return 0;
-}
-
 int relabel_regex_compile(const char *re, regex_t *ret, char *err, size_t errsz)
 {
-	char *buf, *tr;
-	size_t size = 3 * strlen(re) + 32;
-	int rc;
-
 	if (strlen(re) > RELABEL_MAX_REGEX) {
 		snprintf(err, errsz, "longer than %d bytes", RELABEL_MAX_REGEX);
 		return -EINVAL;
 	}
-	rc = regex_guard(re, err, errsz);
-	if (rc < 0)
-		return rc;
-	tr = malloc(size);
-	buf = malloc(size + 8);
-	if (!tr || !buf) {
-		free(tr);
-		free(buf);
-		return -ENOMEM;
-	}
-	rc = translate(re, tr, size, err, errsz);
-	if (rc == 0) {
-		snprintf(buf, size + 8, "^(%s)$", tr);
-		rc = regcomp(ret, buf, REG_EXTENDED);
-		if (rc == REG_ESPACE) {
-			rc = -ENOMEM;
-		} else if (rc != 0) {
-			regerror(rc, ret, err, errsz);
-			rc = -EINVAL;
-		}
-	}
-	free(tr);
-	free(buf);
-	return rc;
+	return regex_re2_compile(re, true, 0, ret, err, errsz);
 }
 
 static bool name_char(unsigned char c)

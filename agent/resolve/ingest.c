@@ -134,7 +134,7 @@ static int unknown_location(struct ingest *g, uint64_t addr, uint32_t *ret)
 {
 	char name[48];
 	struct prof_frame f = { .function = name };
-	int r = pseudo_mapping(g, KEY_UNKNOWN, "[unknown]", &g->unknown_mapping);
+	int r = pseudo_mapping(g, KEY_UNKNOWN, PROF_UNKNOWN_MAPPING, &g->unknown_mapping);
 
 	if (r < 0)
 		return r;
@@ -159,7 +159,7 @@ static int truncated_location(struct ingest *g, bool kernel, uint32_t *ret)
 		*ret = *cache;
 		return 0;
 	}
-	r = pseudo_mapping(g, KEY_PROWL, "[prowl]", &g->prowl_mapping);
+	r = pseudo_mapping(g, KEY_PROWL, PROF_MARKER_MAPPING, &g->prowl_mapping);
 	if (r < 0)
 		return r;
 	r = profile_add_location(g->prof, g->prowl_mapping, kernel ? 2 : 1, &f, 1, true, cache);
@@ -170,7 +170,7 @@ static int truncated_location(struct ingest *g, bool kernel, uint32_t *ret)
 /* The location of a marker frame (text f) in the [prowl] mapping, one per key. */
 static int marker_location(struct ingest *g, uint64_t key, const struct prof_frame *f, uint32_t *ret)
 {
-	int r = pseudo_mapping(g, KEY_PROWL, "[prowl]", &g->prowl_mapping);
+	int r = pseudo_mapping(g, KEY_PROWL, PROF_MARKER_MAPPING, &g->prowl_mapping);
 
 	if (r < 0)
 		return r;
@@ -278,7 +278,7 @@ static int no_entry_location(struct ingest *g, uint32_t *ret)
 		*ret = g->loc_no_entry;
 		return 0;
 	}
-	r = pseudo_mapping(g, KEY_PROWL, "[prowl]", &g->prowl_mapping);
+	r = pseudo_mapping(g, KEY_PROWL, PROF_MARKER_MAPPING, &g->prowl_mapping);
 	if (r < 0)
 		return r;
 	r = profile_add_location(g->prof, g->prowl_mapping, 3, &f, 1, true, &g->loc_no_entry);

@@ -12,7 +12,7 @@ import pytest
 
 import promlib
 from agentlib import Agent, CpuClock, PprofMeta, private_cpusplit
-from conftest import PROWL, ROOT, pprof_raw, start, stop
+from conftest import PROWL, ROOT, pprof_raw, start, stop, workload
 
 PROMETHEUS, PROMTOOL = promlib.PROMETHEUS, promlib.PROMTOOL
 FREQ = 99
@@ -203,6 +203,52 @@ def test_reload_keeps_unchanged_rules_and_counters_match_profiles(tmp_path):
     assert m4.get("i11_kept_cpu_seconds_total") == pytest.approx(hot_a * PERIOD_S, rel=1e-9), hot_a
 
 
+def test_function_regexes_see_demangled_names(tmp_path):
+    """docs/metrics.md: a rule's function regex sees the names the profiles show, C++
+    demangled: '^shop::' counts the workload's shop::Cart<long>::total, and
+    '^_ZN4shop' (its mangled name) counts nothing."""
+    import shutil
+    import uuid
+    name = "cpp" + uuid.uuid4().hex[:8]
+    exe = tmp_path / name
+    shutil.copy2(workload("cpp_hot"), exe)
+    cfg = tmp_path / "agent.yaml"
+    cfg.write_text("recording_rules:\n"
+                   f"  - metric: i33_demangled_cpu_seconds_total\n    match: {{service_name: {name}}}\n"
+                   "    function: '^shop::'\n    group_by: [function]\n"
+                   f"  - metric: i33_mangled_cpu_seconds_total\n    match: {{service_name: {name}}}\n"
+                   "    function: '^_ZN4shop'\n")
+    agent = Agent(tmp_path, ["--config", str(cfg), "-F", str(FREQ), "--interval", "1s"]).start()
+    wl = start([str(exe), "60"])
+    try:
+        deadline = time.time() + 40
+        while time.time() < deadline:
+            if agent.metrics().sum("prowl_profile_cpu_seconds_total", service_name=name) >= 200 * PERIOD_S:
+                break
+            time.sleep(0.5)
+        stop(wl)
+        time.sleep(3)  # the workload's last windows are counted and written
+        m = agent.metrics()
+    finally:
+        stop(wl)
+        agent.stop()
+    assert m.sum("prowl_profile_cpu_seconds_total", service_name=name) >= 200 * PERIOD_S, m.text
+    assert "# TYPE i33_mangled_cpu_seconds_total counter" in m.text, m.text
+    assert m.sum("i33_mangled_cpu_seconds_total") == 0, m.text
+    # The counter holds exactly the samples whose stack has a frame named shop::...
+    # in the exported profiles, as Google's pprof reads them.
+    hits, funcs = 0, set()
+    for f in sorted((agent.state / "profiles" / name).glob("*.pb.gz")):
+        raw = pprof_raw(str(f))
+        for smp in raw.samples:
+            shop = [fn for fn in raw.frames(smp) if fn.startswith("shop::")]
+            funcs.update(shop)
+            hits += smp["values"][0] if shop else 0
+    assert hits >= 20 and funcs == {"shop::Cart<long>::total"}, (hits, funcs)
+    assert m.get("i33_demangled_cpu_seconds_total", function="shop::Cart<long>::total") == \
+        pytest.approx(hits * PERIOD_S, rel=1e-9), m.text
+
+
 # (what, rules after a 3-line header, the line of the error in the file, the error after file:line: )
 BAD = [
     ("metric", "  - metric: checkout_cpu_seconds\n", 4,
@@ -213,7 +259,10 @@ BAD = [
      r"recording_rules\[0\]\.match\.service_name: bad regex '\[b-a\]':"),
     ("group-by", "  - metric: a_total\n    group_by:\n      - service_name\n      - pods\n", 7,
      r"recording_rules\[0\]\.group_by: unknown label 'pods' \(known: service_name, host_name, team, namespace, "
-     r"pod, container, node, container_id\)"),
+     r"pod, container, node, container_id, function\)"),
+    ("escape", "  - metric: a_total\n    function: 'gc\\q'\n", 5,
+     r"recording_rules\[0\]\.function: bad regex 'gc\\q': escape '\\q' is RE2 syntax POSIX ERE does not have: "
+     r"write a bracket expression instead, e\.g\. \[0-9\] or \[\[:alpha:\]\]"),
     ("duplicate", "  - metric: a_total\n    group_by: [service_name]\n  - metric: a_total\n    group_by: [team]\n",
      6, r"recording_rules\[1\]\.metric: metric 'a_total' is also recorded at line 4 with labels \[service_name\]"),
 ]
@@ -238,10 +287,31 @@ def doc_blocks(lang):
     return re.findall(rf"```{lang}\n(.*?)```", text, re.S)
 
 
+MISTAKES = "# /etc/prowl/agent.yaml with four mistakes"
+
+
+@pytest.mark.parametrize("mode", ["check", "load"])
+def test_docs_validation_output_is_what_prowl_prints(tmp_path, mode):
+    """docs/metrics.md's file with four mistakes gives, in one run, exactly the four lines
+    the page quotes (with the file's path in place of /etc/prowl/agent.yaml)."""
+    text = open(os.path.join(ROOT, "docs", "metrics.md")).read()
+    m = re.search(rf"```yaml\n({re.escape(MISTAKES)}\n.*?)```\n.*?```\n(.*?)```", text, re.S)
+    assert m, f"docs/metrics.md lost the example that starts with {MISTAKES!r}"
+    cfg = tmp_path / "agent.yaml"
+    cfg.write_text(m.group(1))
+    want = m.group(2).replace("/etc/prowl/agent.yaml", str(cfg))
+    assert want.count("prowl: error: ") == 4, want
+    cmd = [PROWL, "agent", "--config", str(cfg), "--state-dir", str(tmp_path / "st"), "--no-metrics"]
+    res = subprocess.run(cmd + (["--check"] if mode == "check" else []), capture_output=True, text=True,
+                         timeout=30, env=CLEAN_ENV)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr == want
+
+
 def test_docs_examples_are_valid(tmp_path):
     """The rule examples in docs/metrics.md pass `prowl agent --check`, and its
     Prometheus alerting rules pass promtool."""
-    examples = [b for b in doc_blocks("yaml") if "recording_rules:" in b]
+    examples = [b for b in doc_blocks("yaml") if "recording_rules:" in b and not b.startswith(MISTAKES)]
     assert len(examples) >= 2, "docs/metrics.md needs two worked examples"
     for i, b in enumerate(examples):
         f = tmp_path / f"ex{i}.yaml"

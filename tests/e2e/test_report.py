@@ -53,8 +53,13 @@ def test_diff_json_agrees_with_pprof(caps):
     # The move itself: hot_c +30 pp, hot_a -30 pp, and sorted by the size of the change.
     assert 22 <= funcs["hot_c"]["delta_total_pp"] <= 38
     assert -38 <= funcs["hot_a"]["delta_total_pp"] <= -22
-    changes = [max(abs(f["delta_self_pp"]), abs(f["delta_total_pp"])) for f in d["functions"]]
-    assert changes == sorted(changes, reverse=True)
+    # The program's code first, then the rows apart from the gate; each by the size of the change.
+    kinds = [f["kind"] != "code" for f in d["functions"]]
+    assert kinds == sorted(kinds), kinds
+    for apart in (False, True):
+        changes = [max(abs(f["delta_self_pp"]), abs(f["delta_total_pp"])) for f in d["functions"]
+                   if (f["kind"] != "code") == apart]
+        assert changes == sorted(changes, reverse=True)
     assert {d["functions"][0]["name"], d["functions"][1]["name"]} == {"hot_a", "hot_c"}
 
 
@@ -117,6 +122,38 @@ def test_gate_refuses_too_few_samples(caps):
     assert not offenders(res.stderr)
     res = run_prowl(["diff", str(caps.base), str(caps.tiny), "--fail-on-increase", "5", "--min-samples", str(tiny)])
     assert res.returncode in (0, 3), res.stderr
+
+
+def test_gate_calls_an_empty_side_too_few(caps, tmp_path):
+    """A capture in which the program never ran on a CPU (0 samples) is under any
+    floor: exit 4 with the gate or --min-samples, as for 10 samples; without either
+    there is nothing to compare (exit 1), and so with --min-samples 0."""
+    idle = tmp_path / "idle.pb.gz"
+    sleeper = start(["sleep", "60"])
+    try:
+        time.sleep(0.2)  # past its start: from now on it never runs on a CPU
+        res = run_prowl(["record", "-q", "-p", str(sleeper.pid), "-d", "1s", "-o", str(idle)])
+    finally:
+        stop(sleeper)
+    assert res.returncode == 0 and "no samples" in res.stderr, res.stderr
+    assert pprof_raw(str(idle)).total() == 0
+    base = pprof_top(caps.base)[1]
+    for args, line in (
+            ([str(caps.base), str(idle), "--fail-on-increase", "5"],
+             f"too few samples for a verdict: base has {base}, new has 0, --min-samples is 200: "),
+            ([str(idle), str(caps.base), "--fail-on-increase", "5", "--min-samples", "10"],
+             f"too few samples for a verdict: base has 0, new has {base}, --min-samples is 10: "),
+            ([str(idle), str(caps.base), "--min-samples", "10"],
+             f"too few samples for a verdict: base has 0, new has {base}, --min-samples is 10: ")):
+        res = run_prowl(["diff", *args])
+        assert res.returncode == 4, (args, res.stderr)
+        assert one_error_line(res).startswith("prowl: error: " + line), res.stderr
+        assert not res.stdout and not offenders(res.stderr)
+    for args in ([str(caps.base), str(idle)], [str(caps.base), str(idle), "--fail-on-increase", "5",
+                                                "--min-samples", "0"]):
+        res = run_prowl(["diff", *args])
+        assert res.returncode == 1, (args, res.stderr)
+        assert one_error_line(res) == f"prowl: error: {idle} has no samples: nothing to compare"
 
 
 def test_gate_focus(caps):
