@@ -24,10 +24,7 @@ BLOCKS = [b for d in docslib.DOCS for b in docslib.blocks(d)]
 # Blocks that fail today because the code (not the doc) is wrong; another branch fixes the
 # item named. A block listed here that passes fails the test (strict), so the entry goes.
 # Keyed by the document and the block's first line.
-XFAIL = {
-    ("docs/metrics.md", "prowl: error: /etc/prowl/agent.yaml:14: recording_rules[1].metric: bad metric name"):
-        "issue 33 item 4: only the first problem of a rules file is printed",
-}
+XFAIL = {}
 # Programs a `commands` block may name that are not installed here, and where the
 # commands are exercised instead.
 ELSEWHERE = {
