@@ -37,8 +37,6 @@ struct perfmap {
 	size_t n, cap;
 	size_t nsorted;          /* v[0..nsorted) is sorted; later entries wait for sort_tail() */
 	bool tail_sorted;        /* v[nsorted..n) came in order */
-	bool opened;             /* a map was found and read: counted in the budget's maps */
-	bool warned_refused;     /* the one warning about a map not read */
 	char *names;
 	size_t names_len, names_cap;
 	uint64_t bytes;          /* charged to the budget */
@@ -87,6 +85,7 @@ static int new_map(struct perfmap **ret, struct perfmap_budget *b)
 	if (!pm)
 		return -ENOMEM;
 	pm->tail_sorted = true;
+	b->maps++;
 	charge(pm, b);
 	*ret = pm;
 	return 0;
@@ -300,19 +299,17 @@ static int open_map(const char *proc_root, uint32_t pid, uint32_t nspid, const s
 }
 
 /* One warning per process for a map that is there but not read. */
-static int refused(struct perfmap **pmp, struct perfmap_budget *b, uint32_t pid, uint32_t nspid, int err,
-		   const struct stat *st, const struct proc_user *u)
+static void refused(struct perfmap_budget *b, uint32_t pid, uint32_t nspid, int err, const struct stat *st,
+		    const struct proc_user *u)
 {
 	const char *why = proc_open_refusal(err);
-	int r;
 
 	if (!why)
-		return 0; /* no map (yet), or the process is gone */
-	if (!*pmp && (r = new_map(pmp, b)) < 0)
-		return r;
-	if ((*pmp)->warned_refused)
-		return 0;
-	(*pmp)->warned_refused = true;
+		return; /* no map (yet), or the process is gone */
+	for (unsigned i = 0; i < PERFMAP_REFUSED_PIDS; i++)
+		if (b->refused_pids[i] == pid)
+			return;
+	b->refused_pids[b->refused_next++ % PERFMAP_REFUSED_PIDS] = pid;
 	if (err == -EPERM)
 		log_warn("process %" PRIu32 ": its perf map /tmp/perf-%" PRIu32 ".map is not read: it is owned by uid "
 			 "%" PRIu32 ", not the process's user (uid %" PRIu32 "); its JIT frames stay [jit]",
@@ -321,7 +318,6 @@ static int refused(struct perfmap **pmp, struct perfmap_budget *b, uint32_t pid,
 		log_warn("process %" PRIu32 ": its perf map /tmp/perf-%" PRIu32 ".map is not read: it %s; only a "
 			 "regular file of the process's own user in its own /tmp is; its JIT frames stay [jit]",
 			 pid, nspid, why);
-	return 0;
 }
 
 int perfmap_refresh(struct perfmap **pmp, const char *proc_root, uint32_t pid, struct perfmap_budget *b,
@@ -344,10 +340,8 @@ int perfmap_refresh(struct perfmap **pmp, const char *proc_root, uint32_t pid, s
 	/* Only the process's own user may name its code. */
 	fd = open_map(proc_root, pid, nspid, &u, &st);
 	if (fd < 0) {
-		r = refused(pmp, b, pid, nspid, fd, &st, &u);
-		if (*pmp)
-			(*pmp)->checked_ns = now_ns;
-		return r;
+		refused(b, pid, nspid, fd, &st, &u);
+		return 0;
 	}
 	if (!pm) {
 		r = new_map(pmp, b);
@@ -355,10 +349,6 @@ int perfmap_refresh(struct perfmap **pmp, const char *proc_root, uint32_t pid, s
 			goto out;
 		pm = *pmp;
 		pm->checked_ns = now_ns;
-	}
-	if (!pm->opened) {
-		pm->opened = true;
-		b->maps++;
 	}
 	if (pm->dev != (uint64_t)st.st_dev || pm->ino != (uint64_t)st.st_ino || (uint64_t)st.st_size < pm->off) {
 		clear(pm, b);
@@ -458,7 +448,6 @@ void perfmap_free(struct perfmap *pm, struct perfmap_budget *b)
 		return;
 	clear(pm, b);
 	b->bytes -= pm->bytes;
-	if (pm->opened)
-		b->maps--;
+	b->maps--;
 	free(pm);
 }

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define PERFMAP_REFUSED_PIDS 256
+
 /* Shared by every process's map; updated by the perfmap_* calls. */
 struct perfmap_budget {
 	uint64_t max_bytes;   /* 0: 32 MiB */
@@ -16,6 +18,10 @@ struct perfmap_budget {
 	uint64_t bad_lines;   /* lines that are not START SIZE NAME */
 	bool full;            /* an entry did not fit; cleared when a map gives memory back */
 	bool warned_full;
+	/* The processes last warned about a map not read (a process's state may
+	 * be dropped and made again while it lives: one warning, not one each time). */
+	uint32_t refused_pids[PERFMAP_REFUSED_PIDS];
+	unsigned refused_next;
 };
 
 struct perfmap;
