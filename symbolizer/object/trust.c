@@ -48,11 +48,20 @@ bool obj_trusted_ident(const struct obj_source *src, const struct obj_ident *id)
 
 /* A directory whose entries only root (or prowl's user) can change: trusted by
  * owner, or sticky (then each entry must be trusted by owner, checked as it is
- * walked). */
+ * walked); and one that anybody may search: a file found through it is read
+ * for whichever process asks (debug files serve every process that maps the
+ * object), so it must be one that every user could read (a debug link named
+ * by a user's binary must not reach a file under root's 0700 directory). */
 static bool dir_trusted(const struct stat *st)
 {
-	return S_ISDIR(st->st_mode) && owner_ok(st->st_uid) &&
+	return S_ISDIR(st->st_mode) && owner_ok(st->st_uid) && (st->st_mode & S_IXOTH) &&
 	       (!(st->st_mode & (S_IWGRP | S_IWOTH)) || (st->st_mode & S_ISVTX));
+}
+
+/* A file that every user may read, and only root (or prowl's user) change. */
+static bool file_for_anyone(const struct stat *st)
+{
+	return S_ISREG(st->st_mode) && obj_owner_trusted(st->st_uid, st->st_mode) && (st->st_mode & S_IROTH);
 }
 
 /* Moves to the next component of the path in buf at *pos: its start in
@@ -166,7 +175,7 @@ int obj_open_trusted(const char *path, struct obj_file *ret)
 		dir = fd;
 		dst = st;
 	}
-	if (!found || !S_ISREG(st.st_mode) || !obj_owner_trusted(st.st_uid, st.st_mode)) {
+	if (!found || !file_for_anyone(&st)) {
 		r = -EPERM;
 		goto out;
 	}
@@ -176,8 +185,7 @@ int obj_open_trusted(const char *path, struct obj_file *ret)
 		r = -errno;
 		goto out;
 	}
-	if (fstat(fd, &dst) < 0 || dst.st_dev != st.st_dev || dst.st_ino != st.st_ino ||
-	    !obj_owner_trusted(dst.st_uid, dst.st_mode)) {
+	if (fstat(fd, &dst) < 0 || dst.st_dev != st.st_dev || dst.st_ino != st.st_ino || !file_for_anyone(&dst)) {
 		close(fd);
 		r = -EPERM;
 		goto out;

@@ -22,10 +22,12 @@ bool obj_owner_trusted(uint32_t uid, uint32_t mode);
  * which the host does not trust. src->pid 0: the path in prowl's own view. */
 bool obj_trusted_ident(const struct obj_source *src, const struct obj_ident *id);
 /* Opens path when nobody but root (or prowl's user) can have put it there or
- * changed it: every directory walked from / (symbolic links included, and
- * their targets) is trusted by owner and not writable by others, unless it is
- * sticky and the entry in it is trusted by owner; the file is a trusted
- * regular file. For debug files found by build id or debug link, which libdw
+ * changed it, and every user could read it: every directory walked from /
+ * (symbolic links included, and their targets) is trusted by owner, searchable
+ * by others and not writable by them, unless it is sticky and the entry in it
+ * is trusted by owner; the file is a trusted regular file that others may
+ * read (a debug file serves every process that maps its object, whoever
+ * named it: a user's .gnu_debugaltlink to a root-only file must not work). For debug files found by build id or debug link, which libdw
  * maps. Returns 0 with ret open (elf NULL, ident.trusted set), -EPERM for a
  * path that fails the rule, or the error of opening it (-ENOENT...). */
 int obj_open_trusted(const char *path, struct obj_file *ret);
