@@ -56,9 +56,6 @@ static void charge(struct perfmap *pm, struct perfmap_budget *b)
 {
 	uint64_t now = pm_bytes(pm);
 
-	/* Memory given back: what did not fit may fit now. */
-	if (now < pm->bytes)
-		b->full = false;
 	b->bytes = b->bytes - pm->bytes + now;
 	pm->bytes = now;
 }
@@ -122,10 +119,8 @@ static int reserve(struct perfmap *pm, struct perfmap_budget *b, size_t len)
 	while (pm->names_len + len > ncap)
 		ncap = ncap ? 2 * ncap : 4096;
 	grow = (cap - pm->cap) * sizeof(*pm->v) + (ncap - pm->names_cap);
-	if (b->bytes + grow > max) {
-		b->full = true;
+	if (b->bytes + grow > max)
 		return -ENOSPC;
-	}
 	if (cap != pm->cap) {
 		struct pm_sym *v = reallocarray(pm->v, cap, sizeof(*v));
 
@@ -326,9 +321,9 @@ int perfmap_refresh(struct perfmap **pmp, const char *proc_root, uint32_t pid, s
 	struct perfmap *pm = *pmp;
 	struct proc_user u;
 	uint32_t nspid;
-	struct stat st;
+	struct stat st = { 0 };
 	char *buf = NULL;
-	uint64_t off;
+	uint64_t off, dropped;
 	int fd, r = 0;
 
 	if (pm && now_ns - pm->checked_ns < interval_ns)
@@ -361,10 +356,12 @@ int perfmap_refresh(struct perfmap **pmp, const char *proc_root, uint32_t pid, s
 		goto out;
 	}
 	/* Appended lines only; a line still being written is read next time.
-	 * While the budget is spent, nothing is read: what a map adds then is read
-	 * once memory is given back (a map freed or replaced). */
+	 * A chunk whose entries did not all fit in the budget ends this refresh
+	 * (the rest would only be dropped); the next one tries again, so once a
+	 * map gives memory back the rest is read at once. */
 	off = pm->off;
-	while (off - pm->off < MAX_READ && !b->full) {
+	dropped = b->dropped;
+	while (off - pm->off < MAX_READ && b->dropped == dropped) {
 		ssize_t n = pread(fd, buf, CHUNK, (off_t)off);
 		const char *nl;
 		long used;

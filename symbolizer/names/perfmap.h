@@ -16,7 +16,6 @@ struct perfmap_budget {
 	uint64_t maps, symbols;
 	uint64_t dropped;     /* entries not kept: over the budget */
 	uint64_t bad_lines;   /* lines that are not START SIZE NAME */
-	bool full;            /* an entry did not fit; cleared when a map gives memory back */
 	bool warned_full;
 	/* The processes last warned about a map not read (a process's state may
 	 * be dropped and made again while it lives: one warning, not one each time). */
@@ -33,9 +32,8 @@ struct perfmap;
  * user in that /tmp's own mount, and never through a symbolic link
  * (proc_open_own_file()): another file is one warning per process.
  * *pm stays NULL while there is no map. Returns 0 or -ENOMEM; every problem
- * of the file itself is one warning and a map with what could be read. While
- * the budget is full (b->full) nothing more is read; reading resumes where it
- * stopped once a map gives memory back. */
+ * of the file itself is one warning and a map with what could be read. A
+ * refresh stops after the chunk in which an entry did not fit the budget. */
 int perfmap_refresh(struct perfmap **pm, const char *proc_root, uint32_t pid, struct perfmap_budget *b,
 		    uint64_t now_ns, uint64_t interval_ns);
 /* The name of the JIT symbol covering addr (the latest written, when entries

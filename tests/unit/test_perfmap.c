@@ -442,39 +442,45 @@ static void test_out_of_order_chunks(void **state)
 }
 
 /* Once the budget was spent, a map whose memory comes back lets the next
- * refresh read all of another map at once (it once read one 64 KiB chunk per
- * refresh for the rest of the agent's life). */
+ * refresh read all the rest of another map at once (it once read one 64 KiB
+ * chunk per refresh for the rest of the agent's life). */
 static void test_budget_full_clears(void **state)
 {
-	enum { LINES = 4000 };
-	struct perfmap_budget b = { .max_bytes = 512 << 10 };
+	enum { LINES = 6000 };
+	struct perfmap_budget b = { .max_bytes = 8 << 20 };
 	struct perfmap *hog = NULL, *pm = NULL;
+	uint64_t d0, dropped;
 	char line[128];
 	FILE *f;
 
 	(void)state;
-	for (unsigned i = 0; !b.full; i++) {
-		int len = snprintf(line, sizeof(line), "%x 10 hog_function_number_%u_with_some_length\n",
-				   0x10000000 + 16 * i, i);
+	/* A map that holds all the budget: the cap is then set to what it holds. */
+	for (unsigned i = 0; i < 20000; i++) {
+		int len = snprintf(line, sizeof(line), "%x 10 hog_function_number_%u\n", 0x10000000 + 16 * i, i);
 
 		assert_true(perfmap_parse(&hog, line, (size_t)len, &b) == len);
-		assert_true(i < 1000000);
 	}
+	assert_int_equal(b.dropped, 0);
+	b.max_bytes = b.bytes;
 	fake_proc(0);
 	f = fopen(map_path, "w");
 	assert_non_null(f);
 	for (unsigned i = 0; i < LINES; i++)
 		fprintf(f, "%x 10 later_function_%u_%s\n", 0x20000000 + 16 * i, i, "padding_to_make_it_long");
-	assert_true(ftell(f) > 2 * 65536);
+	assert_true(ftell(f) > 4 * 65536);
 	fclose(f);
-	/* Full: nothing is read (it would only be dropped), nothing lost. */
+	/* Over the budget: one chunk, whose entries are dropped, ends the refresh. */
+	d0 = b.dropped;
 	assert_int_equal(perfmap_refresh(&pm, dir, PID, &b, 1, 0), 0);
-	assert_int_equal(perfmap_count(pm), 0);
+	dropped = b.dropped - d0;
+	assert_true(dropped > 0);
+	assert_true(perfmap_count(pm) + dropped < LINES / 2);
+	/* Memory comes back: the next refresh reads all the rest. */
 	perfmap_free(hog, &b);
-	assert_false(b.full);
 	assert_int_equal(perfmap_refresh(&pm, dir, PID, &b, 2, 0), 0);
-	assert_int_equal(perfmap_count(pm), LINES);
-	assert_string_equal(perfmap_lookup(pm, 0x20000000 + 16 * (LINES - 1)), "later_function_3999_padding_to_make_it_long");
+	assert_int_equal(b.dropped - d0, dropped);
+	assert_int_equal(perfmap_count(pm) + dropped, LINES);
+	assert_string_equal(perfmap_lookup(pm, 0x20000000 + 16 * (LINES - 1)), "later_function_5999_padding_to_make_it_long");
 	perfmap_free(pm, &b);
 	assert_int_equal(b.bytes, 0);
 	unlink(map_path);
