@@ -1,5 +1,5 @@
-/* trust.h: the one rule for which files prowl, running as root, believes: who can change
- * a file's bytes, whether the host sees it, and a path walk for debug files. */
+/* trust.h: the one rule for which files prowl, running as root, believes or reads for a
+ * process: who can change a file's bytes, who could read it, whether the host sees it. */
 #ifndef PROWL_TRUST_H
 #define PROWL_TRUST_H
 
