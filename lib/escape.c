@@ -103,6 +103,18 @@ size_t utf8_text(const char *s, size_t n, char *out)
 	return o;
 }
 
+size_t utf8_cut(const char *s, size_t n, size_t max)
+{
+	size_t k = max;
+
+	if (n <= max)
+		return n;
+	/* s[k] continues a sequence: the cut moves back to that sequence's start. */
+	for (int i = 0; i < 3 && k > 0 && ((unsigned char)s[k] & 0xc0) == 0x80; i++)
+		k--;
+	return k;
+}
+
 bool utf8_is_text(const char *s)
 {
 	const unsigned char *u = (const unsigned char *)s;

@@ -26,6 +26,9 @@ size_t utf8_sanitize(const char *s, size_t n, char *out);
  * '?': what a name may hold once it is in a profile or a label. out needs 3 * n bytes;
  * returns the length written (not NUL-terminated). */
 size_t utf8_text(const char *s, size_t n, char *out);
+/* The length of s[0..n) cut to at most max bytes without splitting a UTF-8
+ * sequence (n itself when n <= max). */
+size_t utf8_cut(const char *s, size_t n, size_t max);
 /* True when s is already what utf8_text() makes of it (the common case: no copy). */
 bool utf8_is_text(const char *s);
 

@@ -18,6 +18,8 @@
 #include "clock.h"
 #include "demangle.h"
 #include "dwarf_frames.h"
+#include "escape.h"
+#include "prowl_limits.h"
 #include "symbolizer_priv.h"
 
 #define DEFAULT_MAX_CACHED_FRAMES 100000
@@ -209,6 +211,20 @@ static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, st
 
 /* C++ and Rust linkage names become readable ones (libiberty's demangler); the
  * linkage name stays as the frame's system name. */
+/* *name cut to PROWL_NAME_MAX bytes (a copy in s->scratch) when longer. */
+static int cap_name(struct symbolizer *s, const char **name)
+{
+	char buf[PROWL_NAME_MAX + 1];
+	size_t len = *name ? strnlen(*name, PROWL_NAME_MAX + 1) : 0;
+
+	if (len <= PROWL_NAME_MAX)
+		return 0;
+	len = utf8_cut(*name, len, PROWL_NAME_MAX);
+	memcpy(buf, *name, len);
+	buf[len] = 0;
+	return sym_intern_cstr(s->scratch, buf, name);
+}
+
 int sym_demangle_frame(struct symbolizer *s, struct sym_frame *f)
 {
 	char *d;
@@ -216,10 +232,14 @@ int sym_demangle_frame(struct symbolizer *s, struct sym_frame *f)
 
 	if (s->demangle == SYM_DEMANGLE_NONE || !f->function || !sym_is_mangled(f->function) ||
 	    !(d = sym_demangle(f->function, (enum sym_demangle)s->demangle)))
-		return 0;
+		return cap_name(s, &f->function);
 	f->system_name = f->function;
 	r = sym_intern_cstr(s->scratch, d, &f->function);
 	free(d);
+	if (r == 0)
+		r = cap_name(s, &f->system_name);
+	if (r == 0)
+		r = cap_name(s, &f->function);
 	return r;
 }
 

@@ -70,7 +70,8 @@ struct symbolizer {
 /* str interned in t; *ret points into t. */
 int sym_intern_cstr(struct intern *t, const char *str, const char **ret);
 /* f's C++ or Rust linkage name made readable (s->demangle), the linkage name kept as
- * its system name; strings in s->scratch. */
+ * its system name; then a name longer than PROWL_NAME_MAX cut to it; strings in
+ * s->scratch. */
 int sym_demangle_frame(struct symbolizer *s, struct sym_frame *f);
 
 /* ---- processes.c ---- */

@@ -13,11 +13,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "log.h"
 #include "escape.h"
+#include "prowl_limits.h"
+#include "log.h"
+#include "trust.h"
 
 #define DEF_MAX_BYTES (32ull << 20)
-#define MAX_NAME      1024
 #define CHUNK         (64u << 10)
 /* What one refresh reads at most: a map bigger than this (or one that grows
  * faster) is read on over the next refreshes, never in one long stall. */
@@ -34,13 +35,15 @@ struct pm_sym {
 struct perfmap {
 	struct pm_sym *v;
 	size_t n, cap;
+	size_t nsorted;          /* v[0..nsorted) is sorted; later entries wait for sort_tail() */
+	bool tail_sorted;        /* v[nsorted..n) came in order */
 	char *names;
 	size_t names_len, names_cap;
 	uint64_t bytes;          /* charged to the budget */
 	uint64_t dev, ino, off;  /* the file read, and how far (to the end of its last whole line) */
 	uint64_t checked_ns;
 	uint64_t bad_lines;
-	bool sorted, warned;
+	bool warned;
 	bool skipping;           /* inside a line longer than a chunk, up to its '\n' */
 };
 
@@ -65,7 +68,8 @@ static void clear(struct perfmap *pm, struct perfmap_budget *b)
 	free(pm->names);
 	pm->v = NULL;
 	pm->names = NULL;
-	pm->n = pm->cap = pm->names_len = pm->names_cap = 0;
+	pm->n = pm->nsorted = pm->cap = pm->names_len = pm->names_cap = 0;
+	pm->tail_sorted = true;
 	pm->off = 0;
 	pm->skipping = false;
 	charge(pm, b);
@@ -77,7 +81,7 @@ static int new_map(struct perfmap **ret, struct perfmap_budget *b)
 
 	if (!pm)
 		return -ENOMEM;
-	pm->sorted = true;
+	pm->tail_sorted = true;
 	b->maps++;
 	charge(pm, b);
 	*ret = pm;
@@ -141,7 +145,7 @@ static int reserve(struct perfmap *pm, struct perfmap_budget *b, size_t len)
  * when the budget is spent, -ENOMEM. */
 static int parse_line(struct perfmap *pm, struct perfmap_budget *b, const char *p, const char *end)
 {
-	char name[3 * MAX_NAME + 1];
+	char name[3 * PROWL_NAME_MAX + 1];
 	uint64_t start, size;
 	size_t len;
 	int r;
@@ -159,17 +163,17 @@ static int parse_line(struct perfmap *pm, struct perfmap_budget *b, const char *
 	len = (size_t)(end - p);
 	if (!len || size == 0 || size > UINT32_MAX || start + size < start || memchr(p, 0, len))
 		return 1;
-	if (len > MAX_NAME)
-		len = MAX_NAME;
+	len = utf8_cut(p, len, PROWL_NAME_MAX);
 	/* Names go into profiles and terminals: valid UTF-8 (a JS name may be any
-	 * Unicode), no control characters. */
+	 * Unicode), no control characters; an invalid byte grows to three. */
 	len = utf8_text(p, len, name);
+	len = utf8_cut(name, len, PROWL_NAME_MAX);
 	name[len++] = 0;
 	r = reserve(pm, b, len);
 	if (r < 0)
 		return r;
-	if (pm->n && start < pm->v[pm->n - 1].start)
-		pm->sorted = false;
+	if (pm->n > pm->nsorted && start < pm->v[pm->n - 1].start)
+		pm->tail_sorted = false;
 	pm->v[pm->n++] = (struct pm_sym){ .start = start, .size = (uint32_t)size, .name = (uint32_t)pm->names_len };
 	memcpy(pm->names + pm->names_len, name, len);
 	pm->names_len += len;
@@ -186,15 +190,49 @@ static int cmp_sym(const void *a, const void *b)
 	return x->name < y->name ? -1 : x->name > y->name;
 }
 
-long perfmap_parse(struct perfmap **pmp, const char *buf, size_t len, struct perfmap_budget *b)
+/* Makes all of pm->v sorted again, in time linear in the entries plus the
+ * sort of those added since the last call: the new entries are sorted among
+ * themselves (when they did not come in order) and merged into the sorted ones
+ * (when they do not all go after them). Every new entry was written after the
+ * old ones (larger name offsets), so the order is the one a sort of the whole
+ * array by (start, name) gives: the entry written last stays last. */
+static void sort_tail(struct perfmap *pm)
+{
+	size_t ns = pm->nsorted, m = pm->n - ns;
+	struct pm_sym *tail;
+
+	if (!m)
+		return;
+	if (!pm->tail_sorted)
+		qsort(pm->v + ns, m, sizeof(*pm->v), cmp_sym);
+	if (ns && cmp_sym(&pm->v[ns - 1], &pm->v[ns]) > 0) {
+		tail = malloc(m * sizeof(*tail));
+		if (!tail) {
+			qsort(pm->v, pm->n, sizeof(*pm->v), cmp_sym); /* no room for the merge */
+		} else {
+			size_t i = ns, j = m, k = pm->n;
+
+			memcpy(tail, pm->v + ns, m * sizeof(*tail));
+			/* From the back, the larger of the two runs' last entries. */
+			while (j > 0) {
+				if (i > 0 && cmp_sym(&pm->v[i - 1], &tail[j - 1]) > 0)
+					pm->v[--k] = pm->v[--i];
+				else
+					pm->v[--k] = tail[--j];
+			}
+			free(tail);
+		}
+	}
+	pm->nsorted = pm->n;
+	pm->tail_sorted = true;
+}
+
+/* Appends the whole lines of buf to pm, unsorted; the bytes consumed or -ENOMEM. */
+static long parse_text(struct perfmap *pm, const char *buf, size_t len, struct perfmap_budget *b)
 {
 	const char *p = buf, *end = buf + len, *nl;
-	struct perfmap *pm;
 	int r;
 
-	if (!*pmp && (r = new_map(pmp, b)) < 0)
-		return r;
-	pm = *pmp;
 	while ((nl = memchr(p, '\n', (size_t)(end - p)))) {
 		r = parse_line(pm, b, p, nl);
 		if (r == -ENOMEM)
@@ -213,98 +251,93 @@ long perfmap_parse(struct perfmap **pmp, const char *buf, size_t len, struct per
 		}
 		p = nl + 1;
 	}
-	if (!pm->sorted && pm->n > 1) {
-		qsort(pm->v, pm->n, sizeof(*pm->v), cmp_sym);
-		pm->sorted = true;
-	}
 	return (long)(p - buf);
 }
 
-/* pid's pid in its own namespace (the last NSpid field) and its effective uid. */
-static int read_status(const char *proc_root, uint32_t pid, uint32_t *ret_nspid, uint32_t *ret_uid)
+long perfmap_parse(struct perfmap **pmp, const char *buf, size_t len, struct perfmap_budget *b)
 {
-	char path[64 + 4096], line[512];
-	bool uid_found = false;
-	FILE *f;
+	long used;
+	int r;
 
-	snprintf(path, sizeof(path), "%s/%" PRIu32 "/status", proc_root, pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -errno;
-	*ret_nspid = pid;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long v[2];
-
-		if (strncmp(line, "NSpid:", 6) == 0) {
-			char *s = line + 6, *tok, *save = NULL;
-
-			for (tok = strtok_r(s, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
-				*ret_nspid = (uint32_t)strtoul(tok, NULL, 10);
-		} else if (sscanf(line, "Uid: %lu %lu", &v[0], &v[1]) == 2) {
-			*ret_uid = (uint32_t)v[1];
-			uid_found = true;
-		}
-	}
-	fclose(f);
-	return uid_found ? 0 : -EIO;
+	if (!*pmp && (r = new_map(pmp, b)) < 0)
+		return r;
+	used = parse_text(*pmp, buf, len, b);
+	sort_tail(*pmp);
+	return used;
 }
 
-/* Opens /tmp/perf-NSPID.map inside pid's root: symbolic links resolve inside
- * that root (an absolute link in a container leads nowhere outside it). Only a
- * regular file owned by the process's user (or root) is opened for reading: the
- * path is first opened O_PATH, which has no effect on what it names, so a link
- * to a device (a watchdog, a tape) is never opened for real. */
-static int open_map(const char *proc_root, uint32_t pid, uint32_t nspid, uint32_t uid, struct stat *st)
+/* Opens /tmp/perf-NSPID.map as pid's mount namespace shows it, on behalf of
+ * the process's user u (proc_open_own_file()): /tmp is looked up inside the
+ * process's root (symbolic links resolve inside that root: an absolute link in
+ * a container leads nowhere outside it), the map's own name is never followed. */
+static int open_map(const char *proc_root, uint32_t pid, uint32_t nspid, const struct proc_user *u, struct stat *st)
 {
 	struct open_how how = {
-		.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW,
+		.flags = O_PATH | O_DIRECTORY | O_CLOEXEC,
 		.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS,
 	};
 	char path[64 + 4096];
-	int root, fd, rfd;
+	int root, dir, fd;
 
 	snprintf(path, sizeof(path), "%s/%" PRIu32 "/root", proc_root, pid);
 	root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root < 0)
 		return -errno;
-	snprintf(path, sizeof(path), "tmp/perf-%" PRIu32 ".map", nspid);
-	fd = (int)syscall(SYS_openat2, root, path, &how, sizeof(how));
+	dir = (int)syscall(SYS_openat2, root, "tmp", &how, sizeof(how));
 	close(root);
-	if (fd < 0)
+	if (dir < 0)
 		return -errno;
-	if (fstat(fd, st) < 0 || !S_ISREG(st->st_mode) || (st->st_uid != uid && st->st_uid != 0)) {
-		close(fd);
-		return -EPERM;
-	}
-	/* The same inode, now for reading (a magic link of our own descriptor). */
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	rfd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	close(fd);
-	if (rfd < 0)
-		return -errno;
-	return rfd;
+	snprintf(path, sizeof(path), "perf-%" PRIu32 ".map", nspid);
+	fd = proc_open_own_file(dir, path, u, st);
+	close(dir);
+	return fd;
+}
+
+/* One warning per process for a map that is there but not read. */
+static void refused(struct perfmap_budget *b, uint32_t pid, uint32_t nspid, int err, const struct stat *st,
+		    const struct proc_user *u)
+{
+	const char *why = proc_open_refusal(err);
+
+	if (!why)
+		return; /* no map (yet), or the process is gone */
+	for (unsigned i = 0; i < PERFMAP_REFUSED_PIDS; i++)
+		if (b->refused_pids[i] == pid)
+			return;
+	b->refused_pids[b->refused_next++ % PERFMAP_REFUSED_PIDS] = pid;
+	if (err == -EPERM)
+		log_warn("process %" PRIu32 ": its perf map /tmp/perf-%" PRIu32 ".map is not read: it is owned by uid "
+			 "%" PRIu32 ", not the process's user (uid %" PRIu32 "); its JIT frames stay [jit]",
+			 pid, nspid, (uint32_t)st->st_uid, u->euid);
+	else
+		log_warn("process %" PRIu32 ": its perf map /tmp/perf-%" PRIu32 ".map is not read: it %s; only a "
+			 "regular file of the process's own user in its own /tmp is; its JIT frames stay [jit]",
+			 pid, nspid, why);
 }
 
 int perfmap_refresh(struct perfmap **pmp, const char *proc_root, uint32_t pid, struct perfmap_budget *b,
 		    uint64_t now_ns, uint64_t interval_ns)
 {
 	struct perfmap *pm = *pmp;
-	uint32_t nspid, uid = 0;
-	struct stat st;
+	struct proc_user u;
+	uint32_t nspid;
+	struct stat st = { 0 };
 	char *buf = NULL;
-	uint64_t off;
+	uint64_t off, dropped;
 	int fd, r = 0;
 
 	if (pm && now_ns - pm->checked_ns < interval_ns)
 		return 0;
 	if (pm)
 		pm->checked_ns = now_ns;
-	if (read_status(proc_root, pid, &nspid, &uid) < 0)
+	if (proc_user_read(proc_root, pid, &u, &nspid) < 0)
 		return 0;
-	/* Only the process's own user (or root) may name its code. */
-	fd = open_map(proc_root, pid, nspid, uid, &st);
-	if (fd < 0)
+	/* Only the process's own user may name its code. */
+	fd = open_map(proc_root, pid, nspid, &u, &st);
+	if (fd < 0) {
+		refused(b, pid, nspid, fd, &st, &u);
 		return 0;
+	}
 	if (!pm) {
 		r = new_map(pmp, b);
 		if (r < 0)
@@ -322,9 +355,13 @@ int perfmap_refresh(struct perfmap **pmp, const char *proc_root, uint32_t pid, s
 		r = -ENOMEM;
 		goto out;
 	}
-	/* Appended lines only; a line still being written is read next time. */
+	/* Appended lines only; a line still being written is read next time.
+	 * A chunk whose entries did not all fit in the budget ends this refresh
+	 * (the rest would only be dropped); the next one tries again, so once a
+	 * map gives memory back the rest is read at once. */
 	off = pm->off;
-	while (off - pm->off < MAX_READ) {
+	dropped = b->dropped;
+	while (off - pm->off < MAX_READ && b->dropped == dropped) {
 		ssize_t n = pread(fd, buf, CHUNK, (off_t)off);
 		const char *nl;
 		long used;
@@ -344,7 +381,7 @@ int perfmap_refresh(struct perfmap **pmp, const char *proc_root, uint32_t pid, s
 			b->bad_lines++;
 			continue;
 		}
-		used = perfmap_parse(pmp, buf, (size_t)n, b);
+		used = parse_text(pm, buf, (size_t)n, b);
 		if (used < 0) {
 			r = (int)used;
 			break;
@@ -356,9 +393,8 @@ int perfmap_refresh(struct perfmap **pmp, const char *proc_root, uint32_t pid, s
 			continue;
 		}
 		off += (uint64_t)used;
-		if (b->warned_full && b->dropped)
-			break; /* over the budget: nothing more fits */
 	}
+	sort_tail(pm);
 	pm->off = off;
 	if (pm->bad_lines && !pm->warned) {
 		pm->warned = true;

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define PERFMAP_REFUSED_PIDS 256
+
 /* Shared by every process's map; updated by the perfmap_* calls. */
 struct perfmap_budget {
 	uint64_t max_bytes;   /* 0: 32 MiB */
@@ -15,6 +17,10 @@ struct perfmap_budget {
 	uint64_t dropped;     /* entries not kept: over the budget */
 	uint64_t bad_lines;   /* lines that are not START SIZE NAME */
 	bool warned_full;
+	/* The processes last warned about a map not read (a process's state may
+	 * be dropped and made again while it lives: one warning, not one each time). */
+	uint32_t refused_pids[PERFMAP_REFUSED_PIDS];
+	unsigned refused_next;
 };
 
 struct perfmap;
@@ -22,9 +28,12 @@ struct perfmap;
 /* Reads pid's perf map if it is new, grew or was replaced since *pm was read,
  * at most once per interval_ns (always when *pm is NULL and force). The file
  * is /tmp/perf-NSPID.map inside the process's root, NSPID its pid in its own
- * namespace; it counts only when the process's user (or root) owns it.
+ * namespace; it is read only when it is a regular file of the process's own
+ * user in that /tmp's own mount, and never through a symbolic link
+ * (proc_open_own_file()): another file is one warning per process.
  * *pm stays NULL while there is no map. Returns 0 or -ENOMEM; every problem
- * of the file itself is one warning and a map with what could be read. */
+ * of the file itself is one warning and a map with what could be read. A
+ * refresh stops after the chunk in which an entry did not fit the budget. */
 int perfmap_refresh(struct perfmap **pm, const char *proc_root, uint32_t pid, struct perfmap_budget *b,
 		    uint64_t now_ns, uint64_t interval_ns);
 /* The name of the JIT symbol covering addr (the latest written, when entries
@@ -35,7 +44,9 @@ uint64_t perfmap_checked_ns(const struct perfmap *pm);
 void perfmap_free(struct perfmap *pm, struct perfmap_budget *b); /* accepts NULL */
 
 /* Parses one map's text into pm (appending); for tests and benchmarks. Lines
- * past the last '\n' are not taken. Returns the bytes consumed or -ENOMEM. */
+ * past the last '\n' are not taken. Time linear in len plus a sort of the
+ * entries added (and a merge when they go among the earlier ones). Returns the
+ * bytes consumed or -ENOMEM. */
 long perfmap_parse(struct perfmap **pm, const char *buf, size_t len, struct perfmap_budget *b);
 size_t perfmap_count(const struct perfmap *pm);
 

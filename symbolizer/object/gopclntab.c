@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "object.h"
+#include "prowl_limits.h"
 
 /* The layout is a fact of the Go runtime (runtime/symtab.go, runtime2.go). */
 #define MAGIC_GO118 0xfffffff0u /* Go 1.18, 1.19 */
@@ -18,7 +19,7 @@
 #define FUNCDATA_INLTREE 3
 #define MAX_FUNCS   (1u << 24)
 #define MAX_STEPS   (1u << 20)   /* entries of one pc-value table walked at most */
-#define MAX_NAME    4096
+#define MAX_NAME    PROWL_NAME_MAX /* a longer name is not read */
 #define MAX_INLINE  64
 
 struct gopcln {

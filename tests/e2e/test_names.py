@@ -102,3 +102,22 @@ def test_agent_demangles_by_default(tmp_path):
     for f in files:
         got |= names(pprof_raw(str(f)))
     assert "shop::Cart<long>::total" in got, sorted(got)[:20]
+
+
+def test_long_elf_name_cut_at_the_documented_length(tmp_path):
+    """A function whose ELF name is 6,000 bytes (a user picks names freely) comes out
+    cut to PROWL_NAME_MAX, 4096 bytes (docs/configuration.md, Names), its prefix, and
+    its CPU stays its own."""
+    name = "spin_" + "x" * 5995
+    src = tmp_path / "longname.c"
+    src.write_text("static volatile unsigned long sink;\n"
+                   f"__attribute__((noinline)) void {name}(void) {{ for (;;) sink++; }}\n"
+                   f"int main(void) {{ {name}(); return 0; }}\n")
+    exe = tmp_path / "longname"
+    subprocess.run(["cc", "-O1", "-g", "-o", str(exe), str(src)], check=True)
+    raw = record(tmp_path, str(exe), secs=2, extra=["-F", "199"])
+    got = names(raw)
+    cut = [f for f in got if f.startswith("spin_xxx")]
+    assert cut, sorted(got)[:10]
+    assert cut == [name[:4096]], [len(f) for f in cut]
+    assert self_share(raw, lambda f: f == name[:4096]) > 0.9

@@ -23,6 +23,7 @@
 #include "objcache.h"
 #include "procmaps.h"
 #include "testutil.h"
+#include "trust.h"
 
 /* Two programs with one build id: the second forges the first's. */
 #define BUILD_ID "0x0123456789abcdef0123456789abcdef01234567"
@@ -335,10 +336,40 @@ static void test_threads(void **state)
 	objcache_unref(c);
 }
 
+/* A debug file is read for any process that maps its object, whoever named it
+ * (a user's binary may name /root/private.debug as its .gnu_debugaltlink):
+ * only a file every user could read is opened. */
+static void test_trusted_open_needs_a_file_anyone_reads(void **state)
+{
+	char sub[PATH_MAX + 16], file[PATH_MAX + 32];
+	struct obj_file f;
+
+	(void)state;
+	snprintf(sub, sizeof(sub), "%s/debug", dir);
+	snprintf(file, sizeof(file), "%s/x.debug", sub);
+	assert_int_equal(mkdir(sub, 0755), 0);
+	assert_int_equal(chmod(dir, 0755), 0);
+	assert_int_equal(run_cmd("cp %s %s", prog_a, file), 0);
+	assert_int_equal(chmod(file, 0644), 0);
+	assert_int_equal(obj_open_trusted(file, &f), 0);
+	obj_file_close(&f);
+	/* Root's only: refused. */
+	assert_int_equal(chmod(file, 0600), 0);
+	assert_int_equal(obj_open_trusted(file, &f), -EPERM);
+	/* Readable, but behind a directory only root may search: refused. */
+	assert_int_equal(chmod(file, 0644), 0);
+	assert_int_equal(chmod(sub, 0700), 0);
+	assert_int_equal(obj_open_trusted(file, &f), -EPERM);
+	assert_int_equal(chmod(dir, 0700), 0);
+	unlink(file);
+	rmdir(sub);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_copies_and_forgery),
+		cmocka_unit_test(test_trusted_open_needs_a_file_anyone_reads),
 		cmocka_unit_test(test_mapping_fast_path),
 		cmocka_unit_test(test_opener_checks_identity),
 		cmocka_unit_test(test_open_checks_object),
