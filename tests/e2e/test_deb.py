@@ -61,6 +61,26 @@ def test_fields_and_dependencies(deb):
         assert re.search(rf"(^|, ){re.escape(lib)}( |,|$)", depends), (lib, depends)
 
 
+def documented_dependencies():
+    """The packages docs/packaging.md names as the package's dependencies."""
+    text = open(os.path.join(ROOT, "docs", "packaging.md")).read()
+    m = re.search(r"The dependencies are what `dh_shlibdeps` finds in the binary \(.*?\): (.+?)\.\s", text, re.S)
+    assert m, "docs/packaging.md no longer lists the dependencies where this test looks"
+    return [n.strip() for n in m.group(1).split(",")]
+
+
+def test_documented_dependencies_are_the_packages(deb):
+    """docs/packaging.md lists exactly the packages of the built .deb's Depends (without
+    versions), so that a library linked or dropped makes this fail until the docs follow."""
+    path, _ = deb
+    depends = {re.sub(r"\s*\(.*?\)", "", alt).strip() for dep in deb_field(path, "Depends").split(",")
+               for alt in dep.split("|")}
+    documented = documented_dependencies()
+    assert len(documented) >= 10 and len(set(documented)) == len(documented), documented
+    assert set(documented) == depends, {"in the docs only": set(documented) - depends,
+                                        "in the package only": depends - set(documented)}
+
+
 def test_conffile_modes_and_owners(deb):
     """/etc/prowl/agent.yaml is the one conffile and stays 0600 (it may hold secrets);
     everything belongs to root; the binary is 0755; nothing is under /usr/local."""
