@@ -102,6 +102,16 @@ def test_conffile_modes_and_owners(deb):
                                                   text=True).stdout
 
 
+def test_linked_documents_are_packaged(deb):
+    """Every document the README and the guides link to (decisions.md, BENCHMARKS.md,
+    LICENSE...) is in /usr/share/doc/prowl, uncompressed, so that the links resolve."""
+    from test_install import missing_docs
+    path, _ = deb
+    docdir = "/usr/share/doc/prowl/"
+    names = {f[len(docdir):] for f in deb_listing(path) if f.startswith(docdir) and "/" not in f[len(docdir):]}
+    assert not missing_docs(names), (missing_docs(names), sorted(names))
+
+
 def test_same_files_as_make_install(deb, tmp_path):
     """debian/rules installs with `make install`: the package holds exactly its files (with
     the Debian paths) plus what debhelper adds (copyright, changelog, lintian overrides)."""
