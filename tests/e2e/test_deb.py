@@ -128,18 +128,17 @@ def test_same_files_as_make_install(deb, tmp_path):
     assert installed <= packaged
 
 
-def test_packaged_binary_and_unit_work(deb):
+def test_packaged_binary_and_unit_work(deb, tmp_path):
     """The shipped binary prints VERSION and accepts the shipped configuration (with the
-    host's libraries); the shipped unit passes systemd-analyze verify in a scratch root
-    and names what the package installs: /usr/bin/prowl, /etc/prowl/agent.yaml, agent.md."""
+    host's libraries), whose effective configuration is the defaults'; the shipped unit
+    passes systemd-analyze verify in a scratch root and names what the package installs:
+    /usr/bin/prowl, /etc/prowl/agent.yaml, agent.md."""
+    from test_install import assert_neutral_example
     _, root = deb
     prowl = str(root / "usr/bin/prowl")
     res = subprocess.run([prowl, "--version"], capture_output=True, text=True, timeout=30)
     assert res.returncode == 0 and res.stdout.startswith(f"prowl {VERSION}"), res.stdout + res.stderr
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}
-    res = subprocess.run([prowl, "agent", "--config", str(root / "etc/prowl/agent.yaml"), "--check"],
-                         capture_output=True, text=True, env=env, timeout=30)
-    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert_neutral_example(prowl, root / "etc/prowl/agent.yaml", tmp_path)
     unit = (root / "lib/systemd/system/prowl.service").read_text()
     assert "ExecStart=/usr/bin/prowl agent --config /etc/prowl/agent.yaml" in unit
     assert "Documentation=file:/usr/share/doc/prowl/agent.md" in unit
