@@ -390,6 +390,23 @@ def test_recording_rules_group_by_container_id(env):
         assert by[(c, cid)] == pytest.approx(builtin[c], rel=1e-9), (c, by, builtin)
     one = {dict(ls)["container"]: v for (n, ls), v in m.samples.items() if n == "one_container_cpu_seconds_total"}
     assert one == {"sidecar": pytest.approx(builtin["sidecar"], rel=1e-9)}, (one, builtin)
+    # relabel_configs drop "container": the pod's one series spans both containers and
+    # has no container id, so the rule's label is left out.
+    rules = (ONLY_WORKLOADS + "  - regex: container\n    action: labeldrop\n" + "recording_rules:\n"
+             "  - metric: by_container_cpu_seconds_total\n    group_by: [pod, container_id]\n")
+    agent = start_agent(env.d, env.api, env.rx, extra=rules, name="spans")
+    try:
+        wait_for(lambda: agent.metrics().sum("prowl_profile_cpu_seconds_total", pod="two-0") > 1, 30,
+                 "CPU of the pod", agent)
+        m = agent.metrics()
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+    builtin = [(dict(ls), v) for (n, ls), v in m.samples.items()
+               if n == "prowl_profile_cpu_seconds_total" and dict(ls).get("pod") == "two-0"]
+    assert len(builtin) == 1 and "container" not in builtin[0][0], builtin
+    by = [(dict(ls), v) for (n, ls), v in m.samples.items() if n == "by_container_cpu_seconds_total"]
+    assert by == [({"pod": "two-0"}, pytest.approx(builtin[0][1], rel=1e-9))], by
 
 
 def test_token_rotation(env):
