@@ -243,6 +243,8 @@ check-cfi: $(O)/tests/test_cfi_libdw
 # `make install`: the binary, the systemd unit (its paths rewritten for PREFIX and
 # SYSCONFDIR), the documentation, the example alert rules, and an example agent.yaml
 # that never replaces an existing one. DESTDIR stages it all under another root.
+# The documentation is every document the README and the guides link to, in one folder.
+INSTALL_DOCS := README.md BENCHMARKS.md LICENSE $(wildcard docs/*.md)
 PREFIX     ?= /usr/local
 BINDIR     ?= $(PREFIX)/bin
 DOCDIR     ?= $(PREFIX)/share/doc/prowl
@@ -260,8 +262,7 @@ install: all
 	sed -e 's|/usr/local/bin/prowl|$(BINDIR)/prowl|g' -e 's|/usr/local/share/doc/prowl|$(DOCDIR)|g' \
 	    -e 's|/etc/prowl/|$(SYSCONFDIR)/prowl/|g' packaging/prowl.service > $(DESTDIR)$(UNITDIR)/prowl.service
 	chmod 0644 $(DESTDIR)$(UNITDIR)/prowl.service
-	install -m 0644 README.md $(filter-out docs/decisions.md,$(wildcard docs/*.md)) \
-	    packaging/prometheus/prowl-alerts.yaml $(DESTDIR)$(DOCDIR)/
+	install -m 0644 $(INSTALL_DOCS) packaging/prometheus/prowl-alerts.yaml $(DESTDIR)$(DOCDIR)/
 	install -m 0644 packaging/prowl.yaml $(DESTDIR)$(DOCDIR)/agent.yaml.example
 	@if [ -e $(DESTDIR)$(SYSCONFDIR)/prowl/agent.yaml ]; then \
 		echo "keeping $(DESTDIR)$(SYSCONFDIR)/prowl/agent.yaml (the example is $(DESTDIR)$(DOCDIR)/agent.yaml.example)"; \

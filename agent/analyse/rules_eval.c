@@ -26,9 +26,20 @@ static uint64_t thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Label name of series s as a rule sees it. container_id is the id of the series'
+ * container also in a pod, where the "container" label names it and the id is a
+ * resource attribute only (with_id). The built-in counter keeps to the series
+ * labels, so that a container's restart does not start a new series of it. */
+static const char *rule_label(const struct export_series *s, const char *name, bool with_id)
+{
+	if (with_id && strcmp(name, SERIES_CONTAINER_ID) == 0)
+		return export_series_container_id(s);
+	return export_series_label(s, name);
+}
+
 static bool matcher_ok(const struct rule_matcher *m, const struct export_series *s)
 {
-	const char *v = export_series_label(s, m->label);
+	const char *v = rule_label(s, m->label, true);
 
 	if (!v)
 		v = ""; /* an absent label reads as empty, as in Prometheus */
@@ -72,7 +83,7 @@ static ssize_t make_key(struct rules *e, const struct rule_family *f, const stru
 	size_t len = 0;
 
 	for (size_t i = 0; i < f->nlabels; i++) {
-		const char *v = (int)i == f->fn_pos ? fn : export_series_label(s, f->labels[i]);
+		const char *v = (int)i == f->fn_pos ? fn : rule_label(s, f->labels[i], f != e->fams);
 		size_t n = v ? strnlen(v, MATCH_NAME_MAX) : 0;
 
 		if (grow((void **)&e->keybuf, &e->keybuf_cap, len + 3 * n + 1, 1) < 0)

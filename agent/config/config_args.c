@@ -36,7 +36,7 @@ const char agent_config_usage[] =
 	"bearer_token) are not options, so that they never show in ps: set them in the file\n"
 	"or as PROWL_PYROSCOPE_BASIC_PASSWORD, PROWL_OTLP_BEARER_TOKEN, ...\n"
 	"\n"
-	"Series carry the process's container id, and in Kubernetes its namespace, pod,\n"
+	"Series carry the process's container id, or in Kubernetes its namespace, pod,\n"
 	"container and node (on by itself in a pod; kubernetes.* in the file). The file's\n"
 	"relabel_configs rewrite them and can leave processes out (see docs/agent.md).\n"
 	"\n"

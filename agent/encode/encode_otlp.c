@@ -50,7 +50,7 @@ static pb_kv *kv_int(struct otlp_build *b, const char *key, int64_t val)
 /* Series labels that OpenTelemetry's semantic conventions name otherwise. */
 static const char *const semconv[][2] = {
 	{ "namespace", "k8s.namespace.name" }, { "pod", "k8s.pod.name" },	 { "container", "k8s.container.name" },
-	{ "node", "k8s.node.name" },	       { "container_id", "container.id" },
+	{ "node", "k8s.node.name" },	       { SERIES_CONTAINER_ID, RESOURCE_CONTAINER_ID },
 };
 
 static const char *semconv_name(const char *label)

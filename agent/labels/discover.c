@@ -12,7 +12,7 @@
 #include "relabel.h"
 #include "escape.h"
 
-static const char *const default_names[] = { "namespace", "pod", "container", "node", "container_id" };
+static const char *const default_names[] = { "namespace", "pod", "container", "node", SERIES_CONTAINER_ID };
 
 size_t discover_label_names(const char **ret, size_t max)
 {
@@ -231,8 +231,11 @@ int discover(const struct discover_opts *o, uint32_t pid, uint64_t cgroup_id, co
 	id->in_pod = o->kube && ci.in_kubepods;
 	if (r == 0 && id->in_pod && !svc[0])
 		r = pod_identity(o, &ci, &s, id, svc, sizeof(svc));
-	else if (r == 0 && ci.container_id[0])
-		r = labelset_set(&s, "container_id", ci.container_id);
+	/* The cgroup's container id, unless the API server names the container (its
+	 * "container" label and the resource's container.id then say it): outside
+	 * pods, and in a pod while the server is down or has no status for it yet. */
+	if (r == 0 && ci.container_id[0] && !id->container_known)
+		r = labelset_set(&s, SERIES_CONTAINER_ID, ci.container_id);
 	if (r == 0 && !svc[0])
 		host_service(&ci, exe, pcomm, svc, sizeof(svc));
 	r = r ?: labelset_set(&s, "service_name", svc);
@@ -251,7 +254,7 @@ int discover(const struct discover_opts *o, uint32_t pid, uint64_t cgroup_id, co
 	if (r == 0 && id->keep && id->pod_known && labelset_get(&s, "pod"))
 		r = labelset_set(&id->resource, "k8s.pod.uid", id->pod_uid);
 	if (r == 0 && id->keep && id->in_pod && ci.container_id[0] && labelset_get(&s, "container"))
-		r = labelset_set(&id->resource, "container.id", ci.container_id);
+		r = labelset_set(&id->resource, RESOURCE_CONTAINER_ID, ci.container_id);
 	if (r < 0) {
 		labelset_free(&s);
 		identity_free(id);

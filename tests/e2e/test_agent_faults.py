@@ -77,6 +77,73 @@ def test_idle_connections_do_not_starve_metrics(tmp_path):
     assert all(r["level"] == "warn" for r in mhd)
 
 
+def healthz_from(source, port, timeout=2):
+    """The status line of GET /healthz sent from address source, or the error that ended
+    the attempt (a connection the server refuses is reset or closed unanswered)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout, source_address=(source, 0)) as c:
+            c.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            data = b""
+            while not data.endswith(b"\n") and len(data) < 4096:
+                chunk = c.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            return data.split(b"\r\n", 1)[0].decode() or "closed unanswered"
+    except OSError as e:
+        return type(e).__name__
+
+
+def test_same_address_client_can_keep_the_probe_out(tmp_path):
+    """What docs/agent.md says of idle clients: 128 of them from one address (the cap)
+    keep the next request from that address out, not one from another address; one that
+    reopens each connection the agent closes (after 5 s) keeps that address out still."""
+    agent = Agent(tmp_path, ["--interval", "2s", "-F", "19"])
+    held = []
+    try:
+        agent.start()
+        port = agent.metrics_port
+        assert healthz_from("127.0.0.1", port) == "HTTP/1.1 200 OK"
+        t_open = time.monotonic()
+        held = [socket.create_connection(("127.0.0.1", port), timeout=5, source_address=("127.0.0.1", 0))
+                for _ in range(128)]
+        time.sleep(0.3)
+        assert healthz_from("127.0.0.1", port) != "HTTP/1.1 200 OK"
+        assert healthz_from("127.0.0.2", port) == "HTTP/1.1 200 OK"
+        # The agent closes them after 5 s; the client opens a new one for each at once.
+        reopened = 0
+        while time.monotonic() < t_open + 9 and reopened < 128:
+            for i, s in enumerate(held):
+                s.setblocking(False)
+                try:
+                    closed = s.recv(1) == b""
+                except BlockingIOError:
+                    closed = False
+                if closed:
+                    s.close()
+                    held[i] = socket.create_connection(("127.0.0.1", port), timeout=5,
+                                                       source_address=("127.0.0.1", 0))
+                    reopened += 1
+            time.sleep(0.05)
+        assert reopened == 128, f"the agent closed {reopened} of 128 idle connections in 9 s"
+        time.sleep(0.3)
+        assert healthz_from("127.0.0.1", port) != "HTTP/1.1 200 OK"
+        assert healthz_from("127.0.0.2", port) == "HTTP/1.1 200 OK"
+        for s in held:
+            s.close()
+        held = []
+        t_closed, answers = time.monotonic(), []
+        while time.monotonic() < t_closed + 5 and "HTTP/1.1 200 OK" not in answers:
+            answers.append(healthz_from("127.0.0.1", port))
+            time.sleep(0.1)
+        assert answers[-1] == "HTTP/1.1 200 OK", f"{time.monotonic() - t_closed:.1f}s after the client stopped: {answers}"
+        assert agent.stop() == 0, agent.log()
+    finally:
+        for s in held:
+            s.close()
+        agent.kill()
+
+
 def test_sigterm_with_hanging_backends_meets_one_deadline(tmp_path):
     """Three backends accept and never answer. The stop takes shutdown_timeout (2 s
     here) however many exporters there are, not one flush per exporter after the

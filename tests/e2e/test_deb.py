@@ -61,6 +61,26 @@ def test_fields_and_dependencies(deb):
         assert re.search(rf"(^|, ){re.escape(lib)}( |,|$)", depends), (lib, depends)
 
 
+def documented_dependencies():
+    """The packages docs/packaging.md names as the package's dependencies."""
+    text = open(os.path.join(ROOT, "docs", "packaging.md")).read()
+    m = re.search(r"The dependencies are what `dh_shlibdeps` finds in the binary \(.*?\): (.+?)\.\s", text, re.S)
+    assert m, "docs/packaging.md no longer lists the dependencies where this test looks"
+    return [n.strip() for n in m.group(1).split(",")]
+
+
+def test_documented_dependencies_are_the_packages(deb):
+    """docs/packaging.md lists exactly the packages of the built .deb's Depends (without
+    versions), so that a library linked or dropped makes this fail until the docs follow."""
+    path, _ = deb
+    depends = {re.sub(r"\s*\(.*?\)", "", alt).strip() for dep in deb_field(path, "Depends").split(",")
+               for alt in dep.split("|")}
+    documented = documented_dependencies()
+    assert len(documented) >= 10 and len(set(documented)) == len(documented), documented
+    assert set(documented) == depends, {"in the docs only": set(documented) - depends,
+                                        "in the package only": depends - set(documented)}
+
+
 def test_conffile_modes_and_owners(deb):
     """/etc/prowl/agent.yaml is the one conffile and stays 0600 (it may hold secrets);
     everything belongs to root; the binary is 0755; nothing is under /usr/local."""
@@ -82,6 +102,16 @@ def test_conffile_modes_and_owners(deb):
                                                   text=True).stdout
 
 
+def test_linked_documents_are_packaged(deb):
+    """Every document the README and the guides link to (decisions.md, BENCHMARKS.md,
+    LICENSE...) is in /usr/share/doc/prowl, uncompressed, so that the links resolve."""
+    from test_install import missing_docs
+    path, _ = deb
+    docdir = "/usr/share/doc/prowl/"
+    names = {f[len(docdir):] for f in deb_listing(path) if f.startswith(docdir) and "/" not in f[len(docdir):]}
+    assert not missing_docs(names), (missing_docs(names), sorted(names))
+
+
 def test_same_files_as_make_install(deb, tmp_path):
     """debian/rules installs with `make install`: the package holds exactly its files (with
     the Debian paths) plus what debhelper adds (copyright, changelog, lintian overrides)."""
@@ -98,18 +128,17 @@ def test_same_files_as_make_install(deb, tmp_path):
     assert installed <= packaged
 
 
-def test_packaged_binary_and_unit_work(deb):
+def test_packaged_binary_and_unit_work(deb, tmp_path):
     """The shipped binary prints VERSION and accepts the shipped configuration (with the
-    host's libraries); the shipped unit passes systemd-analyze verify in a scratch root
-    and names what the package installs: /usr/bin/prowl, /etc/prowl/agent.yaml, agent.md."""
+    host's libraries), whose effective configuration is the defaults'; the shipped unit
+    passes systemd-analyze verify in a scratch root and names what the package installs:
+    /usr/bin/prowl, /etc/prowl/agent.yaml, agent.md."""
+    from test_install import assert_neutral_example
     _, root = deb
     prowl = str(root / "usr/bin/prowl")
     res = subprocess.run([prowl, "--version"], capture_output=True, text=True, timeout=30)
     assert res.returncode == 0 and res.stdout.startswith(f"prowl {VERSION}"), res.stdout + res.stderr
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}
-    res = subprocess.run([prowl, "agent", "--config", str(root / "etc/prowl/agent.yaml"), "--check"],
-                         capture_output=True, text=True, env=env, timeout=30)
-    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert_neutral_example(prowl, root / "etc/prowl/agent.yaml", tmp_path)
     unit = (root / "lib/systemd/system/prowl.service").read_text()
     assert "ExecStart=/usr/bin/prowl agent --config /etc/prowl/agent.yaml" in unit
     assert "Documentation=file:/usr/share/doc/prowl/agent.md" in unit

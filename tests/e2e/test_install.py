@@ -1,11 +1,13 @@
 """test_install.py: `make install` into a scratch DESTDIR, and the unit with the secrets
 drop-in that docs/configuration.md shows; systemd-analyze verifies both in a scratch root
 (no chroot: --root), which must hold the unit, what it runs and systemd's own units."""
+import difflib
 import os
 import re
 import shutil
 import stat
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -82,6 +84,62 @@ def test_secrets_dropin_of_the_docs_applies(tmp_path):
     assert "EnvironmentFile=-/etc/prowl/agent.env" in open(UNIT).read()
 
 
+LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)")
+
+
+def linked_docs():
+    """{source path: document it links from}: README.md and every document reached from it
+    by relative links to Markdown files or LICENSE (not to sources, manifests or URLs)."""
+    found, todo = {"README.md": None}, ["README.md"]
+    while todo:
+        doc = todo.pop()
+        for target in LINK.findall(open(os.path.join(ROOT, doc)).read()):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path = os.path.normpath(os.path.join(os.path.dirname(doc), target))
+            if (path.endswith(".md") or os.path.basename(path) == "LICENSE") and path not in found:
+                assert os.path.isfile(os.path.join(ROOT, path)), f"{doc} links to {target}, which does not exist"
+                found[path] = doc
+                todo.append(path)
+    return found
+
+
+def missing_docs(installed):
+    """The linked documents whose name is not among installed (names in the doc folder)."""
+    docs = linked_docs()
+    assert {"docs/agent.md", "docs/decisions.md", "docs/metrics.md", "LICENSE"} <= docs.keys(), docs
+    return {p: f"linked from {src}" for p, src in docs.items() if os.path.basename(p) not in installed}
+
+
+def effective_config(binary, cfg, *flags, env=None):
+    """What `prowl agent --check` prints as the effective configuration of cfg and flags
+    (PROWL_* variables of the test's environment left out; env added), without the
+    file's name."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")} | (env or {})
+    res = subprocess.run([str(binary), "agent", "--config", str(cfg), "--check", *flags], capture_output=True,
+                         text=True, env=env, timeout=30)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    return [l for l in res.stdout.splitlines() if not l.startswith("# config file:")]
+
+
+def assert_neutral_example(binary, cfg, tmp_path):
+    """The example configuration that is installed chooses nothing: its effective
+    configuration is the defaults', as it is and with each HTTP exporter a user would
+    add first (a file that enabled the directory exporter would keep it on then).
+    Its commented-out examples (lines of "#" and a key), all uncommented, are a valid
+    configuration once the password is in the environment, as the file says."""
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    for flags in ([], ["--pyroscope-url", "http://127.0.0.1:4040"], ["--otlp-url", "http://127.0.0.1:4318"]):
+        mine, defaults = effective_config(binary, cfg, *flags), effective_config(binary, empty, *flags)
+        assert len(defaults) > 50, defaults
+        assert mine == defaults, "\n".join(difflib.unified_diff(defaults, mine, "defaults", str(cfg), lineterm=""))
+    examples = tmp_path / "examples.yaml"
+    examples.write_text(re.sub(r"^#(?=\s*[a-z_]+:(\s|$))", "", Path(cfg).read_text(), flags=re.M))
+    shown = effective_config(binary, examples, env={"PROWL_PYROSCOPE_BASIC_PASSWORD": "s3cret"})
+    assert any(l.strip() == 'env: "prod"' for l in shown) and any("profiles-prod-001" in l for l in shown), shown
+
+
 def make_install(dest, *args):
     return subprocess.run(["make", "-s", "install", f"O={os.path.relpath(BUILD, ROOT)}", f"DESTDIR={dest}"] + list(args),
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
@@ -100,9 +158,10 @@ def test_make_install(tmp_path, prefix, unitdir):
     binary = dest / prefix / "bin" / "prowl"
     assert os.access(binary, os.X_OK)
     docdir = dest / prefix / "share" / "doc" / "prowl"
-    for f in ("README.md", "agent.md", "configuration.md", "metrics.md", "unwinding.md", "prowl-alerts.yaml",
-              "agent.yaml.example"):
+    for f in ("prowl-alerts.yaml", "agent.yaml.example"):
         assert (docdir / f).is_file(), f
+    # Every document the README and the guides link to is there (decisions.md was not).
+    assert not missing_docs({p.name for p in docdir.iterdir() if p.is_file()}), missing_docs(os.listdir(docdir))
     cfg = dest / "etc" / "prowl" / "agent.yaml"
     assert stat.S_IMODE(cfg.stat().st_mode) == 0o600
     unit = dest / unitdir / "prowl.service"
@@ -118,11 +177,8 @@ def test_make_install(tmp_path, prefix, unitdir):
     assert (dest / exe.lstrip("/")) == binary, cmd
     conf = re.search(r"--config (\S+)", rest).group(1)
     assert (dest / conf.lstrip("/")) == cfg
-    # The installed example is a valid configuration.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}
-    res = subprocess.run([str(binary), "agent", "--config", str(cfg), "--check"], capture_output=True, text=True,
-                         env=env, timeout=30)
-    assert res.returncode == 0 and res.stderr == "", res.stderr
+    # The installed example is a valid configuration that sets nothing but the defaults.
+    assert_neutral_example(binary, cfg, tmp_path)
     # An edited configuration survives the next install.
     cfg.write_text("frequency: 49\n")
     res = make_install(dest, *args)

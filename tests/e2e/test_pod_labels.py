@@ -279,9 +279,134 @@ def test_api_server_down_at_start(env):
     assert "retrying" in warns[0] and env.api.url in warns[0]
     assert m.get("prowl_kubernetes_up") == 1 and m.get("prowl_kubernetes_outages_total") == 1
     assert m.get("prowl_pod_unlabelled_processes_total") >= 1
-    # Before the server was up, the process was exported with what the cgroup tells.
+    # Before the server was up, the process was exported with what the cgroup tells:
+    # its container id; once the pod is known, "container" names it instead.
+    cid = pod["status"]["containerStatuses"][0]["containerID"].split("://")[1]
     early = [p for p in ingests(env.rx) if has_process(p, name) and p.req.time < down_until]
     assert early and all(p.service == name and "pod" not in p.labels for p in early)
+    assert all(p.labels.get("container_id") == cid for p in early), [p.req.arg("name") for p in early]
+    late = [p for p in ingests(env.rx) if has_process(p, name) and p.labels.get("pod") == "web-0"]
+    assert late and all("container_id" not in p.labels and p.labels["container"] == "app" for p in late)
+
+
+def test_outage_after_start_gives_container_id(env):
+    """The API server goes down after the first list; a pod created meanwhile starts a
+    process: its series carries the container id of its cgroup (and no pod labels) while
+    the server cannot say, a process of a pod listed before keeps its pod labels, and
+    the new one gets its pod's once the server answers."""
+    known = make_pod("known-0", "shop", NODE, containers={"app": new_id()}, labels={"app": "known"})
+    env.api.add_pod(known)
+    _, nk = run_pod(env.cg, env.d, known)
+    agent = start_agent(env.d, env.api, env.rx)
+    try:
+        wait_for(lambda: any(p.service == "known" for p in ingests(env.rx) if has_process(p, nk)), 15,
+                 "the listed pod's labels", agent)
+        env.api.down()
+        wait_for(lambda: agent.metrics().get("prowl_kubernetes_up") == 0, 40, "the outage seen", agent)
+        down_at = time.time()
+        new = make_pod("new-0", "shop", NODE, containers={"app": new_id()}, labels={"app": "new"})
+        env.api.add_pod(new)
+        _, nn = run_pod(env.cg, env.d, new)
+        wait_for(lambda: len([p for p in ingests(env.rx) if has_process(p, nn)]) >= 2, 15,
+                 "two windows of the new pod's process", agent)
+        up_at = time.time()
+        env.api.up()
+        wait_for(lambda: any(p.service == "new" for p in ingests(env.rx) if has_process(p, nn)), 40,
+                 "the new pod's labels after the outage", agent)
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+    cid = new["status"]["containerStatuses"][0]["containerID"].split("://")[1]
+    during = [p for p in ingests(env.rx) if has_process(p, nn) and p.req.time < up_at]
+    assert during and all(p.labels.get("container_id") == cid and "pod" not in p.labels and p.service == nn
+                          for p in during), [p.req.arg("name") for p in during]
+    after = [p for p in ingests(env.rx) if has_process(p, nn) and p.service == "new"]
+    assert after and all("container_id" not in p.labels and p.labels.get("pod") == "new-0" for p in after)
+    kept = [p for p in ingests(env.rx) if has_process(p, nk) and down_at <= p.req.time < up_at]
+    assert kept and all(p.service == "known" and "container_id" not in p.labels for p in kept)
+
+
+def test_container_without_status_gets_container_id(env):
+    """A pod of two containers that the API server lists without one container's status
+    past the process's first window (a pod of one container names it all the same): the
+    series has the pod's labels and, for the container, the id from the cgroup; when the
+    status comes, "container" replaces it."""
+    pod = make_pod("slow-0", "shop", NODE, containers={"web": None, "log": new_id()}, labels={"app": "slow"})
+    env.api.add_pod(pod)
+    agent = start_agent(env.d, env.api, env.rx)
+    try:
+        cid = new_id()
+        exe, name = private_workload(env.d)
+        env.cg.start(env.cg.make(shape("containerd-systemd", cid, pod["metadata"]["uid"])), [exe, "60"])
+        wait_for(lambda: len([p for p in ingests(env.rx) if has_process(p, name)]) >= 2, 15,
+                 "two windows without the container's status", agent)
+        status_at = time.time()
+        env.api.add_pod(set_container(pod, "web", cid))
+        wait_for(lambda: any(p.labels.get("container") == "web" for p in ingests(env.rx) if has_process(p, name)),
+                 15, "the container's label once its status came", agent)
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+    mine = [p for p in ingests(env.rx) if has_process(p, name)]
+    before = [p for p in mine if p.req.time < status_at]
+    assert before and all(p.service == "slow" and p.labels.get("pod") == "slow-0" and
+                          p.labels.get("container_id") == cid and "container" not in p.labels for p in before), \
+        [p.req.arg("name") for p in before]
+    after = [p for p in mine if p.labels.get("container") == "web"]
+    assert after and all("container_id" not in p.labels for p in after)
+
+
+def test_recording_rules_group_by_container_id(env):
+    """A pod of two containers: a rule grouping by pod and container_id gets one counter
+    per container, each equal to the built-in counter of that container's series (which
+    carries no container_id, so a container restart starts no new series of it); a rule
+    matching one container id counts that container only."""
+    pod = make_pod("two-0", "shop", NODE, containers={"app": new_id(), "sidecar": new_id()}, labels={"app": "two"})
+    env.api.add_pod(pod)
+    cids = {s["name"]: s["containerID"].split("://")[1] for s in pod["status"]["containerStatuses"]}
+    for c in cids:
+        run_pod(env.cg, env.d, pod, container=c)
+    rules = (ONLY_WORKLOADS + "recording_rules:\n"
+             "  - metric: by_container_cpu_seconds_total\n    group_by: [pod, container, container_id]\n"
+             "  - metric: one_container_cpu_seconds_total\n"
+             f"    match:\n      container_id: {cids['sidecar']}\n    group_by: [container]\n")
+    agent = start_agent(env.d, env.api, env.rx, extra=rules)
+    try:
+        wait_for(lambda: all(agent.metrics().sum("prowl_profile_cpu_seconds_total", pod="two-0", container=c) > 0.5
+                             for c in cids), 30, "CPU of both containers", agent)
+        m = agent.metrics()
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+    builtin = {dict(ls)["container"]: v for (n, ls), v in m.samples.items()
+               if n == "prowl_profile_cpu_seconds_total" and dict(ls).get("pod") == "two-0"}
+    assert set(builtin) == set(cids), m.text
+    assert not [ls for (n, ls), _ in m.samples.items() if n == "prowl_profile_cpu_seconds_total"
+                and "container_id" in dict(ls)], "the built-in counter carries container_id"
+    by = {(dict(ls)["container"], dict(ls)["container_id"]): v for (n, ls), v in m.samples.items()
+          if n == "by_container_cpu_seconds_total"}
+    assert set(by) == {(c, cid) for c, cid in cids.items()}, by
+    for c, cid in cids.items():
+        assert by[(c, cid)] == pytest.approx(builtin[c], rel=1e-9), (c, by, builtin)
+    one = {dict(ls)["container"]: v for (n, ls), v in m.samples.items() if n == "one_container_cpu_seconds_total"}
+    assert one == {"sidecar": pytest.approx(builtin["sidecar"], rel=1e-9)}, (one, builtin)
+    # relabel_configs drop "container": the pod's one series spans both containers and
+    # has no container id, so the rule's label is left out.
+    rules = (ONLY_WORKLOADS + "  - regex: container\n    action: labeldrop\n" + "recording_rules:\n"
+             "  - metric: by_container_cpu_seconds_total\n    group_by: [pod, container_id]\n")
+    agent = start_agent(env.d, env.api, env.rx, extra=rules, name="spans")
+    try:
+        wait_for(lambda: agent.metrics().sum("prowl_profile_cpu_seconds_total", pod="two-0") > 1, 30,
+                 "CPU of the pod", agent)
+        m = agent.metrics()
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+    builtin = [(dict(ls), v) for (n, ls), v in m.samples.items()
+               if n == "prowl_profile_cpu_seconds_total" and dict(ls).get("pod") == "two-0"]
+    assert len(builtin) == 1 and "container" not in builtin[0][0], builtin
+    by = [(dict(ls), v) for (n, ls), v in m.samples.items() if n == "by_container_cpu_seconds_total"]
+    assert by == [({"pod": "two-0"}, pytest.approx(builtin[0][1], rel=1e-9))], by
 
 
 def test_token_rotation(env):

@@ -81,7 +81,9 @@ seed() { # $1 = harness
 		printf '0::/kubepods.slice/kubepods-pod1_2.slice/crio-%s.scope\n' $id | put cgroup crio ;;
 	config)
 		local i=0 f
-		for f in packaging/prowl.yaml; do put config base < "$f"; done
+		put config base < packaging/prowl.yaml
+		# its commented-out examples, uncommented (the file as installed sets nothing)
+		sed -E 's/^#([[:space:]]*[a-z_]+:([[:space:]]|$))/\1/' packaging/prowl.yaml | put config examples
 		for f in docs/*.md; do
 			# every ```yaml block of the docs
 			awk -v out="$W/corpus/config/seed-doc-$(basename "$f" .md)-" '

@@ -18,6 +18,9 @@
 #define PERIOD_NS 10000000 /* 10 ms: a sample is 0.01 s */
 
 static const char *const series_labels[] = { "service_name", "host_name", "env" };
+/* The series labels rules may name: series_labels unless a test sets others. */
+static const char *const *known = series_labels;
+static size_t nknown = 3;
 
 /* Parses "recording_rules:" YAML text; returns rules_config_parse's result, and
  * rules_config_check's when parsing succeeded. */
@@ -42,7 +45,7 @@ static int load(const char *yaml, struct recording_rules_config *c)
 			r = rules_config_parse("test.yaml", &d, yaml_document_get_node(&d, kv->value), c);
 	}
 	if (r == 0)
-		r = rules_config_check("test.yaml", c, series_labels, 3);
+		r = rules_config_check("test.yaml", c, known, nknown);
 	yaml_document_delete(&d);
 	yaml_parser_delete(&p);
 	return r;
@@ -51,7 +54,7 @@ static int load(const char *yaml, struct recording_rules_config *c)
 static struct rules *engine(const char *yaml, uint32_t max_series)
 {
 	struct recording_rules_config c;
-	struct rules_opts o = { .series_labels = series_labels, .nseries_labels = 3, .max_series = max_series };
+	struct rules_opts o = { .series_labels = known, .nseries_labels = nknown, .max_series = max_series };
 	struct rules *e = NULL;
 
 	assert_int_equal(load(yaml, &c), 0);
@@ -258,6 +261,58 @@ static void test_group_by_and_shared_metric(void **state)
 	fixture_free(&x);
 }
 
+/* container_id of a pod's series is its resource's container.id: rules match and group
+ * by it, the built-in counter keeps to the series labels. Series 0 is a pod's
+ * container (resource only), series 1 a container outside pods (label), series 2
+ * spans containers (neither). */
+static void test_container_id_from_resource(void **state)
+{
+	static const char *const labels4[] = { "service_name", "host_name", "env", "container_id" };
+	struct series_label res0 = { RESOURCE_CONTAINER_ID, "c0" }, other = { "k8s.pod.uid", "u0" };
+	struct series_label res_both[2] = { other, res0 };
+	struct fixture x;
+	struct rules *e;
+
+	(void)state;
+	known = labels4;
+	nknown = 4;
+	e = engine("recording_rules:\n"
+		   "  - metric: by_cid_total\n"
+		   "    group_by: [service_name, container_id]\n"
+		   "  - metric: one_cid_total\n"
+		   "    match: {container_id: c0}\n"
+		   "    group_by: []\n"
+		   "  - metric: no_cid_total\n"
+		   "    match: {container_id: \"\"}\n"
+		   "    group_by: [service_name]\n", 0);
+	fixture_init(&x);
+	x.series[0].resource = res_both;
+	x.series[0].nresource = 2;
+	x.labels[1][2] = (struct series_label){ SERIES_CONTAINER_ID, "c1" };
+	assert_int_equal(rules_count(e, &x.b), 0);
+	assert_seconds(e, "by_cid_total", V("checkout", "c0"), 0.06);
+	assert_seconds(e, "by_cid_total", V("checkout-canary", "c1"), 0.04);
+	assert_seconds(e, "by_cid_total", V("batch", ""), 0.05);
+	assert_seconds(e, "one_cid_total", V0, 0.06);
+	assert_seconds(e, "no_cid_total", V("batch"), 0.05);
+	assert_true(rules_value(e, "no_cid_total", V("checkout")) < 0);
+	/* The built-in counter: container_id of the series labels only. */
+	assert_seconds(e, RULES_BUILTIN_METRIC, V("checkout", "h1", "prod", ""), 0.06);
+	assert_seconds(e, RULES_BUILTIN_METRIC, V("checkout-canary", "h1", "", "c1"), 0.04);
+	assert_true(rules_value(e, RULES_BUILTIN_METRIC, V("checkout", "h1", "prod", "c0")) < 0);
+	rules_free(e);
+	fixture_free(&x);
+}
+
+/* Back to the three series labels, also after a failed assertion. */
+static int known_reset(void **state)
+{
+	(void)state;
+	known = series_labels;
+	nknown = 3;
+	return 0;
+}
+
 static void test_matchers(void **state)
 {
 	struct fixture x;
@@ -453,6 +508,7 @@ int main(void)
 		cmocka_unit_test(test_function_total_and_self),
 		cmocka_unit_test(test_count_once_and_nearest_leaf),
 		cmocka_unit_test(test_group_by_and_shared_metric),
+		cmocka_unit_test_teardown(test_container_id_from_resource, known_reset),
 		cmocka_unit_test(test_matchers),
 		cmocka_unit_test(test_overflow),
 		cmocka_unit_test(test_windows_and_reload),
