@@ -41,9 +41,10 @@ static int setup(void **state)
 	snprintf(prog_a, sizeof(prog_a), "%s/a", dir);
 	snprintf(copy_a, sizeof(copy_a), "%s/copy-of-a", dir);
 	snprintf(forged, sizeof(forged), "%s/forged", dir);
-	/* "wait": read stdin until it closes, so the test controls its life. */
-	if (run_cmd("printf '#include <unistd.h>\\nint main(int c, char **v) { char b; (void)v; if (c > 1) "
-		    "while (read(0, &b, 1) > 0) ; return 0; }\\n' > %s/a.c", dir) ||
+	/* "wait": say so on stdout, then read stdin until it closes, so the test controls
+	 * its life (spawn_waiter in testutil.h). */
+	if (run_cmd("printf '#include <unistd.h>\\nint main(int c, char **v) { char b; (void)v; if (c > 1 && "
+		    "write(1, \"r\", 1) == 1) while (read(0, &b, 1) > 0) ; return 0; }\\n' > %s/a.c", dir) ||
 	    run_cmd("printf 'int f(int x) { return x * 3 + 1; }\\nint main(void) { return f(2) - 7; }\\n' > %s/b.c",
 		    dir) ||
 	    run_cmd("cc -O1 -Wl,--build-id=" BUILD_ID " -o %s %s/a.c", prog_a, dir) ||
@@ -194,37 +195,34 @@ static void test_forgery_same_size(void **state)
 	objcache_unref(c);
 }
 
-/* The source of ch's first executable mapping of path (waits for the exec). */
+/* The source of ch's first executable mapping of path (ch from spawn_waiter: its
+ * mappings are final). */
 static struct obj_source mapping_of(const struct child *ch, const char *path, const char *proc_root)
 {
+	struct procmaps pm = {};
 	char maps[64];
+	FILE *f;
 
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)ch->pid);
-	for (int tries = 0; tries < 4000; tries++) {
-		struct procmaps pm = {};
-		FILE *f = fopen(maps, "re");
+	f = fopen(maps, "re");
+	assert_non_null(f);
+	assert_int_equal(procmaps_parse(f, PROCMAPS_EXEC_ONLY, &pm, NULL), 0);
+	fclose(f);
+	for (size_t i = 0; i < pm.n; i++) {
+		const struct pm_entry *e = &pm.v[i];
 
-		assert_non_null(f);
-		assert_int_equal(procmaps_parse(f, PROCMAPS_EXEC_ONLY, &pm, NULL), 0);
-		fclose(f);
-		for (size_t i = 0; i < pm.n; i++) {
-			const struct pm_entry *e = &pm.v[i];
+		if (e->path && strcmp(e->path, path) == 0) {
+			struct obj_source src = {
+				.proc_root = proc_root, .pid = (uint32_t)ch->pid, .start = e->start, .end = e->end,
+				.dev = makedev(e->dev_major, e->dev_minor), .ino = e->inode, .path = path,
+			};
 
-			if (e->path && strcmp(e->path, path) == 0) {
-				struct obj_source src = {
-					.proc_root = proc_root, .pid = (uint32_t)ch->pid, .start = e->start,
-					.end = e->end, .dev = makedev(e->dev_major, e->dev_minor), .ino = e->inode,
-					.path = path,
-				};
-
-				procmaps_free(&pm);
-				return src;
-			}
+			procmaps_free(&pm);
+			return src;
 		}
-		procmaps_free(&pm);
-		usleep(500);
 	}
-	fail_msg("%s never mapped %s", maps, path);
+	procmaps_free(&pm);
+	fail_msg("%s does not map %s", maps, path);
 	return (struct obj_source){ 0 };
 }
 
