@@ -108,3 +108,48 @@ def _keys_marked(block, comment):
         if comment in line:
             out.append(list(stack))
     return out
+
+
+SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def _check(**extra):
+    """`prowl agent --check` with no PROWL_ variable of the caller's but extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}
+    env.update(extra)
+    return subprocess.run([PROWL, "agent", "--check"], capture_output=True, text=True, env=env, timeout=20)
+
+
+def test_size_ranges_as_documented():
+    """Every size key (a default like 64MiB in --check) has the range its row in
+    docs/configuration.md gives, "1MiB to 16GiB": both ends are taken from the key's
+    environment variable and a byte past either is refused with one line. So a bound
+    changed in the code and not in the docs, or not checked, fails here."""
+    text = open(os.path.join(ROOT, "docs", "configuration.md")).read()
+    res = _check()
+    assert res.returncode == 0, res.stderr
+    sizes = {k: v for k, v in flatten(yaml.safe_load(res.stdout)).items()
+             if isinstance(v, str) and re.fullmatch(r"\d+(KiB|MiB|GiB)", v)}
+    assert len(sizes) >= 9, sizes
+    for key in sizes:
+        m = re.match(r"exporters\.(pyroscope|otlp|parca)\.(.*)", key)
+        leaf = m.group(2) if m else key
+        row = next((line for line in text.splitlines() if line.startswith(f"| `{leaf}` |")), None)
+        assert row, f"docs/configuration.md has no row for `{leaf}`"
+        rng = re.search(r"(\d+)(MiB|GiB|TiB) to (\d+)(MiB|GiB|TiB)", row)
+        var = re.search(r"`(PROWL_[A-Z_]+)`", row)
+        assert rng and var, f"the row of `{leaf}` gives no range or no variable: {row}"
+        lo = int(rng.group(1)) * SIZE_UNITS[rng.group(2)]
+        hi = int(rng.group(3)) * SIZE_UNITS[rng.group(4)]
+        name = var.group(1).replace("PROWL_X_", f"PROWL_{m.group(1).upper()}_") if m else var.group(1)
+        for value, ok in ((lo, True), (hi, True), (lo - 1, False), (hi + 1, False)):
+            r = _check(**{name: str(value)})
+            if ok:
+                assert r.returncode == 0, f"{key}: {name}={value} (documented range {rng.group(0)}) refused: {r.stderr}"
+                printed = flatten(yaml.safe_load(r.stdout))[key]
+                num, unit = re.fullmatch(r"(\d+)(B|KiB|MiB|GiB)?", str(printed)).groups()
+                assert int(num) * SIZE_UNITS[unit or "B"] == value, (key, value, printed)
+            else:
+                lines = r.stderr.strip().splitlines()
+                assert r.returncode != 0 and len(lines) == 1 and "out of range" in lines[0], \
+                    f"{key}: {name}={value}, outside the documented range {rng.group(0)}, not refused: {r.stderr}"
