@@ -124,10 +124,10 @@ static inline int count_substr(const char *hay, const char *needle)
 
 /* A child running `path wait`: it writes one byte to its stdout once in main(), then
  * reads its stdin until the test closes it. spawn_waiter() returns after that byte:
- * the exec is done and the dynamic loader has mapped every library and unmapped its
- * cache, so /proc/PID/maps holds the program's mappings and no others, whatever the
- * load of the machine (a read before that would see the test's own mappings, or
- * ld.so.cache, or a [vdso] of the old image). */
+ * the exec is done and the dynamic loader has mapped every library, so /proc/PID/maps
+ * holds the program's mappings and no others, whatever the load of the machine. Read
+ * before, it shows the test's own libraries, and a [vdso] read across the exec
+ * becomes a module of its own (test_process_churn: one module more, under load). */
 struct child {
 	pid_t pid;
 	int fd; /* write end of its stdin: closing it ends the child */
