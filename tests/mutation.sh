@@ -1,7 +1,7 @@
 #!/bin/bash
 # mutation.sh: checks that the suite can fail. In a scratch copy of the tree it breaks
-# five chosen lines on purpose, one at a time, rebuilds and runs the tests that cover
-# each; every mutant must make them FAIL (and the unbroken copy must pass them first).
+# chosen lines on purpose, one at a time, rebuilds and runs the tests that cover each;
+# every mutant must make them FAIL (and the unbroken copy must pass them first).
 # Usage: tests/mutation.sh [NAME...]   (default: all; `make mutation` runs it)
 set -u
 cd "$(dirname "$0")/.."
@@ -21,11 +21,23 @@ mutant pprof-address 'ret->addr = addr - m->bias;' 'ret->addr = addr;' \
 mutant folded-count 'intern_str(lines, order[i]), counts[order[i]]);' \
 	'intern_str(lines, order[i]), counts[order[i]] + 1);' \
 	test_pprof tests/e2e/test_record.py::test_folded_agrees_with_pprof
-mutant retry-condition 'if (code == 429 || code >= 500) {' 'if (code >= 500) {' test_sender ''
+mutant retry-condition 'if (code == 429) /* Too Many Requests */' 'if (code == 0) /* Too Many Requests */' \
+	test_sender ''
 mutant cfa-offset 'row->cfa_off = (uint16_t)(cfa_off / 8);' 'row->cfa_off = (uint16_t)(cfa_off / 8 + 1);' \
 	test_unwind_table tests/e2e/test_unwind.py::test_recursion_depth_100_complete
 mutant service-label 'add_label(s, "service_name", svc);' 'add_label(s, "service", svc);' \
 	'' tests/e2e/test_agent_ops.py::test_dir_default_exporter_and_retention
+# The blind spots of issue 24: each survived the suite until a test was written for it.
+mutant retry-500 'if (code < 500 || code > 599)' 'if (code <= 500 || code > 599)' test_sender ''
+mutant size-bound 'if (r < 0 || (v < k->min && !(k->zero_ok && v == 0)) || v > k->max)' \
+	'if (r < 0 || (v < k->min && !(k->zero_ok && v == 0)))' test_config ''
+mutant record-outputs 'if (o->noutputs == RECORD_MAX_OUTPUTS)' 'if (o->noutputs > RECORD_MAX_OUTPUTS)' \
+	test_record_args ''
+mutant spool-order 'return x->queued_ns < y->queued_ns ? -1 : 1;' 'return x->queued_ns < y->queued_ns ? 1 : -1;' \
+	test_spool ''
+mutant copy-content 'obj_content_hash_fd(f->fd, f->ident.size, &hash) == 0 && hash == o->f.content_hash;' \
+	'obj_content_hash_fd(f->fd, f->ident.size, &hash) == 0;' test_objcache ''
+mutant content-hash '*ret = hash_bytes(buf, nhead + ntail + sizeof(size));' '*ret = size;' test_objcache ''
 
 SCRATCH=$(mktemp -d /tmp/prowl-mutation.XXXXXX)
 LOGS=$SCRATCH/logs

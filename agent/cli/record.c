@@ -37,6 +37,8 @@
 
 enum { FMT_PPROF, FMT_FOLDED, FMT_HTML };
 #define RECORD_MAX_OUTPUTS 4
+#define STR_(x) #x
+#define STR(x)  STR_(x)
 
 struct record_opts {
 	uint32_t *pids;
@@ -81,7 +83,7 @@ static const char record_usage[] =
 	"  -d, --duration TIME       stop after TIME: 10s, 500ms, 2m, 1h30m, or a bare number\n"
 	"                            of seconds; default: until the targets exit or Ctrl-C\n"
 	"  -o, --output FILE         output file (default prowl.pb.gz, or prowl.folded); may be\n"
-	"                            given up to 4 times to write several formats of one capture\n"
+	"                            given up to " STR(RECORD_MAX_OUTPUTS) " times to write several formats of one capture\n"
 	"  -f, --format FMT          pprof (gzip'ed protobuf), folded or html (flame graph);\n"
 	"                            default from each output's name (.folded/.txt -> folded,\n"
 	"                            .html -> html), else pprof\n"
@@ -198,7 +200,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'o':
 			if (o->noutputs == RECORD_MAX_OUTPUTS)
-				return usage_error("too many -o options: at most %s", "4");
+				return usage_error("too many -o options: give at most %s outputs", STR(RECORD_MAX_OUTPUTS));
 			o->outputs[o->noutputs++] = optarg;
 			break;
 		case 'f':

@@ -99,6 +99,19 @@ static bool curl_error_is_permanent(CURLcode rc)
 	}
 }
 
+/* Whether an HTTP answer is worth sending the same request again: 429 and the 5xx
+ * of a server that is down, overloaded or restarting, 500 included (a backend's
+ * crashed component answers it; docs/decisions.md). 501 and 505 say that this server
+ * will never take this request, and any other status will not change either. */
+static bool http_status_is_retryable(long code)
+{
+	if (code == 429) /* Too Many Requests */
+		return true;
+	if (code < 500 || code > 599)
+		return false;
+	return code != 501 && code != 505; /* Not Implemented, HTTP Version Not Supported */
+}
+
 void sender_note_reachable(struct sender *s)
 {
 	if (s->fail_streak == 0)
@@ -268,7 +281,7 @@ enum outcome sender_attempt(struct sender *s, const struct sender_request *req, 
 		o = OUT_SENT;
 		goto out;
 	}
-	if (code == 429 || code >= 500) {
+	if (http_status_is_retryable(code)) {
 		if (curl_easy_getinfo(s->curl, CURLINFO_RETRY_AFTER, &retry_after) == CURLE_OK && retry_after > 0)
 			*ret_retry_after_ms = retry_after > RETRY_AFTER_CAP_MS / 1000 ? RETRY_AFTER_CAP_MS
 										: (uint64_t)retry_after * 1000;

@@ -29,8 +29,8 @@
 
 enum outcome {
 	OUT_SENT,    /* 2xx */
-	OUT_FAILED,  /* permanent: 4xx (but 429), 3xx, configuration errors */
-	OUT_RETRY,   /* network error, timeout, 5xx, 429 */
+	OUT_FAILED,  /* permanent: 4xx (but 429), 3xx, 501, 505, configuration errors */
+	OUT_RETRY,   /* network error, timeout, 5xx (but 501, 505), 429 */
 	OUT_ABORTED, /* sender stopping */
 };
 

@@ -98,7 +98,7 @@ NOT_PROWL = {
 TEMPLATES = {"[truncated: why]", "[truncated: x]", "FILE:LINE: recording_rules[N].KEY: what is wrong"}
 # Spans that start with a command, or are code, not output.
 _COMMAND = re.compile(r"^(sudo |prowl |make |kubectl |pytest |python3 |[A-Z][A-Z0-9_]*=|/usr/bin/time |skopeo |podman |"
-                      r"apt |dpkg|systemctl |journalctl |eu-addr2line |pprof |diff --|<!--|\$ |\S+ -)")
+                      r"apt |dpkg|systemctl |journalctl |eu-addr2line |pprof |diff --|<!--|\$ |\S+ -|[a-z_]+: [\[{]|tests/|if \(|for \(|return )")
 _MESSAGE_START = re.compile(r"^(prowl: |regression: |\[truncated: |\[deleted|\[python: |\[jit)")
 
 

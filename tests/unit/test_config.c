@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "config_priv.h"
 #include "testutil.h"
 
 static char tmpdir[64];
@@ -732,6 +734,96 @@ static void test_invalid(void **state)
 	}
 }
 
+/* Loads key = value from a file (nested as the dotted key says) or, with env, from
+ * the key's environment variable. Returns what load() did; *ret_err is what was
+ * logged (static), *ret_line the file line the value is on. */
+static int load_one(struct agent_config *c, const struct key_def *k, const char *value, bool env, char **ret_err,
+		    unsigned *ret_line)
+{
+	char yaml[512], var[MAX_KEY_PATH + 64], name[MAX_KEY_PATH + 16];
+	char *envp[2] = { NULL, NULL };
+	const char *p = k->path;
+	struct capture cap;
+	size_t n = 0;
+	unsigned depth = 0;
+	int r;
+
+	if (env) {
+		cfg_env_name(k, name, sizeof(name));
+		snprintf(var, sizeof(var), "%s=%s", name, value);
+		envp[0] = var;
+	} else {
+		for (const char *dot; (dot = strchr(p, '.')); p = dot + 1, depth++)
+			n += (size_t)snprintf(yaml + n, sizeof(yaml) - n, "%*s%.*s:\n", 2 * (int)depth, "",
+					      (int)(dot - p), p);
+		snprintf(yaml + n, sizeof(yaml) - n, "%*s%s: %s\n", 2 * (int)depth, "", p, value);
+	}
+	*ret_line = depth + 1;
+	fd_capture_begin(&cap, 2);
+	r = env ? load(c, envp, NULL) : load(c, NULL, ARGS("--config", write_file("size.yaml", yaml)));
+	*ret_err = fd_capture_end(&cap);
+	return r;
+}
+
+/* Every size key of the schema, whatever keys it gains: its largest value is taken
+ * and stored as given, one byte more is refused with one line naming the key and
+ * its range, from the file and from the environment alike. The bound itself is no
+ * more than 1TiB: each is memory or disk of one host. */
+static void test_size_keys_bounded(void **state)
+{
+	size_t nsize = 0;
+
+	(void)state;
+	for (size_t i = 0; i < cfg_nkeys; i++) {
+		const struct key_def *k = &cfg_keys[i];
+		char max[32], past[32], lo[32], hi[32], want[512], *err;
+		struct agent_config c;
+		unsigned line;
+
+		if (k->type != K_SIZE)
+			continue;
+		nsize++;
+		assert_true(k->max > k->min);
+		if (k->max > 1024 * GIB) {
+			print_error("%s: its upper bound %" PRIu64 " is past 1TiB\n", k->path, k->max);
+			fail();
+		}
+		cfg_format_size(k->min, lo, sizeof(lo));
+		cfg_format_size(k->max, hi, sizeof(hi));
+		snprintf(past, sizeof(past), "%" PRIu64, k->max + 1);
+		for (int env = 0; env <= 1; env++) {
+			/* The bound itself, in the unit --check prints it with. */
+			cfg_format_size(k->max, max, sizeof(max));
+			if (load_one(&c, k, max, env, &err, &line) != 0 ||
+			    cfg_load_uint(cfg_cfield(&c, k), k->size) != k->max) {
+				print_error("%s = %s (%s): refused or not stored as given: %s\n", k->path, max,
+					    env ? "environment" : "file", err);
+				fail();
+			}
+			agent_config_free(&c);
+			/* One byte more. */
+			if (env) {
+				char name[MAX_KEY_PATH + 16];
+
+				cfg_env_name(k, name, sizeof(name));
+				snprintf(want, sizeof(want), "prowl: error: %s=%s: size '%s' out of range: use %s to %s",
+					 name, past, past, lo, hi);
+			} else {
+				snprintf(want, sizeof(want), ":%u: %s: size '%s' out of range: use %s to %s", line, k->path,
+					 past, lo, hi);
+			}
+			if (load_one(&c, k, past, env, &err, &line) != -EINVAL || !strstr(err, want) ||
+			    count_lines(err) != 1) {
+				print_error("%s = %s (%s), one byte past its bound: not refused as it should be\n"
+					    "  got:    %s  wanted: %s\n", k->path, past, env ? "environment" : "file", err,
+					    want);
+				fail();
+			}
+		}
+	}
+	assert_true(nsize >= 9); /* 6 and a buffer_size per HTTP exporter, today */
+}
+
 /* Kubernetes on in a cluster (auto), the URL and node from the environment; off
  * when told; the series labels rules may use. */
 static void test_kubernetes(void **state)
@@ -880,6 +972,7 @@ int main(void)
 		cmocka_unit_test(test_reload_is_reentrant),
 		cmocka_unit_test(test_unknown_env_warns),
 		cmocka_unit_test(test_invalid),
+		cmocka_unit_test(test_size_keys_bounded),
 		cmocka_unit_test(test_kubernetes),
 		cmocka_unit_test(test_unreadable_file),
 		cmocka_unit_test(test_hostile_files),

@@ -30,6 +30,9 @@
 
 static char dir[] = "/tmp/prowl-test-objcache.XXXXXX";
 static char prog_a[PATH_MAX], copy_a[PATH_MAX], forged[PATH_MAX];
+/* Same build id and same size as each other, other contents: a copy of a with one
+ * byte changed in its ELF header's padding; a and forged padded to one size. */
+static char a_byte[PATH_MAX], a_pad[PATH_MAX], a_pad_copy[PATH_MAX], forged_pad[PATH_MAX];
 
 static int setup(void **state)
 {
@@ -39,14 +42,24 @@ static int setup(void **state)
 	snprintf(prog_a, sizeof(prog_a), "%s/a", dir);
 	snprintf(copy_a, sizeof(copy_a), "%s/copy-of-a", dir);
 	snprintf(forged, sizeof(forged), "%s/forged", dir);
-	/* "wait": read stdin until it closes, so the test controls its life. */
-	if (run_cmd("printf '#include <unistd.h>\\nint main(int c, char **v) { char b; (void)v; if (c > 1) "
-		    "while (read(0, &b, 1) > 0) ; return 0; }\\n' > %s/a.c", dir) ||
+	/* "wait": say so on stdout, then read stdin until it closes, so the test controls
+	 * its life (spawn_waiter in testutil.h). */
+	if (run_cmd("printf '#include <unistd.h>\\nint main(int c, char **v) { char b; (void)v; if (c > 1 && "
+		    "write(1, \"r\", 1) == 1) while (read(0, &b, 1) > 0) ; return 0; }\\n' > %s/a.c", dir) ||
 	    run_cmd("printf 'int f(int x) { return x * 3 + 1; }\\nint main(void) { return f(2) - 7; }\\n' > %s/b.c",
 		    dir) ||
 	    run_cmd("cc -O1 -Wl,--build-id=" BUILD_ID " -o %s %s/a.c", prog_a, dir) ||
 	    run_cmd("cc -O1 -Wl,--build-id=" BUILD_ID " -o %s %s/b.c", forged, dir) ||
 	    run_cmd("cp %s %s", prog_a, copy_a))
+		return -1;
+	snprintf(a_byte, sizeof(a_byte), "%s/a-one-byte-off", dir);
+	snprintf(a_pad, sizeof(a_pad), "%s/a-padded", dir);
+	snprintf(a_pad_copy, sizeof(a_pad_copy), "%s/copy-of-a-padded", dir);
+	snprintf(forged_pad, sizeof(forged_pad), "%s/forged-padded", dir);
+	if (run_cmd("cp %s %s && printf '\\001' | dd of=%s bs=1 seek=15 conv=notrunc status=none", prog_a, a_byte,
+		    a_byte) ||
+	    run_cmd("n=$(( $(stat -c %%s %s) + $(stat -c %%s %s) )) && cp %s %s && cp %s %s && truncate -s $n %s %s && "
+		    "cp %s %s", prog_a, forged, prog_a, a_pad, forged, forged_pad, a_pad, forged_pad, a_pad, a_pad_copy))
 		return -1;
 	return 0;
 }
@@ -118,37 +131,99 @@ static void test_copies_and_forgery(void **state)
 	objcache_unref(c);
 }
 
-/* The source of ch's first executable mapping of path (waits for the exec). */
+/* Two files that claim one build id and have one size but other contents are two
+ * objects: the content hash tells them apart (a copy of a one byte off; two programs
+ * padded to one size), whether the second is looked up or opened again as the
+ * first's file. An identical copy of the same size is still shared both ways, so the
+ * files are ones the cache shares by content at all. */
+static void test_forgery_same_size(void **state)
+{
+	const char *p[2][2] = { { prog_a, a_byte }, { a_pad, forged_pad } };
+	struct objcache *c = new_cache(0);
+	struct object *x, *y, *copy;
+	struct obj_source src;
+	struct stat sx, sy;
+	struct obj_file f;
+
+	(void)state;
+	for (int i = 0; i < 2; i++) {
+		struct objcache *c2 = new_cache(0);
+
+		/* Opened again as the first one's file: refused. */
+		x = get_path(c2, p[i][0]);
+		src = (struct obj_source){ .path = p[i][1] };
+		if (objcache_open(c2, x, &src, &f) != -ESTALE) {
+			print_error("%s was opened as the file of %s (same build id and size, other contents)\n",
+				    p[i][1], p[i][0]);
+			fail();
+		}
+		assert_int_equal(f.fd, -1);
+		assert_int_equal(stats(c2).copies, 0);
+		object_unref(c2, x);
+		objcache_unref(c2);
+	}
+	for (int i = 0; i < 2; i++) {
+		assert_int_equal(stat(p[i][0], &sx), 0);
+		assert_int_equal(stat(p[i][1], &sy), 0);
+		assert_int_equal(sx.st_size, sy.st_size);
+		x = get_path(c, p[i][0]);
+		y = get_path(c, p[i][1]);
+		assert_string_equal(x->f.build_id_hex, BUILD_ID + 2);
+		assert_string_equal(y->f.build_id_hex, BUILD_ID + 2);
+		if (x == y) {
+			print_error("%s and %s: one object (same build id and size, other contents)\n", p[i][0],
+				    p[i][1]);
+			fail();
+		}
+		assert_int_equal(stats(c).copies, 0);
+		object_unref(c, x);
+		object_unref(c, y);
+	}
+	copy = get_path(c, a_pad_copy);
+	x = get_path(c, a_pad);
+	assert_ptr_equal(copy, x);
+	assert_int_equal(stats(c).copies, 1);
+	object_unref(c, copy);
+	object_unref(c, x);
+	objcache_unref(c);
+	c = new_cache(0);
+	x = get_path(c, a_pad);
+	src = (struct obj_source){ .path = a_pad_copy };
+	assert_int_equal(objcache_open(c, x, &src, &f), 0);
+	obj_file_close(&f);
+	assert_int_equal(stats(c).copies, 1);
+	object_unref(c, x);
+	objcache_unref(c);
+}
+
+/* The source of ch's first executable mapping of path (ch from spawn_waiter: its
+ * mappings are final). */
 static struct obj_source mapping_of(const struct child *ch, const char *path, const char *proc_root)
 {
+	struct procmaps pm = {};
 	char maps[64];
+	FILE *f;
 
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)ch->pid);
-	for (int tries = 0; tries < 4000; tries++) {
-		struct procmaps pm = {};
-		FILE *f = fopen(maps, "re");
+	f = fopen(maps, "re");
+	assert_non_null(f);
+	assert_int_equal(procmaps_parse(f, PROCMAPS_EXEC_ONLY, &pm, NULL), 0);
+	fclose(f);
+	for (size_t i = 0; i < pm.n; i++) {
+		const struct pm_entry *e = &pm.v[i];
 
-		assert_non_null(f);
-		assert_int_equal(procmaps_parse(f, PROCMAPS_EXEC_ONLY, &pm, NULL), 0);
-		fclose(f);
-		for (size_t i = 0; i < pm.n; i++) {
-			const struct pm_entry *e = &pm.v[i];
+		if (e->path && strcmp(e->path, path) == 0) {
+			struct obj_source src = {
+				.proc_root = proc_root, .pid = (uint32_t)ch->pid, .start = e->start, .end = e->end,
+				.dev = makedev(e->dev_major, e->dev_minor), .ino = e->inode, .path = path,
+			};
 
-			if (e->path && strcmp(e->path, path) == 0) {
-				struct obj_source src = {
-					.proc_root = proc_root, .pid = (uint32_t)ch->pid, .start = e->start,
-					.end = e->end, .dev = makedev(e->dev_major, e->dev_minor), .ino = e->inode,
-					.path = path,
-				};
-
-				procmaps_free(&pm);
-				return src;
-			}
+			procmaps_free(&pm);
+			return src;
 		}
-		procmaps_free(&pm);
-		usleep(500);
 	}
-	fail_msg("%s never mapped %s", maps, path);
+	procmaps_free(&pm);
+	fail_msg("%s does not map %s", maps, path);
 	return (struct obj_source){ 0 };
 }
 
@@ -370,6 +445,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_copies_and_forgery),
 		cmocka_unit_test(test_trusted_open_needs_a_file_anyone_reads),
+		cmocka_unit_test(test_forgery_same_size),
 		cmocka_unit_test(test_mapping_fast_path),
 		cmocka_unit_test(test_opener_checks_identity),
 		cmocka_unit_test(test_open_checks_object),

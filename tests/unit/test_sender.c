@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -475,6 +476,56 @@ static void test_retry_503(void **state)
 	assert_non_null(strstr(log, "test: backend reachable again after 2 failed attempts"));
 	free(log);
 	srv_fini(&s);
+}
+
+/* Which answers are retried, per status: the server answers code once, then 200. A
+ * retried request reaches it twice and is sent; a refused one once, and fails. The
+ * retried ones: 429 and the 5xx of a server down or overloaded, 500 among them; not
+ * 501 and 505, which no retry changes (docs/decisions.md), nor 4xx or 3xx. */
+static void test_retry_by_status(void **state)
+{
+	static const struct {
+		int code;
+		bool retried;
+	} cases[] = {
+		{ 429, true },  { 500, true },  { 502, true },  { 503, true },  { 504, true },  { 507, true },
+		{ 599, true },  { 400, false }, { 401, false }, { 404, false }, { 413, false }, { 428, false },
+		{ 501, false }, { 505, false }, { 308, false },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct export_stats st;
+		struct http_target t;
+		struct srv s;
+		char url[64], *log;
+
+		srv_init(&s, 200);
+		s.fail_n = 1;
+		s.fail_status = cases[i].code;
+		s.reply = "no";
+		srv_start(&s, 0);
+		target_init(&t, url, sizeof(url), s.port);
+		t.max_retries = 3;
+		log = deliver_one(&t, "/x", "b", 1, &st);
+		if (s.n != (cases[i].retried ? 2 : 1) || st.sent != (cases[i].retried ? 1u : 0u) ||
+		    st.retried != (cases[i].retried ? 1u : 0u) || st.failed != (cases[i].retried ? 0u : 1u) ||
+		    st.dropped != 0) {
+			print_error("HTTP %d must %sbe retried: the server got %d requests; sent %" PRIu64
+				    ", retried %" PRIu64 ", failed %" PRIu64 ", dropped %" PRIu64 "\n",
+				    cases[i].code, cases[i].retried ? "" : "not ", s.n, st.sent, st.retried, st.failed,
+				    st.dropped);
+			fail();
+		}
+		if (!cases[i].retried) {
+			char want[96];
+
+			snprintf(want, sizeof(want), "POST /x rejected with HTTP %d: no\n", cases[i].code);
+			assert_int_equal(count_substr(log, want), 1);
+		}
+		free(log);
+		srv_fini(&s);
+	}
 }
 
 static void test_retry_after_429(void **state)
@@ -1159,6 +1210,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_delivery_headers),
 		cmocka_unit_test(test_retry_503),
+		cmocka_unit_test(test_retry_by_status),
 		cmocka_unit_test(test_retry_after_429),
 		cmocka_unit_test(test_no_retry_400),
 		cmocka_unit_test(test_max_retries),

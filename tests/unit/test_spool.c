@@ -204,6 +204,105 @@ static void test_put_again(void **state)
 	spool_free(sp);
 }
 
+/* Writes one spool file of kind (one stop of the agent) holding the given paths,
+ * queued at the given times. */
+static void stop_with(const char *kind, const char *const *paths, const int64_t *queued, size_t n)
+{
+	struct sender_request *in[8];
+	struct spool *sp;
+	size_t kept;
+
+	assert_true(n <= 8);
+	for (size_t i = 0; i < n; i++)
+		in[i] = make(paths[i], paths[i], queued[i]);
+	capture_begin();
+	sp = open_spool(64 << 20, 3600);
+	kept = (size_t)spool_put(sp, kind, in, n);
+	spool_free(sp);
+	free(capture_end());
+	assert_int_equal(kept, n);
+}
+
+/* Files written at several stops, each newer or older than the others, come back
+ * after a restart oldest first, across files as within them: the backend gets a
+ * service's windows in time order. A cap lowered since drops the oldest file. */
+static void test_order_across_files(void **state)
+{
+	static const char *const want[] = { "/o1", "/o2", "/m1", "/m2", "/n1" };
+	int64_t now = clock_wall_ns(), s = 1000000000;
+	struct sender_request **out;
+	char dir[128], *log;
+	size_t n;
+
+	(void)state;
+	snprintf(dir, sizeof(dir), "%s/spool", root);
+	/* Written in neither time order nor its reverse; another kind in between. */
+	stop_with("otlp", (const char *[]){ "/m1", "/m2" }, (int64_t[]){ now - 20 * s, now - 19 * s }, 2);
+	stop_with("otlp", (const char *[]){ "/n1" }, (int64_t[]){ now - 10 * s }, 1);
+	stop_with("parca", (const char *[]){ "/p1" }, (int64_t[]){ now - 25 * s }, 1);
+	stop_with("otlp", (const char *[]){ "/o1", "/o2" }, (int64_t[]){ now - 30 * s, now - 29 * s }, 2);
+	assert_int_equal(count_files(dir, ".spool"), 4);
+
+	for (int pass = 0; pass < 2; pass++) {
+		struct spool *sp;
+		int r;
+
+		capture_begin();
+		sp = open_spool(64 << 20, 3600);
+		r = spool_take(sp, "otlp", &out, &n);
+		free(capture_end());
+		assert_int_equal(r, 0);
+		assert_int_equal(n, 5);
+		for (size_t i = 0; i < n; i++) {
+			if (strcmp(out[i]->path, want[i]) != 0) {
+				print_error("profile %zu after a restart: %s, wanted %s (oldest first)\n", i, out[i]->path,
+					    want[i]);
+				fail();
+			}
+			if (i)
+				assert_true(out[i]->queued_unix_ns > out[i - 1]->queued_unix_ns);
+		}
+		/* Not delivered: the next stop writes them again, in one file. */
+		capture_begin();
+		r = spool_put(sp, "otlp", out, n);
+		spool_free(sp);
+		free(capture_end());
+		assert_int_equal(r, n);
+		free(out);
+	}
+	assert_int_equal(count_files(dir, ".spool"), 2);
+
+	/* A cap with room for two small files: the oldest file goes, the one of the five
+	 * written again above (it is as old as its oldest profile, /o1), not the parca one
+	 * nor the newest. */
+	stop_with("otlp", (const char *[]){ "/x1" }, (int64_t[]){ now - 5 * s }, 1);
+	{
+		struct spool *sp;
+		int r;
+
+		capture_begin();
+		sp = open_spool(300, 3600);
+		r = spool_take(sp, "otlp", &out, &n);
+		log = capture_end();
+		assert_int_equal(r, 0);
+		assert_int_equal(n, 1);
+		assert_string_equal(out[0]->path, "/x1");
+		sender_request_free(out[0]);
+		free(out);
+		capture_begin();
+		r = spool_take(sp, "parca", &out, &n);
+		free(capture_end());
+		assert_int_equal(r, 0);
+		assert_int_equal(n, 1);
+		assert_string_equal(out[0]->path, "/p1");
+		sender_request_free(out[0]);
+		free(out);
+		spool_free(sp);
+	}
+	assert_non_null(strstr(log, "spool: dropped 0 profiles older than spool.max_age and 5 past spool.max_size"));
+	free(log);
+}
+
 static void test_caps(void **state)
 {
 	struct sender_request *in[4], **out;
@@ -414,6 +513,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_put_again, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_order_across_files, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_caps, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_damaged, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_hostile_directory, setup, teardown),

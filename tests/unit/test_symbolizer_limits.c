@@ -53,8 +53,10 @@ static int write_source(void)
 	      f);
 	for (int k = 0; k < NFUNCS; k++)
 		fprintf(f, "F(%d)\n", k);
+	/* "wait": say so on stdout once running, then read stdin until it closes. */
 	fputs("int main(int argc, char **argv)\n{\n\tchar c;\n\tunsigned long t = 0;\n\t(void)argv;\n"
-	      "\tif (argc > 1) {\n\t\twhile (read(0, &c, 1) > 0)\n\t\t\t;\n\t\treturn 0;\n\t}\n",
+	      "\tif (argc > 1) {\n\t\tif (write(1, \"r\", 1) != 1)\n\t\t\treturn 1;\n"
+	      "\t\twhile (read(0, &c, 1) > 0)\n\t\t\t;\n\t\treturn 0;\n\t}\n",
 	      f);
 	for (int k = 0; k < NFUNCS; k++)
 		fprintf(f, "\tt += NAME(%d)(t + %d);\n", k, k);
@@ -524,7 +526,7 @@ static void test_module_file_gone(void **state)
 	const struct sym_module *mc, *m1, *other;
 	struct sym_frame fr[SYM_MAX_INLINE];
 	uint64_t start = 0, off = 0, fn;
-	int in[2];
+	struct child ch;
 	size_t nf;
 	bool ok;
 	pid_t pid;
@@ -552,18 +554,9 @@ static void test_module_file_gone(void **state)
 	/* A live process running a binary that is deleted afterwards (another
 	 * name: a reused inode number would look like the first copy). */
 	assert_int_equal(run_cmd("cp '%s' '%s'", vars[1].path, copy2), 0);
-	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		dup2(in[0], 0);
-		close(in[1]);
-		execl(copy2, copy2, "wait", (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	/* Wait for the exec: the mapping of copy appears. */
-	for (int tries = 0; tries < 2000 && !start; tries++) {
+	ch = spawn_waiter(copy2);
+	pid = ch.pid;
+	{
 		char path[64];
 
 		snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
@@ -581,8 +574,6 @@ static void test_module_file_gone(void **state)
 			}
 		}
 		fclose(f);
-		if (!start)
-			usleep(1000);
 	}
 	assert_true(start != 0);
 	assert_int_equal(unlink(copy2), 0);
@@ -601,29 +592,22 @@ static void test_module_file_gone(void **state)
 		assert_int_equal(stats(s).open_modules, 1);
 		expect_function(s, m1, vars[1].fn_addr[10], 10, 1);
 	}
-	close(in[1]);
-	assert_int_equal(waitpid(pid, NULL, 0), pid);
+	reap_child(&ch);
 	symbolizer_forget_process(s, (uint32_t)pid);
 	assert_int_equal(stats(s).processes, 0);
 	symbolizer_free(s);
 }
 
-/* Resolves fn_0 of variant v in live process pid (waiting for the exec). */
+/* Resolves fn_0 of variant v in live process pid (started by spawn_waiter: its
+ * mappings are final). */
 static void resolve_in(struct symbolizer *s, pid_t pid, const struct variant *v, int n)
 {
-	const struct sym_module *mm = NULL;
+	const struct sym_module *mm = symbolizer_main_module(s, (uint32_t)pid);
 	char path[64], line[512];
 	struct sym_addr a;
 	int r = -ENOENT;
 	FILE *f;
 
-	for (int tries = 0; tries < 2000; tries++) {
-		symbolizer_forget_process(s, (uint32_t)pid); /* until the exec happened */
-		mm = symbolizer_main_module(s, (uint32_t)pid);
-		if (mm && strcmp(mm->path, v->path) == 0)
-			break;
-		usleep(500);
-	}
 	assert_non_null(mm);
 	assert_string_equal(mm->path, v->path);
 	/* The text mapping has vaddr == file offset: runtime = start - offset + vaddr. */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
@@ -121,7 +122,12 @@ static inline int count_substr(const char *hay, const char *needle)
 	return n;
 }
 
-/* A child running `path wait`: it reads its stdin until the test closes it. */
+/* A child running `path wait`: it writes one byte to its stdout once in main(), then
+ * reads its stdin until the test closes it. spawn_waiter() returns after that byte:
+ * the exec is done and the dynamic loader has mapped every library, so /proc/PID/maps
+ * holds the program's mappings and no others, whatever the load of the machine. Read
+ * before, it shows the test's own libraries, and a [vdso] read across the exec
+ * becomes a module of its own (test_process_churn: one module more, under load). */
 struct child {
 	pid_t pid;
 	int fd; /* write end of its stdin: closing it ends the child */
@@ -130,20 +136,30 @@ struct child {
 static inline struct child spawn_waiter(const char *path)
 {
 	struct child c;
-	int p[2];
+	int in[2], ready[2];
+	ssize_t n;
+	char b;
 
-	/* O_CLOEXEC: later children must not hold this child's stdin open. */
-	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	/* O_CLOEXEC: later children must not hold this child's pipes open. */
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
 	c.pid = fork();
 	assert_true(c.pid >= 0);
 	if (c.pid == 0) {
-		dup2(p[0], 0);
-		close(p[1]);
+		dup2(in[0], 0);
+		dup2(ready[1], 1);
 		execl(path, path, "wait", (char *)NULL);
 		_exit(127);
 	}
-	close(p[0]);
-	c.fd = p[1];
+	close(in[0]);
+	close(ready[1]);
+	do
+		n = read(ready[0], &b, 1);
+	while (n < 0 && errno == EINTR);
+	close(ready[0]);
+	if (n != 1)
+		fail_msg("%s wait: exited before main() said it was ready", path);
+	c.fd = in[1];
 	return c;
 }
 
