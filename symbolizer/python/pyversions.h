@@ -21,4 +21,7 @@ struct py_layout {
 /* The layout of CPython major.minor, or NULL when prowl does not know it. */
 const struct py_layout *py_layout_for(unsigned int major, unsigned int minor);
 
+/* "3.11, 3.12 and 3.13": the versions prowl reads, for messages. */
+const char *py_layouts_known(void);
+
 #endif

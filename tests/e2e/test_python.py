@@ -80,16 +80,34 @@ def loop_lines(name):
 
 def assert_lines(raw):
     """Every sample of alpha, beta or gamma names the line the line table gives: one of
-    the function's two loop lines when it is the innermost Python frame, the line of
-    the call in split (split's lines) otherwise."""
-    spans, seen = def_lines(), 0
+    the function's two loop lines when it is the innermost Python frame (or, in at
+    most 2 % of them, its def line: the RESUME at entry), the line of the call in
+    split (split's lines) otherwise."""
+    spans, seen, entry = def_lines(), 0, 0
     for s in raw.samples:
         fr = python_frames(raw, s)
         if fr and fr[0][0] in ("alpha", "beta", "gamma"):
-            assert fr[0][1] == SCRIPT and fr[0][2] in loop_lines(fr[0][0]), fr[0]
+            at_def = fr[0][2] == spans[fr[0][0]][0]
+            assert fr[0][1] == SCRIPT and (fr[0][2] in loop_lines(fr[0][0]) or at_def), fr[0]
             assert fr[1][0] == "split" and spans["split"][0] < fr[1][2] <= spans["split"][1], fr[1]
             seen += s["values"][0]
-    assert seen > 100, seen
+            entry += s["values"][0] if at_def else 0
+    assert seen > 100 and entry <= 0.02 * seen, (seen, entry)
+
+
+def assert_recursion_100(raw):
+    """rec() at depth 100: >= 95 % of the samples in rec hold 100 rec frames then
+    recurse_mode, main and <module>, and none a marker."""
+    full = total = 0
+    for s in raw.samples:
+        names = [f for f, _, _ in python_frames(raw, s)]
+        if "rec" not in names:
+            continue
+        total += s["values"][0]
+        if names.count("rec") == 100 and names[-3:] == ["recurse_mode", "main", "<module>"]:
+            full += s["values"][0]
+        assert not any("truncated" in f for f in raw.frames(s)), raw.frames(s)
+    assert total > 100 and full / total >= 0.95, (full, total)
 
 
 @pytest.mark.parametrize("interp", interpreters())
@@ -178,16 +196,7 @@ def test_recursion_100_complete_deeper_ends_in_marker(tmp_path, interp):
     """rec() at depth 100 is complete (100 rec frames, then recurse_mode, main, <module>,
     no marker); at depth 300 the Python stack ends in the depth marker."""
     raw = record(tmp_path, command(interp, "recurse", 8, 100), "rec100", secs=3)
-    full = total = 0
-    for s in raw.samples:
-        names = [f for f, _, _ in python_frames(raw, s)]
-        if "rec" not in names:
-            continue
-        total += s["values"][0]
-        if names.count("rec") == 100 and names[-3:] == ["recurse_mode", "main", "<module>"]:
-            full += s["values"][0]
-        assert not any("truncated" in f for f in raw.frames(s)), raw.frames(s)
-    assert total > 100 and full / total >= 0.95, (full, total)
+    assert_recursion_100(raw)
 
     raw = record(tmp_path, command(interp, "recurse", 8, 300), "rec300", secs=3)
     marked = total = 0
@@ -344,7 +353,10 @@ def record_fetched(tmp_path, version, suite, secs, extra=()):
     got = pyfetch.fetch(BUILD, version, suite)
     if isinstance(got, str):
         pytest.skip(got)
-    p = subprocess.Popen(got.command(SCRIPT, "split", secs + 4), env=got.env(), stdout=subprocess.DEVNULL,
+    # SCHED_FIFO: the split's deadlines are wall time, which preemption on a loaded
+    # host skews (alpha at 32 % seen at load 15); RT throttling leaves others 5 %.
+    p = subprocess.Popen(["chrt", "-f", "1"] + got.command(SCRIPT, "split", secs + 4), env=got.env(),
+                         stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     try:
         time.sleep(1.0)
@@ -363,6 +375,12 @@ def test_python313_from_debian13(tmp_path):
     split comes out as on 3.11, with file and line, from the 3.13 offsets."""
     res, raw = record_fetched(tmp_path, "3.13", "trixie", 4, ["-v"])
     assert "CPython 3.13 in " in res.stderr, res.stderr[-2000:]
+    assert_split(raw)
+
+
+def assert_split(raw):
+    """The 10/30/60 split of alpha, beta and gamma within 5 points, each sample of them
+    on the right line, and the interpreter's frame gone."""
     shares = {f: raw.share(f) for f in ("alpha", "beta", "gamma")}
     print(shares)
     for f, want in (("alpha", 0.10), ("beta", 0.30), ("gamma", 0.60)):
