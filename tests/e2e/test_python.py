@@ -8,6 +8,7 @@ The sanitizer pass runs the split on one build and the hostile cases; the rest a
 marked slow (the normal build runs them)."""
 import os
 import re
+import signal
 import subprocess
 import time
 
@@ -227,6 +228,80 @@ def test_bad_python_mode_is_one_line():
     assert "unknown --python mode 'maybe': use on or off" in res.stderr
 
 
+FP_WARNING = ("prowl: warning: python: CPython processes are sampled, but --unwind=fp reads no Python frames: "
+              "they get native frames only; use --unwind=dwarf for Python functions (or --python=off to silence "
+              "this)")
+
+
+def test_python_on_with_fp_is_refused(tmp_path):
+    """--python=on cannot take effect with --unwind=fp: exit 2, one line saying what to
+    do, before anything runs (no output file, the command not started)."""
+    out, mark = tmp_path / "fp.pb.gz", tmp_path / "ran"
+    for args in (["--unwind=fp", "--python=on"], ["--python", "on", "--unwind", "fp"]):
+        res = run_prowl(["record"] + args + ["-o", str(out), "--", "touch", str(mark)])
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.splitlines() == ["prowl: error: --python=on needs --unwind=dwarf (frame pointers alone "
+                                           "read no Python frames): drop one of the two (see 'prowl record --help')"]
+        assert not out.exists() and not mark.exists()
+
+
+def test_python_default_with_fp_warns_once(tmp_path):
+    """--unwind=fp on two real python3.11 without --python: one warning line, the
+    capture runs, native frames only; with --python=off, or on a C program, not a word."""
+    out = tmp_path / "fp.pb.gz"
+    res = run_prowl(["record", "--unwind=fp", "-q", "-o", str(out), "--", "sh", "-c",
+                     f"{PY} {SCRIPT} split 3 & {PY} {SCRIPT} split 3; wait"])
+    assert res.returncode == 0, res.stderr
+    assert [l for l in res.stderr.splitlines() if l.strip()] == [FP_WARNING], res.stderr
+    raw = pprof_raw(str(out))
+    assert raw.total() > 50, raw.total()
+    assert not any(m["file"] == "[python]" for m in raw.mappings.values())
+    # The interpreter's frames stay (under 2 % with Python frames on); frame pointers
+    # alone lose many of them in Debian's build (25 % seen), hence the low bar.
+    assert raw.share("gamma") == 0 and raw.share(EVAL) > 0.10, raw.share(EVAL)
+    res = run_prowl(["record", "--unwind=fp", "--python=off", "-q", "-o", str(out), "--", PY, SCRIPT, "split", "1"])
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    res = run_prowl(["record", "--unwind=fp", "-q", "-o", str(out), "--", workload("cpusplit"), "1"])
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert pprof_raw(str(out)).total() > 20
+
+
+def agent_over_split(agent, steps):
+    """Starts agent, then the split on python3.11; runs steps (seconds to sleep, or
+    a function of the agent); returns /metrics read just before a clean stop."""
+    p = None
+    try:
+        agent.start()
+        p = start(command([PY], "split", 9))
+        for step in steps:
+            time.sleep(step) if isinstance(step, (int, float)) else step(agent)
+        m = agent.metrics()
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+        if p:
+            stop(p)
+    return m
+
+
+@pytest.mark.slow
+def test_agent_fp_python_default_warns_once(tmp_path):
+    """The agent with --unwind fp and python left at its default, sampling a real
+    python3.11: one warning when it shows up, none more after a reload (a new series
+    table), no Python samples."""
+    def reload(agent):
+        agent.send(signal.SIGHUP)
+        agent.wait_log("configuration reloaded")
+
+    agent = Agent(tmp_path, ["--unwind", "fp", "--interval", "1s", "-F", "99"])
+    m = agent_over_split(agent, [2.5, reload, 1.5])
+    warn = [l for l in agent.log_lines() if "python" in l]
+    assert len(warn) == 1 and "CPython processes are sampled, but unwind is fp, which reads no Python frames: " \
+        "they get native frames only; set unwind to dwarf" in warn[0], agent.log()
+    assert m.get("prowl_python_samples_total") == 0, m.text
+    assert m.get("prowl_samples_total") > 100, m.text
+
+
 def test_exec_replaces_the_interpreter(tmp_path):
     """A Python process that exec's itself midway: before_exec before, the split after,
     and never a sample that mixes the two programs' functions."""
@@ -313,18 +388,9 @@ def test_agent_otlp_python_frame_type(tmp_path):
     """The agent exports the Python frames over OTLP: mapping [python], frame type
     python, file and line; native frames stay native; the split holds."""
     rx = Receiver().start()
-    agent = Agent(tmp_path, ["--otlp-url", rx.url + "/", "--interval", "2s", "-F", "99"])
-    p = None
     try:
-        agent.start()
-        p = start(command([PY], "split", 9))
-        time.sleep(7)
-        m = agent.metrics()
-        assert agent.stop() == 0, agent.log()
+        m = agent_over_split(Agent(tmp_path, ["--otlp-url", rx.url + "/", "--interval", "2s", "-F", "99"]), [7])
     finally:
-        agent.kill()
-        if p:
-            stop(p)
         rx.stop()
     profs = [prof for r in rx.requests for prof in otlp_check.check(r.body)]
     mine = [s for prof in profs for s in prof["samples"] if "<module>" in s["stack"] and "split" in s["stack"]]
