@@ -4,6 +4,7 @@ line; 2.7, 3.6-3.10 (which prowl does not read) give native frames and one warni
 line naming the version, never a [python] frame or marker."""
 import glob
 import os
+import subprocess
 import time
 
 import pytest
@@ -78,7 +79,44 @@ def test_unsupported_version_is_logged_once(tmp_path, minor):
     assert len(warn) == 1, res.stderr
     assert warn[0].startswith("prowl: warning: python: "), warn
     assert f" is CPython {minor}, " in warn[0] and warn[0].endswith("native frames only"), warn
-    assert raw.total() > 50, raw.total()
+    assert raw.total() > 20, raw.total()  # of ~590 on idle cores: the host may be busy
     no_python_frames(raw)
     evals = "PyEval_EvalFrameEx" if minor == "2.7" else EVAL
     assert raw.share(evals) > 0.9, raw.share(evals)  # the interpreter's own frames stay
+
+
+FORGED = r"""
+#include <time.h>
+char PyCode_Type[416];                      /* CPython's code type, and no _PyRuntime */
+int main(int argc, char **argv) {
+    time_t end = time(0) + atoi(argv[1]);
+    while (time(0) < end) PyCode_Type[0]++;
+    return 0;
+}
+"""
+
+
+def test_forged_name_without_runtime_is_one_plain_line(tmp_path, unprivileged):
+    """Any user can name a program python3.11 and export PyCode_Type without a
+    _PyRuntime: one warning line that says just that (not that 3.11 is unreadable),
+    native frames, no marker."""
+    d = tmp_path / "u"
+    d.mkdir(mode=0o755)
+    os.chmod(tmp_path, 0o755)
+    (d / "f.c").write_text("#include <stdlib.h>\n" + FORGED)
+    exe = d / "python3.11"
+    subprocess.run(["cc", "-O1", "-rdynamic", "-o", str(exe), str(d / "f.c")], check=True)
+    p = unprivileged.popen([str(exe), "8"])
+    try:
+        time.sleep(0.5)
+        out = tmp_path / "forged.pb.gz"
+        res = run_prowl(["record", "-p", str(p.pid), "-d", "2", "-q", "-o", str(out)])
+        assert res.returncode == 0, res.stderr
+    finally:
+        stop(p)
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    assert lines == [f"prowl: warning: python: {exe} is named CPython 3.11 but exports no _PyRuntime: its "
+                     "processes get native frames only"], lines
+    raw = pprof_raw(str(out))
+    assert raw.total() > 20, raw.total()
+    no_python_frames(raw)
