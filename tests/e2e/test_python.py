@@ -254,7 +254,7 @@ def test_python_default_with_fp_warns_once(tmp_path):
     assert res.returncode == 0, res.stderr
     assert [l for l in res.stderr.splitlines() if l.strip()] == [FP_WARNING], res.stderr
     raw = pprof_raw(str(out))
-    assert raw.total() > 50, raw.total()
+    assert raw.total() > 20, raw.total()  # two 3 s loops: ~590 on idle cores, far fewer on a busy host
     assert not any(m["file"] == "[python]" for m in raw.mappings.values())
     # The interpreter's frames stay (under 2 % with Python frames on); frame pointers
     # alone lose many of them in Debian's build (25 % seen), hence the low bar.
