@@ -64,15 +64,13 @@ const struct py_layout *py_layout_for(unsigned int major, unsigned int minor)
 	return NULL;
 }
 
-const char *py_layouts_known(void)
+const char *py_layouts_known(char *buf, size_t size)
 {
-	static char buf[64];
 	size_t n = sizeof(layouts) / sizeof(layouts[0]), len = 0;
 
-	if (buf[0])
-		return buf;
-	for (size_t i = 0; i < n && len < sizeof(buf); i++)
-		len += (size_t)snprintf(buf + len, sizeof(buf) - len, "%s%u.%u",
-					i == 0 ? "" : i + 1 == n ? " and " : ", ", layouts[i].major, layouts[i].minor);
+	buf[0] = 0;
+	for (size_t i = 0; i < n && len < size; i++)
+		len += (size_t)snprintf(buf + len, size - len, "%s%u.%u", i == 0 ? "" : i + 1 == n ? " and " : ", ",
+					layouts[i].major, layouts[i].minor);
 	return buf;
 }
