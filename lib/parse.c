@@ -129,6 +129,7 @@ int parse_size_bytes(const char *s, uint64_t *ret)
 		{ "", 1 }, { "B", 1 }, { "k", 1ull << 10 }, { "K", 1ull << 10 }, { "KB", 1ull << 10 },
 		{ "KiB", 1ull << 10 }, { "M", 1ull << 20 }, { "MB", 1ull << 20 }, { "MiB", 1ull << 20 },
 		{ "G", 1ull << 30 }, { "GB", 1ull << 30 }, { "GiB", 1ull << 30 },
+		{ "T", 1ull << 40 }, { "TB", 1ull << 40 }, { "TiB", 1ull << 40 },
 	};
 	unsigned long long v;
 	char *end;

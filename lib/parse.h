@@ -13,7 +13,8 @@ int parse_duration_ns(const char *s, uint64_t *ret);
 int parse_u64_range(const char *s, uint64_t min, uint64_t max, uint64_t *ret);
 /* "1,2,3": appends to *pids (realloc'ed), updating *n. */
 int parse_pid_list(const char *s, uint32_t **pids, size_t *n);
-/* "64MiB", "1G", "512k", "100" (bytes). */
+/* "64MiB", "1G", "512k", "1TiB", "100" (bytes): K, M, G and T (with B or iB) are
+ * binary units. -ERANGE past 2^64 - 1 bytes, -EINVAL on anything else. */
 int parse_size_bytes(const char *s, uint64_t *ret);
 /* A Prometheus label name: [a-zA-Z_][a-zA-Z0-9_]*. */
 bool valid_label_name(const char *s);

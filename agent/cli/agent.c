@@ -106,6 +106,9 @@ static int make_series(struct agent *a, const struct agent_config *c, struct kub
 		.max_series = c->limits.max_series,
 		.max_processes = c->limits.max_processes,
 		.per_thread = c->per_thread,
+		.python_hint = c->python_fp ? "unwind is fp, which reads no Python frames: they get native frames "
+					      "only; set unwind to dwarf for Python functions (or python to false "
+					      "to silence this)" : NULL,
 		.period_ns = 1000000000ll / c->frequency,
 		.kube = kube,
 		.relabel = rl,

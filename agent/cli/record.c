@@ -58,6 +58,8 @@ struct record_opts {
 	bool quiet;
 	bool unwind_fp;   /* --unwind=fp */
 	bool python_off;  /* --python=off */
+	bool python_set;  /* --python was given */
+	bool python_fp;   /* left at its default, off because of --unwind=fp */
 	enum sym_demangle demangle; /* --demangle */
 	uint64_t debuginfod_timeout_ns; /* --debuginfod-timeout */
 	uint32_t unwind_max_rows, unwind_max_maps, unwind_max_procs; /* 0: defaults */
@@ -95,7 +97,8 @@ static const char record_usage[] =
 	"                            pointers only)\n"
 	"      --python MODE         CPython 3.11-3.13 processes: on (default: Python functions\n"
 	"                            with file and line in place of the interpreter's frames;\n"
-	"                            needs --unwind=dwarf) or off (native frames only)\n"
+	"                            needs --unwind=dwarf: with fp, on is refused and the\n"
+	"                            default turns off with a warning) or off (native frames)\n"
 	"      --demangle MODE       C++ and Rust names: templates (default; std::vector<int>::\n"
 	"                            push_back), full (with parameters) or none (linkage names)\n"
 	"      --unwind-max-rows N   capacity of the unwind tables in rows of 8 bytes,\n"
@@ -243,6 +246,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 				return usage_error("unknown unwind mode '%s': use dwarf or fp", optarg);
 			break;
 		case 'Y':
+			o->python_set = true;
 			if (strcmp(optarg, "off") == 0)
 				o->python_off = true;
 			else if (strcmp(optarg, "on") == 0)
@@ -299,6 +303,14 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		return usage_error("%s", o->all || o->npids || o->cmd
 						 ? "give only one of -a, -p PID or -- COMMAND"
 						 : "nothing to profile: give -a, -p PID or -- COMMAND");
+	/* Python frames come from the DWARF unwinder: --python=on cannot take effect with
+	 * fp; the default gives way, said once if CPython is sampled (decisions.md). */
+	if (o->unwind_fp && !o->python_off) {
+		if (o->python_set)
+			return usage_error("%s", "--python=on needs --unwind=dwarf (frame pointers alone read no Python "
+						 "frames): drop one of the two");
+		o->python_off = o->python_fp = true;
+	}
 	if (!o->noutputs)
 		o->outputs[o->noutputs++] = o->format == FMT_FOLDED ? "prowl.folded" : "prowl.pb.gz";
 	for (size_t i = 0; i < o->noutputs; i++) {
@@ -656,6 +668,9 @@ int record_main(int argc, char **argv)
 
 	iopts.per_thread = o.per_thread;
 	iopts.main_pid = o.cmd ? (uint32_t)c.child : o.npids ? o.pids[0] : 0;
+	if (o.python_fp)
+		iopts.python_hint = "--unwind=fp reads no Python frames: they get native frames only; use "
+				    "--unwind=dwarf for Python functions (or --python=off to silence this)";
 	r = ingest_new(c.sym, c.prof, &iopts, &c.ingest);
 	if (r < 0)
 		goto out;

@@ -150,6 +150,24 @@ static int check_kubernetes(struct load *l)
 	return 0;
 }
 
+/* Python frames come from the DWARF unwinder: python: true set with unwind: fp
+ * cannot take effect (an error at its source); the default gives way (said once
+ * if CPython is sampled), and --check prints python: false (decisions.md). */
+static int check_python(struct load *l)
+{
+	const struct key_def *py = cfg_find_key("python");
+
+	if (l->cfg->unwind != UNWIND_FP || !l->cfg->python)
+		return 0;
+	if (l->origins[py - cfg_keys].kind != ORIGIN_DEFAULT)
+		return cfg_error(l, &l->origins[py - cfg_keys], py->path, false,
+				 "Python frames need unwind: dwarf (frame pointers alone read none): set unwind "
+				 "to dwarf, or python to false");
+	l->cfg->python = false;
+	l->cfg->python_fp = true;
+	return 0;
+}
+
 /* Defaults that depend on other settings, and rules across cfg_keys. */
 static int finalize(struct load *l)
 {
@@ -183,6 +201,9 @@ static int finalize(struct load *l)
 	if (r < 0)
 		return r;
 	r = check_kubernetes(l);
+	if (r < 0)
+		return r;
+	r = check_python(l);
 	if (r < 0)
 		return r;
 	if (c->recording_rules.n) {

@@ -45,6 +45,7 @@ struct agent_config {
 	bool per_thread;         /* tid/thread_name sample labels */
 	enum unwind_mode unwind;
 	bool python;             /* CPython frames (default) */
+	bool python_fp;          /* python left at its default, off because unwind is fp */
 	int demangle;            /* enum sym_demangle: templates, full, none */
 	char *hostname;          /* never NULL after load: default gethostname() */
 	struct config_label *labels;

@@ -28,6 +28,7 @@
 #define KIB      ((uint64_t)1024)
 #define MIB      (1024 * KIB)
 #define GIB      (1024 * MIB)
+#define TIB      (1024 * GIB)
 
 enum key_type {
 	K_BOOL,

@@ -73,8 +73,7 @@ const struct key_def cfg_keys[] = {
 	{ "symbols.debuginfod_urls", K_STRING, FIELD(symbols.debuginfod_urls), "" },
 	{ "symbols.debuginfod_timeout", K_DURATION, FIELD(symbols.debuginfod_timeout_ms), "60s", MS_PER_S,
 	  MS_PER_H },
-	{ "symbols.debuginfod_cache_size", K_SIZE, FIELD(symbols.debuginfod_cache_bytes), "1GiB", MIB,
-	  1024 * GIB },
+	{ "symbols.debuginfod_cache_size", K_SIZE, FIELD(symbols.debuginfod_cache_bytes), "1GiB", MIB, TIB },
 	{ "symbols.debuginfod_miss_ttl", K_DURATION, FIELD(symbols.debuginfod_miss_ttl_ms), "10m", MS_PER_S,
 	  168 * MS_PER_H },
 	{ "labels", K_LABELS, 0, 0, "" },
@@ -102,7 +101,7 @@ const struct key_def cfg_keys[] = {
 	  UNWIND_PROCS_MIN, UNWIND_PROCS_MAX, "process limit" },
 	{ "limits.module_memory", K_SIZE, FIELD(limits.module_memory_bytes), "16MiB", MIB, 64 * GIB },
 	{ "limits.perfmap_memory", K_SIZE, FIELD(limits.perfmap_memory_bytes), "32MiB", MIB, 16 * GIB },
-	{ "limits.debug_inflate_size", K_SIZE, FIELD(limits.debug_inflate_bytes), "512MiB", MIB, 1024 * GIB,
+	{ "limits.debug_inflate_size", K_SIZE, FIELD(limits.debug_inflate_bytes), "512MiB", MIB, TIB,
 	  .zero_ok = true },
 	{ "kubernetes.enabled", K_ENUM, FIELD(kubernetes.enabled), "auto", .what = "setting", .names = kube_names },
 	{ "kubernetes.api_url", K_URL, FIELD(kubernetes.api_url), "" },
@@ -113,7 +112,7 @@ const struct key_def cfg_keys[] = {
 	{ "exporters.dir.path", K_PATH, FIELD(exporters.dir.path), "" },
 	{ "exporters.dir.max_age", K_DURATION, FIELD(exporters.dir.max_age_ms), "24h",
 	  MS_PER_M, 87600 * MS_PER_H, .zero_ok = true },
-	{ "exporters.dir.max_size", K_SIZE, FIELD(exporters.dir.max_size_bytes), "1GiB", MIB, 1024 * GIB,
+	{ "exporters.dir.max_size", K_SIZE, FIELD(exporters.dir.max_size_bytes), "1GiB", MIB, TIB,
 	  .zero_ok = true },
 	HTTP_URL(pyroscope),
 	{ "exporters.pyroscope.api", K_ENUM, FIELD(exporters.pyroscope_api), "ingest", .what = "API",
@@ -267,7 +266,9 @@ void cfg_format_duration(uint64_t ms, char *buf, size_t size)
 
 void cfg_format_size(uint64_t v, char *buf, size_t size)
 {
-	if (v && v % GIB == 0)
+	if (v && v % TIB == 0)
+		snprintf(buf, size, "%" PRIu64 "TiB", v / TIB);
+	else if (v && v % GIB == 0)
 		snprintf(buf, size, "%" PRIu64 "GiB", v / GIB);
 	else if (v && v % MIB == 0)
 		snprintf(buf, size, "%" PRIu64 "MiB", v / MIB);

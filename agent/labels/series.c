@@ -315,7 +315,7 @@ static int series_for(struct series_table *t, const struct identity *id, bool ot
 	s->prof = profile_new();
 	r = s->prof ? 0 : -ENOMEM;
 	if (r == 0) {
-		struct ingest_opts io = { .per_thread = t->o.per_thread };
+		struct ingest_opts io = { .per_thread = t->o.per_thread, .python_hint = t->o.python_hint };
 
 		profile_set_period(s->prof, t->o.period_ns);
 		r = ingest_new(t->sym, s->prof, &io, &s->ingest);

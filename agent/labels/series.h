@@ -24,6 +24,7 @@ struct series_table_opts {
 	uint32_t max_processes;  /* per-process cache cap */
 	uint32_t idle_windows;   /* free a series after this many empty windows (default 6) */
 	bool per_thread;
+	const char *python_hint; /* ingest_opts.python_hint */
 	int64_t period_ns;
 	const char *proc_root;   /* "/proc" unless tests point it elsewhere */
 	struct kube *kube;       /* Kubernetes metadata, or NULL */

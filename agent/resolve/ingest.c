@@ -4,11 +4,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "aggregate.h"
+#include "log.h"
 #include "symbolizer.h"
 #include "u64map.h"
 
@@ -336,8 +338,13 @@ static int location_for(struct ingest *g, const struct sym_addr *a, uint32_t *re
 	/* The outermost of an inline chain is the function the code is in. */
 	if (r >= 0 && a->mod->kind != SYM_MOD_KERNEL && thread_entry(sf[n - 1].function))
 		r = note_flag(g, *ret, LOC_ENTRY);
-	if (r >= 0 && a->mod->kind == SYM_MOD_ELF && strcmp(sf[n - 1].function, "_PyEval_EvalFrameDefault") == 0)
+	if (r >= 0 && a->mod->kind == SYM_MOD_ELF && strcmp(sf[n - 1].function, "_PyEval_EvalFrameDefault") == 0) {
+		static atomic_bool hinted; /* every ingest of the process shares it */
+
 		r = note_flag(g, *ret, LOC_EVAL);
+		if (g->opts.python_hint && !atomic_exchange(&hinted, true))
+			log_warn("python: CPython processes are sampled, but %s", g->opts.python_hint);
+	}
 	return r;
 }
 

@@ -16,6 +16,9 @@ struct ingest;
 struct ingest_opts {
 	bool per_thread;   /* add tid and thread_name labels */
 	uint32_t main_pid; /* its executable becomes pprof mapping[0]; 0 = none */
+	/* Logged (once per process) when a CPython interpreter frame first shows up:
+	 * why its Python frames are missing (--unwind=fp). NULL: nothing to say. */
+	const char *python_hint;
 };
 
 int ingest_new(struct symbolizer *sym, struct profile *prof, const struct ingest_opts *opts, struct ingest **ret);

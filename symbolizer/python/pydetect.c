@@ -1,5 +1,5 @@
 /* pydetect.c: finds _PyRuntime, the type objects and Py_Version in an object's dynamic
- * (or full) symbol table; the version falls back to the file name (libpython3.N.so). */
+ * (or full) symbol table; the version falls back to the file name (libpythonM.N.so). */
 #include "pydetect.h"
 
 #include <errno.h>
@@ -28,7 +28,8 @@ static int read_u32_at(Elf *elf, uint64_t addr, uint32_t *ret)
 	return -ENOENT;
 }
 
-/* "libpython3.11.so.1.0", "python3.12", ".../libpython3.13d.so": 3 and the minor. */
+/* "libpython3.11.so.1.0", "python3.12", ".../libpython3.6m.so", "python2.7": the
+ * major (2 or 3) and the minor. */
 static bool version_from_name(const char *path, uint8_t *major, uint8_t *minor)
 {
 	const char *b = path ? strrchr(path, '/') : NULL;
@@ -39,7 +40,7 @@ static bool version_from_name(const char *path, uint8_t *major, uint8_t *minor)
 		return false;
 	if (strncmp(b, "lib", 3) == 0)
 		b += 3;
-	if (sscanf(b, "python%u.%u", &ma, &mi) != 2 || ma != 3 || mi > 99)
+	if (sscanf(b, "python%u.%u", &ma, &mi) != 2 || (ma != 2 && ma != 3) || mi > 99)
 		return false;
 	*major = (uint8_t)ma;
 	*minor = (uint8_t)mi;
@@ -105,7 +106,9 @@ int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)
 		scan_symtab(elf, dynsym, ret, &py_version);
 	if (!ret->runtime && symtab)
 		scan_symtab(elf, symtab, ret, &py_version);
-	if (!ret->runtime)
+	/* _PyRuntime exists since 3.7; an older CPython (2.7, 3.6) is told by its code
+	 * object type, so that it too is named as a version prowl cannot read. */
+	if (!ret->runtime && !ret->code_type)
 		return 0;
 	ret->found = true;
 	/* Py_Version is PY_VERSION_HEX: 0x030b02f0 is 3.11.2 final (the low 4 bytes

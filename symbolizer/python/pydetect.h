@@ -8,7 +8,7 @@
 #include <gelf.h>
 
 struct py_elf {
-	bool found;             /* it exports _PyRuntime */
+	bool found;             /* it exports _PyRuntime (3.7+) or PyCode_Type (older) */
 	uint8_t major, minor;   /* 0.0: the version could not be read */
 	uint64_t runtime;       /* ELF virtual addresses of _PyRuntime, */
 	uint64_t code_type;     /* PyCode_Type, */

@@ -15,7 +15,7 @@ int py_proc_fill(const struct py_elf *pe, uint64_t bias, uint32_t gen, struct pr
 	const struct py_layout *l = py_layout_for(pe->major, pe->minor);
 
 	memset(ret, 0, sizeof(*ret));
-	if (!pe->found || !l)
+	if (!pe->found || !pe->runtime || !l)
 		return -EPROTONOSUPPORT;
 	*ret = (struct prowl_py_proc){
 		.runtime = pe->runtime + bias,
@@ -53,9 +53,18 @@ int py_proc_register(int fd, uint32_t pid, const struct py_elf *pe, uint64_t bia
 	int r = py_proc_fill(pe, bias, gen, &pp);
 
 	if (r < 0) {
-		if (!*logged)
-			log_warn("python: %s is CPython %u.%u, whose frames prowl cannot read (it knows 3.11, 3.12 and "
-				 "3.13): its processes get native frames only", path, pe->major, pe->minor);
+		char known[64];
+
+		py_layouts_known(known, sizeof(known));
+		if (!*logged && pe->major && !pe->runtime && py_layout_for(pe->major, pe->minor))
+			log_warn("python: %s is named CPython %u.%u but exports no _PyRuntime: its processes get "
+				 "native frames only", path, pe->major, pe->minor);
+		else if (!*logged && pe->major)
+			log_warn("python: %s is CPython %u.%u, whose frames prowl cannot read (it reads %s): its "
+				 "processes get native frames only", path, pe->major, pe->minor, known);
+		else if (!*logged)
+			log_warn("python: %s is CPython of a version prowl cannot tell (it reads %s): its processes "
+				 "get native frames only", path, known);
 		*logged = true;
 		return r;
 	}

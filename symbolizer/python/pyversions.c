@@ -3,6 +3,7 @@
 #include "pyversions.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include <linux/types.h>
 #include "prowl.h"
@@ -19,11 +20,12 @@
  *   co_*             PyCodeObject: co_firstlineno, co_code_adaptive, co_filename,
  *                    co_name, co_qualname, co_linetable
  *   ascii_data       sizeof(PyASCIIObject); compact_data sizeof(PyCompactUnicodeObject)
- * 3.11 is checked on this machine (Debian 12's python3.11 headers, compiled with
- * Py_BUILD_CORE). 3.13's match the _Py_DebugOffsets that Debian 13's libpython3.13.so
- * (3.13.5) carries at the start of _PyRuntime, and the suite runs that build
- * (tests/e2e/pyfetch.py). 3.12's are read from its headers' layouts only (no 3.12
- * build was at hand). */
+ * Each is checked against a real build the suite runs: 3.11 against Debian 12's
+ * python3.11 headers (compiled with Py_BUILD_CORE); 3.12 against pyenv's 3.12.1
+ * headers the same way (its _PyCFrame has no use_tracing: current_frame is at 0);
+ * 3.13 against the _Py_DebugOffsets that Debian 13's libpython3.13.so (3.13.5)
+ * carries at the start of _PyRuntime (tests/e2e/pyfetch.py). A version added here
+ * needs the same: a run of tests/e2e/test_python.py's split on a real build. */
 static const struct py_layout layouts[] = {
 	{
 		.major = 3, .minor = 11,
@@ -37,7 +39,7 @@ static const struct py_layout layouts[] = {
 	{
 		.major = 3, .minor = 12,
 		.rt_interp_head = 40, .is_threads_head = 72, .ts_next = 8, .ts_native_tid = 144,
-		.ts_frame = 56, .cf_current_frame = 8,
+		.ts_frame = 56, .cf_current_frame = 0,
 		.fr_code = 0, .fr_previous = 8, .fr_instr = 56, .fr_is_entry = PROWL_PY_NONE, .fr_owner = 70,
 		.co_firstlineno = 68, .co_code = 192,
 		.co_filename = 112, .co_name = 120, .co_qualname = 128, .co_linetable = 136,
@@ -60,4 +62,15 @@ const struct py_layout *py_layout_for(unsigned int major, unsigned int minor)
 		if (layouts[i].major == major && layouts[i].minor == minor)
 			return &layouts[i];
 	return NULL;
+}
+
+const char *py_layouts_known(char *buf, size_t size)
+{
+	size_t n = sizeof(layouts) / sizeof(layouts[0]), len = 0;
+
+	buf[0] = 0;
+	for (size_t i = 0; i < n && len < size; i++)
+		len += (size_t)snprintf(buf + len, size - len, "%s%u.%u", i == 0 ? "" : i + 1 == n ? " and " : ", ",
+					layouts[i].major, layouts[i].minor);
+	return buf;
 }

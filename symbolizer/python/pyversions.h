@@ -3,6 +3,7 @@
 #ifndef PROWL_PYVERSIONS_H
 #define PROWL_PYVERSIONS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct py_layout {
@@ -20,5 +21,9 @@ struct py_layout {
 
 /* The layout of CPython major.minor, or NULL when prowl does not know it. */
 const struct py_layout *py_layout_for(unsigned int major, unsigned int minor);
+
+/* Writes "3.11, 3.12 and 3.13" (the versions prowl reads, for messages) into buf;
+ * returns buf. */
+const char *py_layouts_known(char *buf, size_t size);
 
 #endif

@@ -162,6 +162,13 @@ CASES = [
     ("yaml-unknown-nested", [], {}, "log:\n  level: info\n  colour: yes\n", rf"{F}:3: unknown key 'log.colour' \(known: level, format\)"),
     ("yaml-unknown-exporter", [], {}, "exporters:\n  jaeger: {}\n", rf"{F}:2: unknown key 'exporters.jaeger' \(known: dir, pyroscope, otlp, parca\)"),
     ("yaml-duplicate", [], {}, "frequency: 19\nfrequency: 20\n", rf"{F}:2: duplicate key 'frequency' \(first at line 1\)"),
+    # ---- a setting that cannot take effect: Python frames need the DWARF unwinder
+    ("python-on-fp-flags", ["--unwind", "fp", "--python", "on"], {}, None,
+     r"option --python: Python frames need unwind: dwarf \(frame pointers alone read none\): "
+     r"set unwind to dwarf, or python to false"),
+    ("python-on-fp-env", ["--unwind", "fp"], {"PROWL_PYTHON": "true"}, None,
+     r"PROWL_PYTHON=true: Python frames need unwind: dwarf"),
+    ("python-on-fp-file", [], {}, "unwind: fp\npython: yes\n", rf"{F}:2: python: Python frames need unwind: dwarf"),
     ("yaml-syntax", [], {}, "frequency: [1\n", rf"{F}:1: invalid YAML: "),
     ("yaml-top-list", [], {}, "- a\n", rf"{F}:1: expected a mapping"),
 ]
@@ -259,6 +266,22 @@ def test_unknown_env_variable_warns_once(tmp_path):
     assert res.returncode == 0
     lines = [l for l in res.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and "PROWL_FREQUNCY" in lines[0], lines
+
+
+def test_python_default_gives_way_to_fp(tmp_path):
+    """unwind: fp without python set: --check prints python: false, so the file it
+    prints is valid as it stands (the warning comes when CPython is sampled:
+    test_python.py's test_agent_fp_python_default_warns_once)."""
+    res = agent(["--unwind", "fp", "--check"], cwd=tmp_path)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    printed = yaml.safe_load(res.stdout)
+    assert (printed["unwind"], printed["python"]) == ("fp", False), printed
+    (tmp_path / F).write_text(res.stdout)
+    again = agent(["--config", F, "--check"], cwd=tmp_path)
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+    res = agent(["--check"], cwd=tmp_path, env={"PROWL_UNWIND": "fp", "PROWL_PYTHON": "off"})
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert yaml.safe_load(agent(["--check"], cwd=tmp_path).stdout)["python"] is True  # dwarf: on
 
 
 def test_renamed_env_variable_names_its_successor(tmp_path):

@@ -368,6 +368,73 @@ def test_configuration_listing_matches_check():
         assert re.search(rf"`{leaf}[`:]", text), f"docs/configuration.md describes no `{leaf}`"
 
 
+def test_configuration_error_examples_are_prowls_own(tmp_path):
+    """The sample error lines of docs/configuration.md, each produced by prowl from the
+    input it describes (a file at /etc/prowl/agent.yaml, the environment, a flag):
+    the docs quote them exactly, so a changed message or list of keys fails here."""
+    text = open(os.path.join(ROOT, "docs", "configuration.md")).read()
+    block = re.search(r"what to write instead:\n\n```\n(.*?)^```$", text, re.S | re.M)
+    assert block, "docs/configuration.md lost its sample error lines"
+    files = {
+        "timeout": "# prowl agent\nfrequency: 19\ninterval: 10s\nlabels:\n  env: staging\n\n"
+                   "exporters:\n  pyroscope:\n    url: http://127.0.0.1:4040\n"
+                   "    # how long one push may take\n\n    timeout: soon\n",
+        "typo": "# prowl agent\n\nlabels:\n  env: staging\n\n# samples per second\nfrequncy: 19\n",
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}
+    produced = []
+    for name, body in files.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(body)
+        res = subprocess.run([PROWL, "agent", "--config", str(path), "--check"], capture_output=True, text=True,
+                             env=env, timeout=20)
+        produced.append((res, str(path)))
+    res = subprocess.run([PROWL, "agent", "--check"], capture_output=True, text=True, timeout=20,
+                         env=dict(env, PROWL_FREQUENCY="abc"))
+    produced.append((res, None))
+    res = subprocess.run([PROWL, "agent", "--interval", "2h", "--check"], capture_output=True, text=True, env=env,
+                         timeout=20)
+    produced.append((res, None))
+    lines = []
+    for res, path in produced:
+        assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+        lines.append(res.stderr.strip().replace(path, "/etc/prowl/agent.yaml") if path else res.stderr.strip())
+    assert block.group(1).splitlines() == lines, "docs/configuration.md's sample errors differ from prowl's"
+
+
+SIZE_ROW = re.compile(r"^\| `([a-z_.]+)` \| `[^`]*` \| (\d+)([KMGT])iB to (\d+)([KMGT])iB(, or `0`)? \| `(PROWL_\w+)`", re.M)
+
+
+def test_configuration_size_ranges_hold_at_both_ends():
+    """Each size key of docs/configuration.md's tables with a range "LO to HI": LO and
+    HI as written are accepted (and --check prints them back as written), one byte
+    below LO and one above HI are refused with the range, and `0` only where the row
+    allows it."""
+    text = open(os.path.join(ROOT, "docs", "configuration.md")).read()
+    rows = SIZE_ROW.findall(text)
+    assert len(rows) >= 5, rows
+    assert any(r[0] == "limits.debug_inflate_size" and r[3:5] == ("1", "T") for r in rows), rows
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}
+    shift = {"K": 10, "M": 20, "G": 30, "T": 40}
+
+    def check(var, value):
+        return subprocess.run([PROWL, "agent", "--check"], capture_output=True, text=True, timeout=20,
+                              env=dict(env, **{var: value}))
+
+    for key, lo, lu, hi, hu, zero, var in rows:
+        lo_b, hi_b = int(lo) << shift[lu], int(hi) << shift[hu]
+        for written in (f"{lo}{lu}iB", f"{hi}{hu}iB"):
+            res = check(var, written)
+            assert res.returncode == 0, (key, written, res.stderr)
+            assert flatten(yaml.safe_load(res.stdout))[key] == written, (key, written)
+        for outside in (lo_b - 1, hi_b + 1) + (() if zero else (0,)):
+            res = check(var, str(outside))
+            assert res.returncode == 2, (key, outside, res.stdout)
+            assert f"out of range: use {lo}{lu}iB to {hi}{hu}iB" in res.stderr, (key, res.stderr)
+        if zero:
+            assert check(var, "0").returncode == 0, key
+
+
 def _keys_marked(block, comment):
     """Key paths of the YAML lines of block that carry comment."""
     stack, out = [], []

@@ -350,6 +350,37 @@ static void test_matchers(void **state)
 	fixture_free(&x);
 }
 
+/* Without function in group_by, the overflow series is service_name="other" when
+ * service_name is grouped on, else every label "other" (configuration.md's
+ * limits.recording_series, metrics.md's cardinality guard). */
+static void test_overflow_without_function(void **state)
+{
+	struct fixture x;
+	struct rules *e = engine("recording_rules:\n"
+				 "  - metric: svc_env_total\n"
+				 "    function: '.'\n"
+				 "    self: true\n"
+				 "    group_by: [service_name, env]\n"
+				 "  - metric: env_total\n"
+				 "    function: '.'\n"
+				 "    self: true\n"
+				 "    group_by: [env]\n", 2);
+
+	(void)state;
+	fixture_init(&x);
+	assert_int_equal(rules_count(e, &x.b), 0);
+	/* checkout/prod 6 samples, checkout-canary/staging 4, batch (no env) 5. */
+	assert_seconds(e, "svc_env_total", V("checkout", "prod"), 0.06);
+	assert_seconds(e, "svc_env_total", V("checkout-canary", "staging"), 0.04);
+	assert_seconds(e, "svc_env_total", V("other", ""), 0.05);
+	assert_int_equal(rules_value(e, "svc_env_total", V("batch", "")), -1);
+	assert_seconds(e, "env_total", V("prod"), 0.06);
+	assert_seconds(e, "env_total", V("staging"), 0.04);
+	assert_seconds(e, "env_total", V("other"), 0.05);
+	rules_free(e);
+	fixture_free(&x);
+}
+
 static void test_overflow(void **state)
 {
 	struct fixture x;
@@ -511,6 +542,7 @@ int main(void)
 		cmocka_unit_test_teardown(test_container_id_from_resource, known_reset),
 		cmocka_unit_test(test_matchers),
 		cmocka_unit_test(test_overflow),
+		cmocka_unit_test(test_overflow_without_function),
 		cmocka_unit_test(test_windows_and_reload),
 		cmocka_unit_test(test_render),
 		cmocka_unit_test(test_config_errors),
