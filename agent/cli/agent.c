@@ -137,6 +137,9 @@ static int make_rules(const struct agent_config *c, struct rules **ret)
 		.series_labels = names,
 		.nseries_labels = agent_config_series_labels(c, names, sizeof(names) / sizeof(names[0])),
 		.max_series = c->limits.recording_series,
+		/* Function names new to the rules are evaluated for at most 1% of the
+		 * window in CPU time; the rest wait for the next windows. */
+		.eval_budget_ns = (uint64_t)c->interval_ms * 10000ull,
 	};
 	int r = rules_new(&c->recording_rules, &o, ret);
 
