@@ -357,6 +357,7 @@ void rules_get_stats(const struct rules *e, struct rules_stats *ret)
 		.names_evaluated = e->names_evaluated,
 		.names_deferred = e->names_deferred,
 		.fcache_evictions = e->fcache.evictions,
+		.fcache_refused = e->fcache.refused,
 		.fcache_names = e->fcache.count,
 	};
 	ret->mem_bytes = sizeof(*e) + e->nrules * sizeof(*e->rules) + e->nfams * sizeof(*e->fams) +
@@ -422,6 +423,10 @@ void rules_render(const struct rules *e, FILE *f)
 		   "(least recently used first) to keep it within its bounds.\n"
 		   "# TYPE prowl_recording_function_cache_evictions_total counter\n"
 		   "prowl_recording_function_cache_evictions_total %llu\n", (unsigned long long)st.fcache_evictions);
+	fprintf(f, "# HELP prowl_recording_function_cache_refused_total Function names evaluated but not cached "
+		   "because the cache was full of names used in the same window.\n"
+		   "# TYPE prowl_recording_function_cache_refused_total counter\n"
+		   "prowl_recording_function_cache_refused_total %llu\n", (unsigned long long)st.fcache_refused);
 	fprintf(f, "# HELP prowl_recording_rules Recording rules configured.\n# TYPE prowl_recording_rules gauge\n"
 		   "prowl_recording_rules %u\n", st.rules);
 	fprintf(f, "# HELP prowl_recording_eval_seconds_total CPU time spent counting windows into the recorded "

@@ -30,7 +30,7 @@ struct rules_stats {
 	uint64_t refused;          /* new label sets the cap refused, once per window each */
 	uint64_t freed;            /* label sets freed to make room (no samples for a window) */
 	uint64_t deferred_samples; /* samples left out of function rules: budget used up */
-	uint64_t names_evaluated, names_deferred, fcache_evictions;
+	uint64_t names_evaluated, names_deferred, fcache_evictions, fcache_refused;
 	uint32_t fcache_names;
 	size_t mem_bytes;          /* counters, function cache and scratch arrays (not the compiled regexes) */
 };

@@ -359,6 +359,7 @@ int rules_count(struct rules *e, const struct export_batch *b)
 
 	e->window_t0 = t0;
 	e->budget_spent = false;
+	e->fcache.window = e->windows + 1; /* 0 is no window: names used before the first */
 	for (size_t i = 0; i < b->nseries && rc == 0; i++) {
 		const struct export_series *s = &b->series[i];
 		uint64_t want[RULES_WORDS] = {}, samples = s->prof->total_samples;

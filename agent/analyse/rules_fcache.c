@@ -1,5 +1,6 @@
 /* rules_fcache.c: the recording rules' function cache: name -> bits of the function
- * rules that match it, bounded in names and bytes, the least recently used name evicted first. */
+ * rules that match it, bounded in names and bytes, the least recently used name evicted
+ * first, but never one used in the current window (so a flood of names cannot flush it). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@ struct fentry {
 	struct lru_link lru;
 	struct fentry *next;   /* same hash */
 	uint64_t hash;
+	uint64_t used;         /* the window it was last used in */
 	uint32_t len;
 	uint64_t bits[];       /* nwords words, then the name's len bytes */
 };
@@ -72,6 +74,7 @@ const uint64_t *rules_fcache_find(struct rules_fcache *c, const char *name, size
 	for (struct fentry *e = (struct fentry *)(uintptr_t)v; e; e = e->next)
 		if (e->len == len && memcmp(entry_name(c, e), name, len) == 0) {
 			lru_touch(&c->lru, &e->lru);
+			e->used = c->window;
 			return e->bits;
 		}
 	return NULL;
@@ -84,13 +87,25 @@ int rules_fcache_add(struct rules_fcache *c, const char *name, size_t len, const
 	struct fentry *e;
 
 	while (c->count && (c->count >= c->max_names || c->bytes + size > c->max_bytes)) {
-		drop(c, lru_entry(lru_tail(&c->lru), struct fentry, lru));
+		struct fentry *victim = lru_entry(lru_tail(&c->lru), struct fentry, lru);
+
+		/* Every name left was used in this window: this one is not kept, rather
+		 * than have names that come every window push each other out. */
+		if (victim->used == c->window) {
+			c->refused++;
+			return 0;
+		}
+		drop(c, victim);
 		c->evictions++;
+	}
+	if (size > c->max_bytes) {
+		c->refused++;
+		return 0;
 	}
 	e = malloc(size);
 	if (!e)
 		return -ENOMEM;
-	*e = (struct fentry){ .hash = hash, .len = (uint32_t)len };
+	*e = (struct fentry){ .hash = hash, .used = c->window, .len = (uint32_t)len };
 	memcpy(e->bits, bits, c->nwords * sizeof(uint64_t));
 	memcpy(e->bits + c->nwords, name, len);
 	u64map_get(&c->index, hash, &head);

@@ -81,7 +81,9 @@ struct rules_fcache {
 	size_t nwords;
 	uint32_t max_names, count;
 	size_t max_bytes, bytes;
-	uint64_t evictions;
+	uint64_t window;       /* the current window, set by rules_count */
+	uint64_t evictions;    /* names dropped for room */
+	uint64_t refused;      /* names not kept: every cached name was in use this window */
 };
 
 struct rules {
@@ -125,8 +127,8 @@ void rules_fcache_init(struct rules_fcache *c, size_t nwords, uint32_t max_names
 void rules_fcache_free(struct rules_fcache *c);
 /* The bits of name (len bytes), or NULL; marks it used. */
 const uint64_t *rules_fcache_find(struct rules_fcache *c, const char *name, size_t len);
-/* Adds name with bits (nwords), evicting the least recently used names to stay in
- * bounds. 0 or -ENOMEM. */
+/* Adds name with bits (nwords), evicting the least recently used names not used in
+ * c->window to stay in bounds; when there are none, name is not kept. 0 or -ENOMEM. */
 int rules_fcache_add(struct rules_fcache *c, const char *name, size_t len, const uint64_t *bits);
 size_t rules_fcache_mem_bytes(const struct rules_fcache *c);
 

@@ -514,10 +514,12 @@ static void test_fcache_bounded_lru(void **state)
 
 	(void)state;
 	rules_fcache_init(&c, 1, 4, 1 << 20);
+	c.window = 1;
 	for (uint64_t i = 0; i < 4; i++) {
 		snprintf(name, sizeof(name), "n%" PRIu64, i);
 		assert_int_equal(rules_fcache_add(&c, name, strlen(name), &i), 0);
 	}
+	c.window = 2;
 	assert_non_null(rules_fcache_find(&c, "n0", 2)); /* n1 is now the least recently used */
 	bits = 99;
 	assert_int_equal(rules_fcache_add(&c, "n4", 2, &bits), 0);
@@ -527,6 +529,20 @@ static void test_fcache_bounded_lru(void **state)
 	assert_int_equal(*rules_fcache_find(&c, "n0", 2), 0);
 	assert_int_equal(*rules_fcache_find(&c, "n4", 2), 99);
 	assert_int_equal(*rules_fcache_find(&c, "n3", 2), 3);
+	/* Every name was used in this window: a new one is evaluated but not kept. */
+	assert_non_null(rules_fcache_find(&c, "n2", 2));
+	assert_int_equal(rules_fcache_add(&c, "n5", 2, &bits), 0);
+	assert_null(rules_fcache_find(&c, "n5", 2));
+	assert_int_equal(c.refused, 1);
+	assert_int_equal(c.evictions, 1);
+	for (const char *const *n = (const char *const[]){ "n0", "n2", "n3", "n4", NULL }; *n; n++)
+		assert_non_null(rules_fcache_find(&c, *n, 2));
+	/* The next window, the least recently used goes for it. */
+	c.window = 3;
+	assert_int_equal(rules_fcache_add(&c, "n5", 2, &bits), 0);
+	assert_non_null(rules_fcache_find(&c, "n5", 2));
+	assert_null(rules_fcache_find(&c, "n0", 2));
+	assert_int_equal(c.evictions, 2);
 	rules_fcache_free(&c);
 	/* Bytes: names of 1000 bytes in 4000 bytes of entries: never more. */
 	rules_fcache_init(&c, 1, 1000, 4000);
@@ -535,6 +551,7 @@ static void test_fcache_bounded_lru(void **state)
 
 		memset(big, 'a' + (int)(i % 26), sizeof(big));
 		big[0] = (char)i;
+		c.window = i + 1;
 		assert_int_equal(rules_fcache_add(&c, big, sizeof(big), &i), 0);
 		assert_true(c.bytes <= 4000);
 		assert_int_equal(*rules_fcache_find(&c, big, sizeof(big)), i);

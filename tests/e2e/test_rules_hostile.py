@@ -1,0 +1,184 @@
+"""test_rules_hostile.py: recording rules against what an unprivileged user controls
+(issue 24, items 2 and 4): 2,500 function names of 4 KiB under the rule `.*(gc|GC).*`
+leave the agent under 5 % of a CPU, its windows coming and SIGTERM working; a flood of
+1,100 short-lived, differently named processes does not keep a later service out of
+its own series. Real BPF, real processes, the attacker run with setpriv."""
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from agentlib import Agent, private_cpusplit
+from conftest import start, stop, workload
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+NAMES, DEPTH, NAME_LEN = 2500, 100, 4096
+RULE_METRIC = "hostile_gc_cpu_seconds_total"
+BUILTIN = "prowl_profile_cpu_seconds_total"
+
+
+def cpu_seconds(pid):
+    """utime + stime of a process, from /proc (fields 14 and 15 of stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def user_dir(user, tag):
+    """A directory in /tmp the unprivileged user owns (tmp_path is under root's 0700 dirs)."""
+    d = os.path.join("/tmp", f"prowl-{tag}-{uuid.uuid4().hex[:8]}")
+    os.mkdir(d, 0o755)
+    os.chown(d, user.uid, user.gid)
+    return d
+
+
+def longnames_source(path):
+    """C source of a program whose CPU goes through NAMES functions named with 4 KiB
+    each (mostly 'g': glibc's regexec is quadratic on `.*(gc|GC).*` over those), in
+    chains of DEPTH calls, so that every window's stacks carry all of the names."""
+    out = ["#include <stdlib.h>", "#include <time.h>", "static volatile unsigned long sink;",
+           "typedef void (*fn_t)(void);", f"extern fn_t tbl[{NAMES}];",
+           "__attribute__((noinline)) static void spin(void) { for (int i = 0; i < 3000; i++) sink += i; }"]
+    for k in range(NAMES):
+        name = "g" * (NAME_LEN - 6) + "_%05d" % k
+        body = "spin();" if k % DEPTH == DEPTH - 1 else f"tbl[{k + 1}]();"
+        out.append(f'__attribute__((noinline)) void f{k}(void) __asm__("{name}");')
+        out.append(f"void f{k}(void) {{ {body} sink++; }}")
+    out.append(f"fn_t tbl[{NAMES}] = {{" + ",".join(f"f{k}" for k in range(NAMES)) + "};")
+    out.append(f"""int main(int argc, char **argv)
+{{
+	time_t end = time(NULL) + (argc > 1 ? atoi(argv[1]) : 10);
+
+	while (time(NULL) < end)
+		for (int g = 0; g < {NAMES // DEPTH}; g++)
+			tbl[g * {DEPTH}]();
+	return 0;
+}}""")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+@pytest.fixture
+def longnames(unprivileged):
+    d = user_dir(unprivileged, "longnames")
+    src, exe = os.path.join(d, "longnames.c"), os.path.join(d, "longnames")
+    longnames_source(src)
+    subprocess.run(["gcc", "-O1", "-fno-omit-frame-pointer", "-fno-optimize-sibling-calls", "-o", exe, src],
+                   check=True, timeout=300)
+    os.chown(exe, unprivileged.uid, unprivileged.gid)
+    yield exe
+    shutil.rmtree(d, ignore_errors=True)
+
+
+INTERVAL = 3
+
+
+def test_long_names_do_not_stall_rule_evaluation(tmp_path, unprivileged, longnames):
+    cfg = tmp_path / "agent.yaml"
+    # Only the attacker's process is profiled: the other processes of a busy test host
+    # (compilers starting all the time) would cost the agent more than the rule does.
+    cfg.write_text("shutdown_timeout: 3s\n"
+                   "relabel_configs:\n"
+                   "  - source_labels: [__meta_process_executable]\n"
+                   f"    regex: '{longnames}'\n"
+                   "    action: keep\n"
+                   "recording_rules:\n"
+                   f"  - metric: {RULE_METRIC}\n"
+                   "    function: '.*(gc|GC).*'\n"
+                   "    group_by: [service_name, function]\n")
+    agent = Agent(tmp_path, ["--config", str(cfg), "-F", "99", "--interval", f"{INTERVAL}s"]).start()
+    wl = unprivileged.popen([longnames, "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # The attack is on once the workload's CPU reached the counters.
+        deadline = time.time() + 30
+        while time.time() < deadline and not agent.metrics().sum(BUILTIN, service_name="longnames"):
+            time.sleep(0.5)
+        m = agent.metrics()
+        counted = m.sum(BUILTIN, service_name="longnames")
+        t0, cpu0, w0 = time.time(), cpu_seconds(agent.pid), m.get("prowl_windows_total")
+        windows = []
+        while time.time() - t0 < 24:
+            time.sleep(INTERVAL)
+            windows.append(agent.metrics().get("prowl_windows_total"))
+        t1, cpu1 = time.time(), cpu_seconds(agent.pid)
+        m = agent.metrics()
+        share = (cpu1 - cpu0) / (t1 - t0)
+        print(f"agent CPU {cpu1 - cpu0:.2f} s in {t1 - t0:.1f} s ({100 * share:.1f} % of a CPU); "
+              f"windows {w0} -> {windows}; names evaluated "
+              f"{m.get('prowl_recording_names_evaluated_total')}, deferred "
+              f"{m.get('prowl_recording_names_deferred_total')}, samples deferred "
+              f"{m.get('prowl_recording_deferred_samples_total', metric=RULE_METRIC)}; rules' CPU "
+              f"{m.get('prowl_recording_eval_seconds_total') or 0:.3f} s, cached "
+              f"{m.get('prowl_recording_function_cache_names')}")
+        assert counted > 0, "the workload's CPU never reached the counters"
+        assert share < 0.05, f"the agent used {100 * share:.1f} % of a CPU"
+        # A window every 3 s, none missing for long: one in every 6 s.
+        assert windows[-1] - w0 >= 0.7 * (t1 - t0) / INTERVAL, (w0, windows)
+        assert all(b > a for a, b in zip([w0] + windows[1::2], windows[1::2])), (w0, windows)
+        # The names reached the rules: thousands of 4 KiB names met the regex or its budget.
+        met = (m.get("prowl_recording_names_evaluated_total") or 0) + (m.get("prowl_recording_names_deferred_total") or 0)
+        assert met >= NAMES, f"only {met} names reached the rules: the attack did not happen"
+        assert wl.poll() is None, "the workload ended early"
+    finally:
+        stop(wl)
+        rc = agent.stop(signal.SIGTERM, timeout=15)
+    print(f"SIGTERM to exit: {agent.stop_seconds:.2f} s (shutdown_timeout 3 s)")
+    assert rc == 0, agent.log()
+    assert agent.stop_seconds < 3.0, f"{agent.stop_seconds:.1f} s from SIGTERM to exit"
+
+
+FLOOD = 1100
+
+
+def test_label_flood_does_not_keep_a_later_service_out(tmp_path, unprivileged):
+    """1,100 processes of 30 ms, each under an executable name of its own (hard
+    links: /proc/PID/exe names the link), fill limits.max_series and
+    limits.recording_series (1000 each); a service started afterwards gets its own
+    series within two windows, and what the caps refused is counted."""
+    interval = 2
+    d = user_dir(unprivileged, "flood")
+    first = os.path.join(d, "fl00000")
+    shutil.copy2(workload("rename"), first)
+    os.chown(first, unprivileged.uid, unprivileged.gid)
+    for i in range(1, FLOOD):
+        os.link(first, os.path.join(d, "fl%05d" % i))
+    agent = Agent(tmp_path, ["-F", "499", "--interval", f"{interval}s"]).start()
+    svc = None
+    try:
+        t0 = time.time()
+        res = unprivileged.run(["sh", "-c", "n=0; for f in fl*; do ./$f x 0.03 & n=$((n + 1)); "
+                                "[ $((n % 4)) -eq 0 ] && wait; done; wait"], cwd=d, timeout=300)
+        assert res.returncode == 0, res.stderr
+        print(f"flood: {FLOOD} processes in {time.time() - t0:.1f} s")
+        time.sleep(0.5)
+        m = agent.metrics()
+        flooded = m.get("prowl_recording_series", metric=BUILTIN)
+        refused = m.get("prowl_recording_series_refused_total", metric=BUILTIN)
+        print(f"after the flood: {flooded} label sets, {refused} refused; "
+              f"series table {m.get('prowl_series')}, refused {m.get('prowl_series_refused_total')}")
+        # The flood reached the cap (else this test proves nothing).
+        assert flooded >= 1000 and refused > 0, m.text
+        exe, svc_name = private_cpusplit(tmp_path)
+        svc = start([exe, "30"])
+        t_svc = time.time()
+        while time.time() - t_svc < 2 * interval + 2:
+            m = agent.metrics()
+            if m.sum(BUILTIN, service_name=svc_name) > 0:
+                break
+            time.sleep(0.2)
+        took = time.time() - t_svc
+        print(f"the new service had its own series {took:.1f} s after it started (windows of {interval} s)")
+        assert m.sum(BUILTIN, service_name=svc_name) > 0, (
+            f"{svc_name} has no series of its own {took:.1f} s after it started:\n"
+            + "\n".join(l for l in m.text.splitlines() if "other" in l or "refused" in l))
+        assert m.get("prowl_recording_series_freed_total", metric=BUILTIN) > 0
+        assert m.get("prowl_recording_series", metric=BUILTIN) <= 2 * 1000 + 1
+    finally:
+        if svc:
+            stop(svc)
+        agent.stop()
+        shutil.rmtree(d, ignore_errors=True)
