@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from agentlib import Agent, private_cpusplit
-from conftest import start, stop, workload
+from conftest import pprof_raw, start, stop, workload
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NAMES, DEPTH, NAME_LEN = 2500, 100, 4096
@@ -224,3 +224,88 @@ def test_label_flood_does_not_keep_a_later_service_out(tmp_path, unprivileged):
             stop(svc)
         agent.stop()
         shutil.rmtree(d, ignore_errors=True)
+
+
+def docs_example(path, test_name):
+    """The YAML block that follows `<!-- tested: ...::test_name -->` in a doc."""
+    import yaml
+    lines = open(path).read().splitlines()
+    i = next(n for n, l in enumerate(lines) if l.startswith("<!-- tested:") and l.rstrip().endswith(f"::{test_name} -->"))
+    assert lines[i + 1] == "```yaml", lines[i + 1]
+    end = next(n for n in range(i + 2, len(lines)) if lines[n].startswith("```"))
+    text = "\n".join(lines[i + 2:end]) + "\n"
+    yaml.safe_load(text)  # valid YAML
+    return text
+
+
+def test_relabel_example_keeps_users_apart(tmp_path, unprivileged):
+    """docs/metrics.md's relabel example, as written: a user's programs named `payments`
+    and `kernel`, in a login session's cgroup, count under user-UID/payments and
+    user-UID/kernel; root's `payments` keeps its series to itself."""
+    from conftest import ROOT
+    from containers import cgroup2_root
+    example = docs_example(os.path.join(ROOT, "docs", "metrics.md"), "test_relabel_example_keeps_users_apart")
+    cfg = tmp_path / "agent.yaml"
+    cfg.write_text(example)
+    slice_name = f"user-{unprivileged.uid}"
+    made, session = [], cgroup2_root()
+    for part in ("user.slice", f"{slice_name}.slice", "session-prowltest.scope"):
+        session = os.path.join(session, part)
+        if not os.path.isdir(session):
+            os.mkdir(session)
+            made.append(session)
+    d = user_dir(unprivileged, "impostor")
+    for name in ("payments", "kernel"):
+        shutil.copy2(workload("cpusplit"), os.path.join(d, name))
+        os.chown(os.path.join(d, name), unprivileged.uid, unprivileged.gid)
+    real = tmp_path / "payments"
+    shutil.copy2(workload("cpusplit"), real)
+    agent = Agent(tmp_path, ["--config", str(cfg), "-F", "99", "--interval", "1s"]).start()
+    procs = []
+    try:
+        try:
+            # Root puts each impostor in the session's cgroup before it runs (as logind
+            # does), then it drops to the user: the user's program never ran elsewhere.
+            for name in ("payments", "kernel"):
+                procs.append(subprocess.Popen(["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', session]
+                                              + unprivileged.wrap([os.path.join(d, name), "30"]),
+                                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            real_p = start([str(real), "30"])
+            procs.append(real_p)
+            impostors = {procs[0].pid: "payments", procs[1].pid: "kernel"}
+            deadline = time.time() + 30
+            while time.time() < deadline:
+                m = agent.metrics()
+                if all(m.sum(BUILTIN, service_name=f"{slice_name}/{n}") >= 0.3 for n in ("payments", "kernel")) \
+                        and m.sum(BUILTIN, service_name="payments") >= 0.3:
+                    break
+                time.sleep(0.5)
+            print(f"payments {m.sum(BUILTIN, service_name='payments'):.2f} s, "
+                  f"{slice_name}/payments {m.sum(BUILTIN, service_name=f'{slice_name}/payments'):.2f} s, "
+                  f"{slice_name}/kernel {m.sum(BUILTIN, service_name=f'{slice_name}/kernel'):.2f} s")
+            for n in ("payments", "kernel"):
+                assert m.sum(BUILTIN, service_name=f"{slice_name}/{n}") >= 0.3, m.text
+            assert all(p.poll() is None for p in procs), "a workload ended early"
+        finally:
+            for p in procs:
+                stop(p)
+            agent.stop()
+        # Every sample of the payments profiles is the real one's: the impostors' pids
+        # are nowhere in them (sample label pid, in the dir exporter's files).
+        pids = {}
+        for f in sorted((agent.state / "profiles" / "payments").glob("*.pb.gz")):
+            for smp in pprof_raw(str(f)).samples:
+                pid = int(smp["labels"]["pid"].strip())
+                pids[pid] = pids.get(pid, 0) + smp["values"][0]
+        print(f"pids in the payments profiles: {pids} (real {real_p.pid}, impostors {impostors})")
+        assert pids.get(real_p.pid, 0) > 0, pids
+        assert not set(pids) & set(impostors), pids
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+        for cg in reversed(made):
+            for _ in range(50):
+                try:
+                    os.rmdir(cg)
+                    break
+                except OSError:
+                    time.sleep(0.1)
