@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from agentlib import Agent, private_cpusplit
-from conftest import pprof_raw, start, stop, workload
+from conftest import PROWL, pprof_raw, start, stop, workload
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NAMES, DEPTH, NAME_LEN = 2500, 100, 4096
@@ -26,6 +26,12 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def sanitized():
+    """Whether the prowl under test is the ASan+UBSan build."""
+    with open(PROWL, "rb") as f:
+        return b"__asan_init" in f.read()
 
 
 def user_dir(user, tag):
@@ -115,7 +121,10 @@ def test_long_names_do_not_stall_rule_evaluation(tmp_path, unprivileged, longnam
               f"{m.get('prowl_recording_eval_seconds_total') or 0:.3f} s, cached "
               f"{m.get('prowl_recording_function_cache_names')}")
         assert counted > 0, "the workload's CPU never reached the counters"
-        assert share < 0.05, f"the agent used {100 * share:.1f} % of a CPU"
+        # ASan and UBSan make all of the agent's work 2 to 3 times as slow; a stalled
+        # agent takes a whole CPU either way.
+        limit = 0.125 if sanitized() else 0.05
+        assert share < limit, f"the agent used {100 * share:.1f} % of a CPU"
         # A window every 3 s, none missing for long: one in every 6 s.
         assert windows[-1] - w0 >= 0.7 * (t1 - t0) / INTERVAL, (w0, windows)
         assert all(b > a for a, b in zip([w0] + windows[1::2], windows[1::2])), (w0, windows)
