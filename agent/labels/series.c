@@ -290,14 +290,26 @@ static void free_series(struct series_table *t, const bool *gone)
 		}
 }
 
+/* Clears gone[i] for every series a process of the table files into. */
+static void keep_referenced(struct series_table *t, bool *gone)
+{
+	uint32_t pos = 0;
+	uint64_t k, v;
+
+	while (u64map_next(&t->procs, &pos, &k, &v)) {
+		const struct proc *p = (const struct proc *)(uintptr_t)v;
+
+		if (!p->dropped && !p->pending && p->series < t->nseries)
+			gone[p->series] = false;
+	}
+}
+
 /* max_series is reached: frees, once per window, the series no process of the
  * table files into and without samples in this window. Nothing is lost: their
  * profiles are empty, and a process with the same labels makes them again. */
 static void make_room(struct series_table *t)
 {
 	bool *gone;
-	uint32_t pos = 0;
-	uint64_t k, v;
 
 	if (t->room_window == t->window + 1)
 		return;
@@ -307,12 +319,7 @@ static void make_room(struct series_table *t)
 		return;
 	for (size_t i = 0; i < t->nseries; i++)
 		gone[i] = !t->series[i].dead && !t->series[i].active;
-	while (u64map_next(&t->procs, &pos, &k, &v)) {
-		const struct proc *p = (const struct proc *)(uintptr_t)v;
-
-		if (!p->dropped && !p->pending && p->series < t->nseries)
-			gone[p->series] = false;
-	}
+	keep_referenced(t, gone);
 	free_series(t, gone);
 	free(gone);
 }
@@ -516,6 +523,7 @@ static int proc_new(struct series_table *t, const struct prowl_sample *s, struct
 	if (r < 0) {
 		set_dropped(t, s->pid, p, false);
 		cid_ref(t, p->cid, -1);
+		t->noverflow -= p->overflow;
 		proc_free(p);
 		return r;
 	}
@@ -785,6 +793,7 @@ void series_table_end_window(struct series_table *t)
 	uint32_t pos = 0;
 	uint64_t k, v;
 	char path[64];
+	bool *gone;
 
 	/* Forget processes that ended: frees their maps in the symbolizer too. */
 	while (u64map_next(&t->procs, &pos, &k, &v)) {
@@ -797,9 +806,10 @@ void series_table_end_window(struct series_table *t)
 	}
 	if (t->o.kube)
 		recheck_pods(t);
+	/* Series idle for idle_windows that no process files into go. */
+	gone = calloc(t->nseries ? t->nseries : 1, sizeof(*gone));
 	for (size_t i = 0; i < t->nseries; i++) {
 		struct series *s = &t->series[i];
-		bool referenced = false;
 
 		if (s->dead)
 			continue;
@@ -807,21 +817,13 @@ void series_table_end_window(struct series_table *t)
 		s->active = false;
 		profile_reset(s->prof);
 		ingest_profile_reset(s->ingest);
-		if (s->idle < t->o.idle_windows)
-			continue;
-		pos = 0;
-		while (!referenced && u64map_next(&t->procs, &pos, &k, &v)) {
-			const struct proc *p = (const struct proc *)(uintptr_t)v;
-
-			referenced = !p->dropped && p->series == i;
-		}
-		if (referenced)
-			continue;
-		for (uint32_t id = 1; id <= intern_count(t->keys); id++)
-			if (id <= t->key_series_cap && t->key_series[id - 1] == i + 1)
-				t->key_series[id - 1] = 0;
-		series_free_slot(s);
-		t->st.series--;
+		if (gone)
+			gone[i] = s->idle >= t->o.idle_windows;
+	}
+	if (gone) {
+		keep_referenced(t, gone);
+		free_series(t, gone);
+		free(gone);
 	}
 	refile_overflow(t);
 	t->window++;
