@@ -96,7 +96,7 @@ def test_long_names_do_not_stall_rule_evaluation(tmp_path, unprivileged, longnam
                    f"  - metric: {RULE_METRIC}\n"
                    "    function: '.*(gc|GC).*'\n"
                    "    group_by: [service_name, function]\n")
-    agent = Agent(tmp_path, ["--config", str(cfg), "-F", "99", "--interval", f"{INTERVAL}s"]).start()
+    agent = Agent(tmp_path, ["--config", str(cfg), "-F", "49", "--interval", f"{INTERVAL}s"]).start()
     wl = unprivileged.popen([longnames, "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         # The attack is on once the workload's CPU reached the counters.
