@@ -58,7 +58,7 @@ run_unit() { # $1 = build dir
 # user or a remote peer controls (hostile ELF files, perf maps, names, profiles,
 # HTTP answers, Go tables, cgroup names, interpreter memory). The rest runs on the
 # normal build only.
-SAN_E2E=(test_untrusted test_hostile test_agent_inputs test_agent_faults test_report test_debuginfod
+SAN_E2E=(test_untrusted test_hostile test_rules_hostile test_agent_inputs test_agent_faults test_report test_debuginfod
 	test_kubernetes test_jit test_names test_go test_containers test_python test_python_versions)
 
 run_e2e() { # $1 = build dir, $2 = "quick" for the sanitizer subset without the long captures

@@ -85,7 +85,7 @@ static int family_init(struct rule_family *f, const char *metric, const char *co
 static void counters_free(struct rule_counters *ct)
 {
 	intern_free(ct->keys);
-	free(ct->vals);
+	free(ct->v);
 	*ct = (struct rule_counters){};
 }
 
@@ -148,12 +148,25 @@ static int rule_init(struct rules *e, struct rule *r, const struct recording_rul
 		}
 	}
 	if (c->function) {
-		rc = compile(&r->fn, c->function, false);
+		char *simple = NULL;
+
+		/* `.*(gc|GC).*` costs glibc time quadratic in the name; `(gc|GC)` does not. */
+		rc = rules_regex_simplify(c->function, &simple);
+		if (rc < 0)
+			return rc;
+		if (simple && regcomp(&r->fn, simple, REG_EXTENDED | REG_NOSUB) == 0) {
+			log_debug("recording rule %s: function regex '%s' evaluated as '%s'", c->metric, c->function,
+				  simple);
+		} else {
+			rc = compile(&r->fn, c->function, false); /* as written */
+		}
+		free(simple);
 		if (rc < 0)
 			return rc;
 		r->has_fn = true;
 		r->self = c->self;
 		r->fn_bit = e->nfn++;
+		e->bit_fam[r->fn_bit] = r->fam;
 		if (r->self)
 			e->self_mask[r->fn_bit / 64] |= 1ull << (r->fn_bit % 64);
 	}
@@ -201,10 +214,12 @@ int rules_new(const struct recording_rules_config *c, const struct rules_opts *o
 	e->o.series_labels = NULL;
 	if (!e->o.max_series)
 		e->o.max_series = DEFAULT_MAX_SERIES;
+	if (!e->o.eval_budget_ns)
+		e->o.eval_budget_ns = RULES_DEFAULT_BUDGET_NS;
+	rules_fcache_init(&e->fcache, 1, RULES_FCACHE_MAX_NAMES, RULES_FCACHE_MAX_BYTES);
 	e->rules = calloc(c->n + 1, sizeof(*e->rules));
 	e->fams = calloc(c->n + 1, sizeof(*e->fams));
-	e->fcache = intern_new();
-	if (!e->rules || !e->fams || !e->fcache)
+	if (!e->rules || !e->fams)
 		goto fail;
 
 	/* The built-in counter: every series' CPU under all of its labels. */
@@ -232,6 +247,7 @@ int rules_new(const struct recording_rules_config *c, const struct rules_opts *o
 			goto fail;
 	}
 	e->nwords = e->nfn ? (e->nfn + 63) / 64 : 1;
+	e->fcache.nwords = e->nwords;
 	*ret = e;
 	return 0;
 fail:
@@ -249,9 +265,9 @@ void rules_free(struct rules *e)
 	for (size_t i = 0; i < e->nfams; i++)
 		family_free(&e->fams[i]);
 	free(e->fams);
-	intern_free(e->fcache);
-	free(e->fbits);
-	free(e->fidx);
+	rules_fcache_free(&e->fcache);
+	free(e->fb);
+	free(e->known);
 	free(e->acc);
 	free(e->keybuf);
 	free(e);
@@ -317,13 +333,13 @@ static void render_family(const struct rule_family *fam, FILE *f)
 			}
 			pos += vlen + 1;
 		}
-		fprintf(f, "%s %.15g\n", open ? "}" : "", fam->ct.vals[id]);
+		fprintf(f, "%s %.15g\n", open ? "}" : "", fam->ct.v[id].seconds);
 	}
 }
 
 static size_t counters_bytes(const struct rule_counters *ct)
 {
-	return intern_mem_bytes(ct->keys) + (size_t)ct->vals_cap * sizeof(double);
+	return intern_mem_bytes(ct->keys) + (size_t)ct->v_cap * sizeof(*ct->v);
 }
 
 void rules_get_stats(const struct rules *e, struct rules_stats *ret)
@@ -333,13 +349,21 @@ void rules_get_stats(const struct rules *e, struct rules_stats *ret)
 		.metrics = (uint32_t)e->nfams,
 		.windows = e->windows,
 		.eval_ns = e->eval_ns,
+		.names_evaluated = e->names_evaluated,
+		.names_deferred = e->names_deferred,
+		.fcache_evictions = e->fcache.evictions,
+		.fcache_refused = e->fcache.refused,
+		.fcache_names = e->fcache.count,
 	};
 	ret->mem_bytes = sizeof(*e) + e->nrules * sizeof(*e->rules) + e->nfams * sizeof(*e->fams) +
-			 intern_mem_bytes(e->fcache) + (size_t)e->fbits_cap * e->nwords * sizeof(uint64_t) +
-			 e->fidx_cap * sizeof(*e->fidx) + e->acc_cap * sizeof(*e->acc) + e->keybuf_cap;
+			 rules_fcache_mem_bytes(&e->fcache) + e->fb_cap * sizeof(*e->fb) + e->known_cap +
+			 e->acc_cap * sizeof(*e->acc) + e->keybuf_cap;
 	for (size_t i = 0; i < e->nfams; i++) {
 		ret->series += intern_count(e->fams[i].ct.keys);
 		ret->overflow_samples += e->fams[i].ct.overflow_samples;
+		ret->refused += e->fams[i].ct.refused;
+		ret->freed += e->fams[i].ct.freed;
+		ret->deferred_samples += e->fams[i].ct.deferred_samples;
 		ret->mem_bytes += counters_bytes(&e->fams[i].ct);
 	}
 }
@@ -362,6 +386,42 @@ void rules_render(const struct rules *e, FILE *f)
 	for (size_t i = 0; i < e->nfams; i++)
 		fprintf(f, "prowl_recording_overflow_samples_total{metric=\"%s\"} %llu\n", e->fams[i].metric,
 			(unsigned long long)e->fams[i].ct.overflow_samples);
+	fputs("# HELP prowl_recording_series_refused_total New label sets limits.recording_series refused (each "
+	      "counted once per window it appears in); their samples went to the overflow series.\n"
+	      "# TYPE prowl_recording_series_refused_total counter\n", f);
+	for (size_t i = 0; i < e->nfams; i++)
+		fprintf(f, "prowl_recording_series_refused_total{metric=\"%s\"} %llu\n", e->fams[i].metric,
+			(unsigned long long)e->fams[i].ct.refused);
+	fputs("# HELP prowl_recording_series_freed_total Label sets dropped to make room under "
+	      "limits.recording_series because they got no samples for a whole window.\n"
+	      "# TYPE prowl_recording_series_freed_total counter\n", f);
+	for (size_t i = 0; i < e->nfams; i++)
+		fprintf(f, "prowl_recording_series_freed_total{metric=\"%s\"} %llu\n", e->fams[i].metric,
+			(unsigned long long)e->fams[i].ct.freed);
+	fputs("# HELP prowl_recording_deferred_samples_total Samples left out of a function rule because a "
+	      "function name in their stack was not evaluated within the window's budget.\n"
+	      "# TYPE prowl_recording_deferred_samples_total counter\n", f);
+	for (size_t i = 0; i < e->nfams; i++)
+		if (e->fams[i].fn_pos >= 0 || e->fams[i].ct.deferred_samples)
+			fprintf(f, "prowl_recording_deferred_samples_total{metric=\"%s\"} %llu\n", e->fams[i].metric,
+				(unsigned long long)e->fams[i].ct.deferred_samples);
+	fprintf(f, "# HELP prowl_recording_names_evaluated_total Function names evaluated against the function "
+		   "rules (names not in the cache).\n# TYPE prowl_recording_names_evaluated_total counter\n"
+		   "prowl_recording_names_evaluated_total %llu\n", (unsigned long long)st.names_evaluated);
+	fprintf(f, "# HELP prowl_recording_names_deferred_total Function names left for a later window because "
+		   "the window's evaluation budget was used up.\n# TYPE prowl_recording_names_deferred_total counter\n"
+		   "prowl_recording_names_deferred_total %llu\n", (unsigned long long)st.names_deferred);
+	fprintf(f, "# HELP prowl_recording_function_cache_names Function names whose rule results are cached.\n"
+		   "# TYPE prowl_recording_function_cache_names gauge\nprowl_recording_function_cache_names %u\n",
+		st.fcache_names);
+	fprintf(f, "# HELP prowl_recording_function_cache_evictions_total Function names evicted from the cache "
+		   "(least recently used first) to keep it within its bounds.\n"
+		   "# TYPE prowl_recording_function_cache_evictions_total counter\n"
+		   "prowl_recording_function_cache_evictions_total %llu\n", (unsigned long long)st.fcache_evictions);
+	fprintf(f, "# HELP prowl_recording_function_cache_refused_total Function names evaluated but not cached "
+		   "because the cache was full of names used in the same window.\n"
+		   "# TYPE prowl_recording_function_cache_refused_total counter\n"
+		   "prowl_recording_function_cache_refused_total %llu\n", (unsigned long long)st.fcache_refused);
 	fprintf(f, "# HELP prowl_recording_rules Recording rules configured.\n# TYPE prowl_recording_rules gauge\n"
 		   "prowl_recording_rules %u\n", st.rules);
 	fprintf(f, "# HELP prowl_recording_eval_seconds_total CPU time spent counting windows into the recorded "
@@ -390,7 +450,7 @@ double rules_value(const struct rules *e, const char *metric, const char *const 
 		if (strcmp(e->fams[i].metric, metric) != 0 || e->fams[i].nlabels != n)
 			continue;
 		id = intern_find(e->fams[i].ct.keys, buf, len);
-		return id ? e->fams[i].ct.vals[id] : -1;
+		return id ? e->fams[i].ct.v[id].seconds : -1;
 	}
 	return -1;
 }

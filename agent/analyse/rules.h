@@ -17,6 +17,9 @@ struct rules_opts {
 	const char *const *series_labels;
 	size_t nseries_labels;
 	uint32_t max_series;   /* limits.recording_series: label sets per metric (0: 1000) */
+	/* Thread CPU time a window may spend evaluating function names not in the cache
+	 * (0: 100 ms); names left over are evaluated in later windows. */
+	uint64_t eval_budget_ns;
 };
 
 struct rules_stats {
@@ -24,6 +27,11 @@ struct rules_stats {
 	uint64_t windows;          /* batches counted */
 	uint64_t overflow_samples; /* over all metrics */
 	uint64_t eval_ns;          /* thread CPU time spent in rules_count() */
+	uint64_t refused;          /* new label sets the cap refused, once per window each */
+	uint64_t freed;            /* label sets freed to make room (no samples for a window) */
+	uint64_t deferred_samples; /* samples left out of function rules: budget used up */
+	uint64_t names_evaluated, names_deferred, fcache_evictions, fcache_refused;
+	uint32_t fcache_names;
 	size_t mem_bytes;          /* counters, function cache and scratch arrays (not the compiled regexes) */
 };
 
@@ -36,8 +44,11 @@ void rules_free(struct rules *r); /* accepts NULL */
  * (a reload keeps counting them); the others start at zero. Cannot fail; old may be NULL. */
 void rules_adopt(struct rules *r, struct rules *old);
 
-/* Counts one window: every series of b once per rule. Returns 0 or -ENOMEM (the
- * window is then counted in part). */
+/* Counts one window: every series of b once per rule. Function names not in the
+ * cache are evaluated within the budget; the samples that need a name left over are
+ * counted as deferred, not into the rule. When the cap refused a label set, the
+ * label sets that got nothing in this window are freed afterwards. Returns 0 or
+ * -ENOMEM (the window is then counted in part). */
 int rules_count(struct rules *r, const struct export_batch *b);
 
 /* Writes every counter with HELP and TYPE lines, then the rules' own metrics

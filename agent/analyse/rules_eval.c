@@ -10,14 +10,6 @@
 #include "log.h"
 #include "rules_priv.h"
 
-/* The function cache is dropped past this many names or bytes, so a host that
- * runs ever new code cannot grow it without bound. */
-#define FCACHE_MAX_NAMES 65536
-#define FCACHE_MAX_BYTES (8u << 20)
-/* Regexes and the function label see at most this much of a function name
- * (hostile binaries may carry megabyte-long symbols). */
-#define MATCH_NAME_MAX 4096
-
 static uint64_t thread_cpu_ns(void)
 {
 	struct timespec ts;
@@ -84,7 +76,7 @@ static ssize_t make_key(struct rules *e, const struct rule_family *f, const stru
 
 	for (size_t i = 0; i < f->nlabels; i++) {
 		const char *v = (int)i == f->fn_pos ? fn : rule_label(s, f->labels[i], f != e->fams);
-		size_t n = v ? strnlen(v, MATCH_NAME_MAX) : 0;
+		size_t n = v ? strnlen(v, PROWL_NAME_MAX) : 0;
 
 		if (grow((void **)&e->keybuf, &e->keybuf_cap, len + 3 * n + 1, 1) < 0)
 			return -ENOMEM;
@@ -128,15 +120,18 @@ static int counter_slot(struct rules *e, struct rule_family *f, size_t len, int6
 	struct rule_counters *ct = &f->ct;
 	uint32_t id = intern_find(ct->keys, e->keybuf, len);
 	ssize_t olen;
-	bool added;
+	bool added, overflow = false;
 	int rc;
 
 	if (!id && ct->nnormal >= e->o.max_series) {
 		ct->overflow_samples += (uint64_t)samples;
+		ct->refused++;
+		ct->refused_now = true; /* label sets idle for this window are freed after it */
 		if (!ct->warned) {
 			log_warn("recording rule metric %s reached limits.recording_series (%u label sets): further label "
-				 "sets are counted under function=\"other\" (or service_name=\"other\"); see "
-				 "prowl_recording_overflow_samples_total", f->metric, e->o.max_series);
+				 "sets are counted under function=\"other\" (or service_name=\"other\") until label sets "
+				 "without samples for a window are freed; see prowl_recording_series_refused_total",
+				 f->metric, e->o.max_series);
 			ct->warned = true;
 		}
 		/* The overflow series may exceed the cap by as much again; past that
@@ -148,22 +143,74 @@ static int counter_slot(struct rules *e, struct rule_family *f, size_t len, int6
 		if (olen < 0)
 			return (int)olen;
 		len = (size_t)olen;
-	} else if (!id) {
-		ct->nnormal++;
+		overflow = true;
 	}
 	rc = intern_put(ct->keys, e->keybuf, len, &id, &added);
 	if (rc < 0)
 		return rc;
-	if (id >= ct->vals_cap) {
-		size_t cap = ct->vals_cap;
+	if (id >= ct->v_cap) {
+		size_t cap = ct->v_cap;
 
-		rc = grow((void **)&ct->vals, &cap, (size_t)id + 1, sizeof(double));
+		rc = grow((void **)&ct->v, &cap, (size_t)id + 1, sizeof(*ct->v));
 		if (rc < 0)
 			return rc;
-		memset(ct->vals + ct->vals_cap, 0, (cap - ct->vals_cap) * sizeof(double));
-		ct->vals_cap = (uint32_t)cap;
+		memset(ct->v + ct->v_cap, 0, (cap - ct->v_cap) * sizeof(*ct->v));
+		ct->v_cap = (uint32_t)cap;
 	}
+	if (added) {
+		ct->v[id] = (struct rule_value){ .overflow = overflow };
+		ct->nnormal += !overflow;
+	}
+	ct->v[id].seen = e->windows;
 	*ret = id;
+	return 0;
+}
+
+/* Frees f's label sets that got nothing in this window (the cap refused some):
+ * their counters go from /metrics, as a process's series goes when it ends, and
+ * come back from zero if they get samples again (a counter reset to Prometheus). */
+static int free_idle(struct rules *e, struct rule_family *f)
+{
+	struct rule_counters *ct = &f->ct, n = { .keys = intern_new() };
+	uint32_t count = intern_count(ct->keys), kept = 0;
+	size_t cap = 0;
+	int rc = n.keys ? 0 : -ENOMEM;
+
+	if (rc == 0)
+		rc = grow((void **)&n.v, &cap, (size_t)count + 1, sizeof(*n.v));
+	if (rc == 0)
+		memset(n.v, 0, cap * sizeof(*n.v));
+	for (uint32_t id = 1; id <= count && rc == 0; id++) {
+		size_t len;
+		const void *key = intern_key(ct->keys, id, &len);
+		uint32_t nid;
+
+		if (ct->v[id].seen < e->windows)
+			continue;
+		rc = intern_put(n.keys, key, len, &nid, NULL);
+		if (rc == 0) {
+			n.v[nid] = ct->v[id];
+			n.nnormal += !ct->v[id].overflow;
+			kept++;
+		}
+	}
+	if (rc < 0) {
+		intern_free(n.keys);
+		free(n.v);
+		return rc;
+	}
+	n.v_cap = (uint32_t)cap;
+	n.overflow_samples = ct->overflow_samples;
+	n.refused = ct->refused;
+	n.deferred_samples = ct->deferred_samples;
+	n.freed = ct->freed + (count - kept);
+	n.warned = ct->warned;
+	intern_free(ct->keys);
+	free(ct->v);
+	*ct = n;
+	if (count > kept)
+		log_info("recording rule metric %s: %u label sets without samples in the last window freed to make room "
+			 "under limits.recording_series", f->metric, count - kept);
 	return 0;
 }
 
@@ -179,47 +226,54 @@ static int add(struct rules *e, struct rule_family *f, const struct export_serie
 	rc = counter_slot(e, f, (size_t)len, samples, &id);
 	if (rc < 0)
 		return rc;
-	f->ct.vals[id] += (double)samples * period_s;
+	f->ct.v[id].seconds += (double)samples * period_s;
 	return 0;
 }
 
-/* The cache id of a function name, with the bits of the function rules that
- * match it; evaluates the regexes the first time a name is seen. */
-static int fcache_id(struct rules *e, const char *name, uint32_t *ret)
+/* The function-rule bits of name into bits[nwords]: from the cache, else evaluated
+ * while the window's budget lasts. Returns 1 when known, 0 when left for a later
+ * window, or -ENOMEM. */
+static int function_bits(struct rules *e, const char *name, uint64_t *bits)
 {
-	char buf[MATCH_NAME_MAX + 1];
-	const char *subject = name;
-	uint32_t id;
-	bool added;
+	char buf[PROWL_NAME_MAX + 1];
+	size_t len = strnlen(name, PROWL_NAME_MAX);
+	const uint64_t *cached = rules_fcache_find(&e->fcache, name, len);
 	int rc;
 
-	rc = intern_put(e->fcache, name, strlen(name), &id, &added);
-	if (rc < 0)
-		return rc;
-	if (id >= e->fbits_cap) {
-		size_t cap = e->fbits_cap;
-
-		rc = grow((void **)&e->fbits, &cap, (size_t)id + 1, e->nwords * sizeof(uint64_t));
-		if (rc < 0)
-			return rc;
-		e->fbits_cap = (uint32_t)cap;
+	if (cached) {
+		memcpy(bits, cached, e->nwords * sizeof(uint64_t));
+		return 1;
 	}
-	*ret = id;
-	if (!added)
+	if (e->budget_spent) {
+		e->names_deferred++;
 		return 0;
-	if (strlen(name) > MATCH_NAME_MAX) {
-		memcpy(buf, name, MATCH_NAME_MAX);
-		buf[MATCH_NAME_MAX] = 0;
-		subject = buf;
 	}
-	memset(&e->fbits[(size_t)id * e->nwords], 0, e->nwords * sizeof(uint64_t));
+	if (name[len]) {
+		memcpy(buf, name, len);
+		buf[len] = 0;
+		name = buf;
+	}
+	memset(bits, 0, e->nwords * sizeof(uint64_t));
 	for (size_t i = 0; i < e->nrules; i++) {
 		const struct rule *r = &e->rules[i];
 
-		if (r->has_fn && regexec(&r->fn, subject, 0, NULL, 0) == 0)
-			e->fbits[(size_t)id * e->nwords + r->fn_bit / 64] |= 1ull << (r->fn_bit % 64);
+		if (r->has_fn && regexec(&r->fn, name, 0, NULL, 0) == 0)
+			bits[r->fn_bit / 64] |= 1ull << (r->fn_bit % 64);
 	}
-	return 0;
+	e->names_evaluated++;
+	/* One name's regexes at least; then the budget decides. */
+	if (thread_cpu_ns() - e->window_t0 >= e->o.eval_budget_ns)
+		e->budget_spent = true;
+	rc = rules_fcache_add(&e->fcache, name, len, bits);
+	return rc < 0 ? rc : 1;
+}
+
+/* A sample of cnt left out of the function rules whose bits are in open[]. */
+static void defer(struct rules *e, const uint64_t *open, int64_t cnt)
+{
+	for (size_t w = 0; w < e->nwords; w++)
+		for (uint64_t m = open[w]; m; m &= m - 1)
+			e->bit_fam[(unsigned int)__builtin_ctzll(m) + 64 * w]->ct.deferred_samples += (uint64_t)cnt;
 }
 
 /* The function rules in want[] over one series: each sample counts once per
@@ -231,18 +285,19 @@ static int count_functions(struct rules *e, const struct export_series *s, const
 	size_t stride = (size_t)nf + 1;
 	int rc;
 
-	if (intern_count(e->fcache) + nf > FCACHE_MAX_NAMES || intern_mem_bytes(e->fcache) > FCACHE_MAX_BYTES)
-		intern_clear(e->fcache);
-	rc = grow((void **)&e->fidx, &e->fidx_cap, stride, sizeof(*e->fidx));
+	rc = grow((void **)&e->fb, &e->fb_cap, stride * e->nwords, sizeof(*e->fb));
+	if (rc == 0)
+		rc = grow((void **)&e->known, &e->known_cap, stride, 1);
 	if (rc == 0)
 		rc = grow((void **)&e->acc, &e->acc_cap, stride * e->nfn, sizeof(*e->acc));
 	if (rc < 0)
 		return rc;
 	memset(e->acc, 0, stride * e->nfn * sizeof(*e->acc));
 	for (uint32_t fid = 1; fid <= nf; fid++) {
-		rc = fcache_id(e, profile_str(p, p->funcs[fid].name_str), &e->fidx[fid]);
+		rc = function_bits(e, profile_str(p, p->funcs[fid].name_str), &e->fb[(size_t)fid * e->nwords]);
 		if (rc < 0)
 			return rc;
+		e->known[fid] = (uint8_t)rc;
 	}
 	for (uint32_t sid = 1; sid <= ns; sid++) {
 		struct prof_sample_key k = profile_sample_key(p, sid);
@@ -262,8 +317,15 @@ static int count_functions(struct rules *e, const struct export_series *s, const
 
 			for (uint32_t l = 0; l < loc->nlines && any; l++) {
 				uint32_t fid = p->lines[loc->first_line + l].function_id;
-				const uint64_t *bits = &e->fbits[(size_t)e->fidx[fid] * e->nwords];
+				const uint64_t *bits = &e->fb[(size_t)fid * e->nwords];
 
+				if (!e->known[fid]) {
+					/* Whether this frame counts is not known yet: the rules
+					 * still open leave the sample out, counted as deferred. */
+					defer(e, open, cnt);
+					any = 0;
+					break;
+				}
 				any = 0;
 				for (size_t w = 0; w < e->nwords; w++) {
 					uint64_t hit = bits[w] & open[w];
@@ -303,9 +365,12 @@ static int count_functions(struct rules *e, const struct export_series *s, const
 int rules_count(struct rules *e, const struct export_batch *b)
 {
 	double period_s = (double)b->period_ns / 1e9;
-	uint64_t t0 = thread_cpu_ns();
+	uint64_t t0 = thread_cpu_ns(), deferred = e->names_deferred;
 	int rc = 0;
 
+	e->window_t0 = t0;
+	e->budget_spent = false;
+	e->fcache.window = e->windows + 1; /* 0 is no window: names used before the first */
 	for (size_t i = 0; i < b->nseries && rc == 0; i++) {
 		const struct export_series *s = &b->series[i];
 		uint64_t want[RULES_WORDS] = {}, samples = s->prof->total_samples;
@@ -327,6 +392,22 @@ int rules_count(struct rules *e, const struct export_batch *b)
 		}
 		if (any && rc == 0)
 			rc = count_functions(e, s, want, period_s);
+	}
+	for (size_t i = 0; i < e->nfams; i++) {
+		struct rule_family *f = &e->fams[i];
+
+		if (!f->ct.refused_now)
+			continue;
+		f->ct.refused_now = false;
+		if (rc == 0)
+			rc = free_idle(e, f);
+	}
+	if (e->names_deferred > deferred && !e->warned_budget) {
+		log_warn("recording rules: the evaluation budget of %.0f ms per window was used up; %llu function names "
+			 "are left for later windows and the samples that need them are left out of the function rules "
+			 "(see prowl_recording_deferred_samples_total)", (double)e->o.eval_budget_ns / 1e6,
+			 (unsigned long long)(e->names_deferred - deferred));
+		e->warned_budget = true;
 	}
 	e->windows++;
 	e->eval_ns += thread_cpu_ns() - t0;

@@ -140,6 +140,9 @@ static int make_rules(const struct agent_config *c, struct rules **ret)
 		.series_labels = names,
 		.nseries_labels = agent_config_series_labels(c, names, sizeof(names) / sizeof(names[0])),
 		.max_series = c->limits.recording_series,
+		/* Function names new to the rules are evaluated for at most 1% of the
+		 * window in CPU time; the rest wait for the next windows. */
+		.eval_budget_ns = (uint64_t)c->interval_ms * 10000ull,
 	};
 	int r = rules_new(&c->recording_rules, &o, ret);
 
@@ -270,13 +273,18 @@ static int catch_up(struct agent *a, uint64_t time_ns)
 /* Drains the ring buffer, so every sample taken so far is in, then ends the
  * window: at its planned end when that has passed (a sample stamped past it has
  * already ended it, in on_sample), or now for a cut (stop, reload, stack
- * limit). Windows thus end on time even when the loop falls behind. */
+ * limit). Windows thus end on time even when the loop falls behind. The drain
+ * stops after DRAIN_BUDGET_NS: samples arriving faster than they are read (a
+ * starved agent, a flood of new processes) must not keep the loop from SIGTERM,
+ * /metrics and the window writer; what is left is read in the next rounds. */
+#define DRAIN_BUDGET_NS (500ull * 1000 * 1000)
+
 static int end_window(struct agent *a, bool cut)
 {
 	uint64_t now;
 	int r;
 
-	r = sampler_drain(a->sampler);
+	r = sampler_drain(a->sampler, DRAIN_BUDGET_NS);
 	if (r < 0)
 		return log_error_errno(r, "reading samples failed");
 	now = clock_mono_ns();

@@ -519,7 +519,7 @@ static int run_capture(struct capture *c, uint64_t *ret_start_wall, uint64_t *re
 		}
 	}
 	sampler_stop(c->sampler);
-	r = sampler_drain(c->sampler);
+	r = sampler_drain(c->sampler, 0);
 	if (r < 0)
 		return log_error_errno(r, "reading samples failed");
 	*ret_elapsed = clock_mono_ns() - start;

@@ -71,6 +71,8 @@ struct series_table {
 	uint32_t npending;
 	struct export_series *batch;
 	uint64_t window;
+	uint64_t room_window;    /* the window make_room() last ran in, + 1 */
+	uint32_t noverflow;      /* processes filed under "other" because of max_series */
 	struct series_stats st;
 	struct prowl_sample scratch;
 };
@@ -275,6 +277,53 @@ static ssize_t new_slot(struct series_table *t)
 	return (ssize_t)idx;
 }
 
+/* Frees the series flagged in gone[] (nseries entries) and forgets their keys. */
+static void free_series(struct series_table *t, const bool *gone)
+{
+	for (uint32_t id = 1; id <= intern_count(t->keys) && id <= t->key_series_cap; id++)
+		if (t->key_series[id - 1] && gone[t->key_series[id - 1] - 1])
+			t->key_series[id - 1] = 0;
+	for (size_t i = 0; i < t->nseries; i++)
+		if (gone[i]) {
+			series_free_slot(&t->series[i]);
+			t->st.series--;
+		}
+}
+
+/* Clears gone[i] for every series a process of the table files into. */
+static void keep_referenced(struct series_table *t, bool *gone)
+{
+	uint32_t pos = 0;
+	uint64_t k, v;
+
+	while (u64map_next(&t->procs, &pos, &k, &v)) {
+		const struct proc *p = (const struct proc *)(uintptr_t)v;
+
+		if (!p->dropped && !p->pending && p->series < t->nseries)
+			gone[p->series] = false;
+	}
+}
+
+/* max_series is reached: frees, once per window, the series no process of the
+ * table files into and without samples in this window. Nothing is lost: their
+ * profiles are empty, and a process with the same labels makes them again. */
+static void make_room(struct series_table *t)
+{
+	bool *gone;
+
+	if (t->room_window == t->window + 1)
+		return;
+	t->room_window = t->window + 1;
+	gone = calloc(t->nseries ? t->nseries : 1, sizeof(*gone));
+	if (!gone)
+		return;
+	for (size_t i = 0; i < t->nseries; i++)
+		gone[i] = !t->series[i].dead && !t->series[i].active;
+	keep_referenced(t, gone);
+	free_series(t, gone);
+	free(gone);
+}
+
 /* Finds or creates the series of identity id and stores its index in *ret.
  * Returns 1 if max_series sent it to "other" instead, 0, or a negative errno. */
 static int series_for(struct series_table *t, const struct identity *id, bool other, uint32_t *ret)
@@ -298,7 +347,10 @@ static int series_for(struct series_table *t, const struct identity *id, bool ot
 		*ret = t->key_series[kid - 1] - 1;
 		return 0;
 	}
+	if (!other && t->st.series >= t->o.max_series)
+		make_room(t);
 	if (!other && t->st.series >= t->o.max_series) {
+		t->st.series_refused++;
 		r = series_for(t, NULL, true, ret);
 		return r < 0 ? r : 1;
 	}
@@ -424,7 +476,9 @@ static int assign(struct series_table *t, struct proc *p, const struct prowl_sam
 		set_dropped(t, s->pid, p, !id.keep);
 		if (id.keep)
 			r = series_for(t, &id, false, &p->series);
+		t->noverflow -= p->overflow;
 		p->overflow = r > 0;
+		t->noverflow += p->overflow;
 	}
 	identity_free(&id);
 	return r < 0 ? r : 0;
@@ -469,6 +523,7 @@ static int proc_new(struct series_table *t, const struct prowl_sample *s, struct
 	if (r < 0) {
 		set_dropped(t, s->pid, p, false);
 		cid_ref(t, p->cid, -1);
+		t->noverflow -= p->overflow;
 		proc_free(p);
 		return r;
 	}
@@ -575,6 +630,7 @@ static void forget_proc(struct series_table *t, uint32_t pid, struct proc *p)
 {
 	if (p->pending)
 		settle(t, pid, p);
+	t->noverflow -= p->overflow;
 	set_dropped(t, pid, p, false);
 	cid_ref(t, p->cid, -1);
 	u64map_del(&t->procs, pid);
@@ -706,11 +762,38 @@ static void recheck_pods(struct series_table *t)
 	}
 }
 
+/* Processes filed under "other" because max_series was reached get their own
+ * series again once there is room (at most as many per window as there is room). */
+static void refile_overflow(struct series_table *t)
+{
+	uint32_t pos = 0, room;
+	uint64_t k, v;
+
+	if (!t->noverflow)
+		return;
+	t->room_window = 0; /* every series is idle now: the end of the window may free more */
+	make_room(t);
+	if (t->st.series >= t->o.max_series)
+		return;
+	room = t->o.max_series - t->st.series;
+	while (room && t->noverflow && u64map_next(&t->procs, &pos, &k, &v)) {
+		struct proc *p = (struct proc *)(uintptr_t)v;
+
+		if (!p->overflow || p->pending)
+			continue;
+		room--;
+		t->scratch.pid = (uint32_t)k;
+		if (assign(t, p, &t->scratch, true) == -ENOMEM)
+			break;
+	}
+}
+
 void series_table_end_window(struct series_table *t)
 {
 	uint32_t pos = 0;
 	uint64_t k, v;
 	char path[64];
+	bool *gone;
 
 	/* Forget processes that ended: frees their maps in the symbolizer too. */
 	while (u64map_next(&t->procs, &pos, &k, &v)) {
@@ -723,9 +806,10 @@ void series_table_end_window(struct series_table *t)
 	}
 	if (t->o.kube)
 		recheck_pods(t);
+	/* Series idle for idle_windows that no process files into go. */
+	gone = calloc(t->nseries ? t->nseries : 1, sizeof(*gone));
 	for (size_t i = 0; i < t->nseries; i++) {
 		struct series *s = &t->series[i];
-		bool referenced = false;
 
 		if (s->dead)
 			continue;
@@ -733,22 +817,15 @@ void series_table_end_window(struct series_table *t)
 		s->active = false;
 		profile_reset(s->prof);
 		ingest_profile_reset(s->ingest);
-		if (s->idle < t->o.idle_windows)
-			continue;
-		pos = 0;
-		while (!referenced && u64map_next(&t->procs, &pos, &k, &v)) {
-			const struct proc *p = (const struct proc *)(uintptr_t)v;
-
-			referenced = !p->dropped && p->series == i;
-		}
-		if (referenced)
-			continue;
-		for (uint32_t id = 1; id <= intern_count(t->keys); id++)
-			if (id <= t->key_series_cap && t->key_series[id - 1] == i + 1)
-				t->key_series[id - 1] = 0;
-		series_free_slot(s);
-		t->st.series--;
+		if (gone)
+			gone[i] = s->idle >= t->o.idle_windows;
 	}
+	if (gone) {
+		keep_referenced(t, gone);
+		free_series(t, gone);
+		free(gone);
+	}
+	refile_overflow(t);
 	t->window++;
 }
 

@@ -42,6 +42,7 @@ struct series_table_opts {
 struct series_stats {
 	uint32_t series, processes;
 	uint64_t series_overflow;   /* samples filed under "other" because of max_series */
+	uint64_t series_refused;    /* processes max_series sent to "other" (first sight or relabel) */
 	uint64_t processes_evicted; /* per-process entries dropped by max_processes */
 	uint64_t processes_exited;  /* per-process state freed because the process ended */
 	uint64_t ingest_errors;

@@ -226,6 +226,9 @@ void agent_metrics_render(void *ctx, FILE *f)
 	metrics_emit(f, "prowl_series", "gauge", "Series (label sets) alive.", NULL, s.series.series);
 	metrics_emit(f, "prowl_series_overflow_samples_total", "counter",
 		     "Samples filed under service_name=other because of limits.max_series.", NULL, s.series.series_overflow);
+	metrics_emit(f, "prowl_series_refused_total", "counter",
+		     "Processes limits.max_series sent to service_name=other (each time one is filed).", NULL,
+		     s.series.series_refused);
 	metrics_emit(f, "prowl_processes", "gauge", "Processes with cached state.", NULL, s.series.processes);
 	metrics_emit(f, "prowl_processes_evicted_total", "counter", "Process entries evicted by limits.max_processes.",
 		     NULL, s.series.processes_evicted);

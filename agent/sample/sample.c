@@ -622,16 +622,17 @@ int sampler_poll(struct sampler *s, int timeout_ms)
 	return n < 0 ? 0 : n;
 }
 
-int sampler_drain(struct sampler *s)
+int sampler_drain(struct sampler *s, uint64_t budget_ns)
 {
 	int n;
 
 	s->cb_err = 0;
-	s->poll_until = UINT64_MAX;
+	s->over_budget = false;
+	s->poll_until = budget_ns ? clock_mono_ns() + budget_ns : UINT64_MAX;
 	n = ring_buffer__consume(s->rb);
 	if (s->cb_err)
 		return s->cb_err;
-	return n;
+	return s->over_budget ? 0 : n; /* over budget: the rest waits for the next read */
 }
 
 void sampler_stop(struct sampler *s)

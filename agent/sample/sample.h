@@ -58,8 +58,10 @@ int sampler_start(struct sampler *s);
 /* Waits up to timeout_ms for samples and consumes them; also picks up CPUs that
  * came online. Returns the number of samples consumed or a negative errno. */
 int sampler_poll(struct sampler *s, int timeout_ms);
-/* Consumes whatever is left in the ring buffer without waiting. */
-int sampler_drain(struct sampler *s);
+/* Consumes whatever is left in the ring buffer without waiting; for at most
+ * budget_ns (0: until it is empty), so that a reader slower than the samples
+ * arrive still comes back. Returns the samples consumed or a negative errno. */
+int sampler_drain(struct sampler *s, uint64_t budget_ns);
 /* Stops sampling (closes perf events) but keeps the ring buffer readable. */
 void sampler_stop(struct sampler *s);
 void sampler_get_counters(const struct sampler *s, struct sampler_counters *ret);

@@ -1,5 +1,6 @@
-/* test_rules.c: unit tests of the recording rules: matchers, total and self,
- * group_by, one count per rule per sample, overflow, windows, reload and rendering. */
+/* test_rules.c: unit tests of the recording rules: matchers, total and self, group_by,
+ * one count per rule per sample, overflow, idle label sets freed, windows, reload, rendering,
+ * the `.*` a regex loses, the evaluation budget and the bounded function cache. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +8,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <inttypes.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +17,7 @@
 
 #include "aggregate.h"
 #include "analyse/rules.h"
+#include "analyse/rules_priv.h"
 
 #define PERIOD_NS 10000000 /* 10 ms: a sample is 0.01 s */
 
@@ -430,6 +434,263 @@ static void test_overflow(void **state)
 	fixture_free(&x);
 }
 
+static struct rules *engine_opts(const char *yaml, uint32_t max_series, uint64_t budget_ns)
+{
+	struct recording_rules_config c;
+	struct rules_opts o = { .series_labels = series_labels, .nseries_labels = 3, .max_series = max_series,
+				.eval_budget_ns = budget_ns };
+	struct rules *e = NULL;
+
+	assert_int_equal(load(yaml, &c), 0);
+	assert_int_equal(rules_new(&c, &o, &e), 0);
+	rules_config_free(&c);
+	return e;
+}
+
+static bool rx_match(const char *re, const char *s)
+{
+	regex_t rx;
+	bool m;
+
+	assert_int_equal(regcomp(&rx, re, REG_EXTENDED | REG_NOSUB), 0);
+	m = regexec(&rx, s, 0, NULL, 0) == 0;
+	regfree(&rx);
+	return m;
+}
+
+static void test_regex_simplify(void **state)
+{
+	/* pattern, what it becomes (NULL: kept as written) */
+	static const char *const cases[][2] = {
+		{ ".*(gc|GC).*", "(gc|GC)" },
+		{ ".*gc", "gc" },
+		{ "gc.*", "gc" },
+		{ "^.*gc.*$", "gc" },
+		{ "^.*gc", "gc" },
+		{ "^gc.*", "^gc" },
+		{ ".*.*gc.*.*", "gc" },
+		{ ".*a.*|.*b.*", "a|b" },
+		{ ".*runtime\\.gc.*", "runtime\\.gc" },
+		{ ".*[[:alpha:]]x.*", "[[:alpha:]]x" },
+		{ "gc\\\\.*", "gc\\\\" },
+		{ ".*(a|b)\\1.*", "(a|b)\\1" },
+		/* kept: the `.*` is not one that can go, or the text is not understood */
+		{ ".*", NULL },
+		{ "^.*", "^" },
+		{ ".*$", "$" },
+		{ "^x.*gc", NULL },
+		{ ".*?gc", NULL },
+		{ ".*+gc", NULL },
+		{ ".*{2}gc", NULL },
+		{ ".{2}gc", NULL },
+		{ "\\.*gc", NULL },
+		{ "gc\\.*", NULL },
+		{ "[.*]gc", NULL },
+		{ "[]a.*]", NULL },
+		{ "(.*gc)", NULL },
+		{ "x|.*", NULL },
+		{ "^gc$", NULL },
+		{ "a|b", NULL },
+	};
+	static const char *const subjects[] = { "", "gc", "xgcx", "GC", "runtime.gc", "runtime_gc", "a", "b", "ab",
+						"\n", "x\ngc\n", "\xff" "gc\x80", ".*", "gc\\", "gc.", "aa", "x", "[", "]",
+						"*gc", "ggc", "q", "gcgc" };
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *got = NULL;
+
+		assert_int_equal(rules_regex_simplify(cases[i][0], &got), 0);
+		if (!cases[i][1] != !got || (got && strcmp(got, cases[i][1]) != 0))
+			fail_msg("'%s' became '%s', want '%s'", cases[i][0], got ? got : "(kept)",
+				 cases[i][1] ? cases[i][1] : "(kept)");
+		/* Whatever it became matches exactly the same names. */
+		for (size_t k = 0; got && k < sizeof(subjects) / sizeof(subjects[0]); k++)
+			if (rx_match(got, subjects[k]) != rx_match(cases[i][0], subjects[k]))
+				fail_msg("'%s' and '%s' disagree on '%s'", cases[i][0], got, subjects[k]);
+		free(got);
+	}
+}
+
+static void test_simplified_rule_counts_the_same(void **state)
+{
+	struct fixture x;
+	struct rules *e = engine("recording_rules:\n"
+				 "  - metric: a_total\n    function: '.*hot_.*'\n    group_by: [function]\n"
+				 "  - metric: b_total\n    function: '^.*hot_b.*$'\n", 0);
+
+	(void)state;
+	fixture_init(&x);
+	assert_int_equal(rules_count(e, &x.b), 0);
+	assert_seconds(e, "a_total", V("hot_a"), 0.03);
+	assert_seconds(e, "a_total", V("hot_b"), 0.05);
+	assert_seconds(e, "b_total", V0, 0.05);
+	rules_free(e);
+	fixture_free(&x);
+}
+
+/* A budget of 1 ns: each window evaluates one new name, the rest wait; the
+ * samples that need a name not evaluated yet are deferred, not miscounted; once
+ * every name is known a window counts what an unbudgeted engine counts. */
+static void test_budget(void **state)
+{
+	static const char rules[] = "recording_rules:\n"
+				    "  - metric: fn_total\n    function: '^(hot_|f$)'\n    group_by: [function]\n"
+				    "  - metric: self_total\n    function: 'o'\n    self: true\n";
+	struct fixture x;
+	struct rules *e = engine_opts(rules, 0, 1), *ref = engine_opts(rules, 0, 0);
+	struct rules_stats st;
+	uint64_t prev_deferred = 0;
+	int w;
+
+	(void)state;
+	fixture_init(&x);
+	assert_int_equal(rules_count(e, &x.b), 0);
+	rules_get_stats(e, &st);
+	assert_int_equal(st.names_evaluated, 1);
+	assert_true(st.deferred_samples > 0);
+	/* Six distinct names (main, mix, hot_a, hot_b, f, g): one a window. */
+	for (w = 2; w <= 6; w++) {
+		assert_int_equal(rules_count(e, &x.b), 0);
+		rules_get_stats(e, &st);
+		assert_int_equal(st.names_evaluated, (uint64_t)w);
+		assert_true(st.deferred_samples >= prev_deferred);
+		prev_deferred = st.deferred_samples;
+	}
+	/* All known: nothing more is evaluated or deferred, and a window adds what one adds without a budget. */
+	{
+		double a0 = rules_value(e, "fn_total", V("hot_a")), b0 = rules_value(e, "fn_total", V("hot_b"));
+		double f0 = rules_value(e, "fn_total", V("f")), s0 = rules_value(e, "self_total", V0);
+
+		assert_int_equal(rules_count(e, &x.b), 0);
+		assert_int_equal(rules_count(ref, &x.b), 0);
+		rules_get_stats(e, &st);
+		assert_int_equal(st.names_evaluated, 6);
+		assert_int_equal(st.deferred_samples, prev_deferred);
+		assert_seconds(e, "fn_total", V("hot_a"), (a0 > 0 ? a0 : 0) + rules_value(ref, "fn_total", V("hot_a")));
+		assert_seconds(e, "fn_total", V("hot_b"), (b0 > 0 ? b0 : 0) + rules_value(ref, "fn_total", V("hot_b")));
+		assert_seconds(e, "fn_total", V("f"), (f0 > 0 ? f0 : 0) + rules_value(ref, "fn_total", V("f")));
+		assert_seconds(e, "self_total", V0, (s0 > 0 ? s0 : 0) + rules_value(ref, "self_total", V0));
+	}
+	/* Counted plus deferred covers every sample each rule would count in 7 windows:
+	 * fn_total (hot_a 3, hot_b 5, f 2) and self_total (leaf with an 'o': hot_b 5). */
+	{
+		double fn = 0, self = rules_value(e, "self_total", V0);
+		uint64_t deferred = 0;
+
+		for (const char *const *f = (const char *const[]){ "hot_a", "hot_b", "f", NULL }; *f; f++)
+			fn += rules_value(e, "fn_total", f, 1) > 0 ? rules_value(e, "fn_total", f, 1) : 0;
+		for (size_t i = 0; i < e->nfams; i++)
+			deferred += e->fams[i].ct.deferred_samples;
+		assert_int_equal(deferred, st.deferred_samples);
+		/* Deferred samples include some that would not have matched (g's): they could not be told. */
+		assert_true(fn + self < 7 * 0.15 - 0.05);
+		assert_true(fn + self + (double)deferred * 0.01 > 7 * 0.15 - 1e-9);
+	}
+	rules_free(e);
+	rules_free(ref);
+	fixture_free(&x);
+}
+
+static void test_fcache_bounded_lru(void **state)
+{
+	struct rules_fcache c;
+	uint64_t bits;
+	char name[16];
+
+	(void)state;
+	rules_fcache_init(&c, 1, 4, 1 << 20);
+	c.window = 1;
+	for (uint64_t i = 0; i < 4; i++) {
+		snprintf(name, sizeof(name), "n%" PRIu64, i);
+		assert_int_equal(rules_fcache_add(&c, name, strlen(name), &i), 0);
+	}
+	c.window = 2;
+	assert_non_null(rules_fcache_find(&c, "n0", 2)); /* n1 is now the least recently used */
+	bits = 99;
+	assert_int_equal(rules_fcache_add(&c, "n4", 2, &bits), 0);
+	assert_int_equal(c.count, 4);
+	assert_int_equal(c.evictions, 1);
+	assert_null(rules_fcache_find(&c, "n1", 2));
+	assert_int_equal(*rules_fcache_find(&c, "n0", 2), 0);
+	assert_int_equal(*rules_fcache_find(&c, "n4", 2), 99);
+	assert_int_equal(*rules_fcache_find(&c, "n3", 2), 3);
+	/* Every name was used in this window: a new one is evaluated but not kept. */
+	assert_non_null(rules_fcache_find(&c, "n2", 2));
+	assert_int_equal(rules_fcache_add(&c, "n5", 2, &bits), 0);
+	assert_null(rules_fcache_find(&c, "n5", 2));
+	assert_int_equal(c.refused, 1);
+	assert_int_equal(c.evictions, 1);
+	for (const char *const *n = (const char *const[]){ "n0", "n2", "n3", "n4", NULL }; *n; n++)
+		assert_non_null(rules_fcache_find(&c, *n, 2));
+	/* The next window, the least recently used goes for it. */
+	c.window = 3;
+	assert_int_equal(rules_fcache_add(&c, "n5", 2, &bits), 0);
+	assert_non_null(rules_fcache_find(&c, "n5", 2));
+	assert_null(rules_fcache_find(&c, "n0", 2));
+	assert_int_equal(c.evictions, 2);
+	rules_fcache_free(&c);
+	/* Bytes: names of 1000 bytes in 4000 bytes of entries: never more. */
+	rules_fcache_init(&c, 1, 1000, 4000);
+	for (uint64_t i = 0; i < 50; i++) {
+		char big[1000];
+
+		memset(big, 'a' + (int)(i % 26), sizeof(big));
+		big[0] = (char)i;
+		c.window = i + 1;
+		assert_int_equal(rules_fcache_add(&c, big, sizeof(big), &i), 0);
+		assert_true(c.bytes <= 4000);
+		assert_int_equal(*rules_fcache_find(&c, big, sizeof(big)), i);
+	}
+	assert_true(c.count >= 3 && c.count <= 4);
+	rules_fcache_free(&c);
+}
+
+/* The cap full of label sets of processes gone: a window refuses the new one and
+ * frees the idle ones, the next gives it its own series. */
+static void test_idle_label_sets_freed(void **state)
+{
+	struct fixture x;
+	struct rules *e = engine("recording_rules:\n  - metric: by_svc_total\n    group_by: [service_name]\n", 2);
+	struct export_batch ab = { .series = x.series, .nseries = 2, .period_ns = PERIOD_NS };
+	struct export_batch c = { .series = x.series + 2, .nseries = 1, .period_ns = PERIOD_NS };
+	struct rules_stats st;
+
+	(void)state;
+	fixture_init(&x);
+	ab.series = x.series;
+	c.series = x.series + 2;
+	assert_int_equal(rules_count(e, &ab), 0);
+	assert_int_equal(rules_count(e, &ab), 0);
+	assert_seconds(e, "by_svc_total", V("checkout"), 0.12);
+	/* batch arrives: both caps are full, it goes to "other" ... */
+	assert_int_equal(rules_count(e, &c), 0);
+	assert_seconds(e, "by_svc_total", V("other"), 0.05);
+	assert_int_equal(rules_value(e, "by_svc_total", V("batch")), -1);
+	rules_get_stats(e, &st);
+	assert_int_equal(st.refused, 2); /* by_svc_total and the built-in counter */
+	/* ... and checkout and checkout-canary, idle this window, were freed. */
+	assert_int_equal(rules_value(e, "by_svc_total", V("checkout")), -1);
+	assert_int_equal(st.freed, 2 + 2);
+	assert_int_equal(rules_count(e, &c), 0);
+	assert_seconds(e, "by_svc_total", V("batch"), 0.05);
+	assert_seconds(e, RULES_BUILTIN_METRIC, V("batch", "h1", ""), 0.05);
+	rules_get_stats(e, &st);
+	assert_int_equal(st.refused, 2);
+	/* "other" got nothing in this window, but nothing was refused: it stays. */
+	assert_seconds(e, "by_svc_total", V("other"), 0.05);
+	/* All three again: batch keeps its counter (it had samples in every window since),
+	 * checkout starts again from zero (a counter reset), canary is refused. */
+	assert_int_equal(rules_count(e, &x.b), 0);
+	rules_get_stats(e, &st);
+	assert_int_equal(st.refused, 4);
+	assert_seconds(e, "by_svc_total", V("batch"), 0.10);
+	assert_seconds(e, "by_svc_total", V("checkout"), 0.06);
+	assert_seconds(e, "by_svc_total", V("other"), 0.09);
+	rules_free(e);
+	fixture_free(&x);
+}
+
 static void test_windows_and_reload(void **state)
 {
 	static const char base[] = "recording_rules:\n"
@@ -543,6 +804,11 @@ int main(void)
 		cmocka_unit_test(test_matchers),
 		cmocka_unit_test(test_overflow),
 		cmocka_unit_test(test_overflow_without_function),
+		cmocka_unit_test(test_regex_simplify),
+		cmocka_unit_test(test_simplified_rule_counts_the_same),
+		cmocka_unit_test(test_budget),
+		cmocka_unit_test(test_fcache_bounded_lru),
+		cmocka_unit_test(test_idle_label_sets_freed),
 		cmocka_unit_test(test_windows_and_reload),
 		cmocka_unit_test(test_render),
 		cmocka_unit_test(test_config_errors),
