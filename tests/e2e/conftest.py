@@ -251,8 +251,11 @@ class Raw:
         return hit / tot if tot else 0.0
 
 
-def pprof_raw(path):
-    res = subprocess.run([PPROF, "-raw", path], capture_output=True, text=True, timeout=120)
+def pprof_raw(path, *opts):
+    """pprof's -raw dump of path. Without opts, pprof symbolizes from this host's
+    binaries every mapping whose flags say not all its locations are named, and so
+    replaces prowl's names there; "-symbolize=none" reads the names in the file."""
+    res = subprocess.run([PPROF, "-raw", *opts, path], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, f"pprof -raw failed: {res.stderr}"
     return Raw(res.stdout)
 
