@@ -236,10 +236,10 @@ def test_label_flood_does_not_keep_a_later_service_out(tmp_path, unprivileged):
 
 
 def docs_example(path, test_name):
-    """The YAML block that follows `<!-- tested: ...::test_name -->` in a doc."""
+    """The YAML block that follows `<!-- docs-check: tested by: ...::test_name -->` in a doc."""
     import yaml
     lines = open(path).read().splitlines()
-    i = next(n for n, l in enumerate(lines) if l.startswith("<!-- tested:") and l.rstrip().endswith(f"::{test_name} -->"))
+    i = next(n for n, l in enumerate(lines) if l.startswith("<!-- docs-check: tested by:") and l.rstrip().endswith(f"::{test_name} -->"))
     assert lines[i + 1] == "```yaml", lines[i + 1]
     end = next(n for n in range(i + 2, len(lines)) if lines[n].startswith("```"))
     text = "\n".join(lines[i + 2:end]) + "\n"
