@@ -54,7 +54,9 @@ def test_stripped_go_matches_unstripped(tmp_path):
 def test_stripped_go_lines_match_dwarf(tmp_path):
     """-s -w changes no code: the stripped build's addresses are the unstripped one's,
     so binutils' addr2line on the unstripped build's DWARF names the same function and
-    line (elfutils' eu-addr2line 0.188 finds no lines in Go's DWARF)."""
+    line (elfutils' eu-addr2line 0.188 finds no lines in Go's DWARF). Binutils 2.40 cannot
+    read the DWARF 5 of newer Go releases (it answers "??:?"): then the Go toolchain's own
+    `go tool addr2line` on the unstripped build is the reader."""
     raw = record(tmp_path, STRIPPED, secs=3)
     checked = 0
     for loc in raw.locations.values():
@@ -67,6 +69,10 @@ def test_stripped_go_lines_match_dwarf(tmp_path):
         # A Go executable is not position independent: runtime address == ELF address.
         res = subprocess.run(["addr2line", "-f", "-e", FULL, hex(loc["addr"])], capture_output=True, text=True)
         want_func, want_pos = res.stdout.split("\n")[:2]
+        if want_pos.endswith(":?") or want_pos.endswith(":0"):
+            res = subprocess.run(["go", "tool", "addr2line", FULL], input=hex(loc["addr"]) + "\n",
+                                 capture_output=True, text=True)
+            want_func, want_pos = res.stdout.split("\n")[:2]
         want_line = int(want_pos.rsplit(":", 1)[1])
         assert (func, line) == (want_func, want_line), (hex(loc["addr"]), func, line, want_func, want_pos)
         checked += 1
