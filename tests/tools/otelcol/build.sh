@@ -1,0 +1,43 @@
+#!/bin/bash
+# build.sh: builds the test suite's OpenTelemetry Collector (main.go, pinned by go.mod and
+# go.sum) into $1, fetching its modules from the Go module proxy into the Go module cache.
+# Usage: build.sh OUT   -- exit 0 and OUT built; or exit 0, no OUT and OUT.skip holding the
+# reason when the module proxy cannot be reached; or exit 1 with one line saying what to do.
+set -u
+out=$1
+src=$(cd "$(dirname "$0")" && pwd)
+rm -f "$out.skip"
+mkdir -p "$(dirname "$out")"
+# The pinned release needs Go >= 1.26 (go.mod's go line); Go >= 1.21 fetches that
+# toolchain itself (GOTOOLCHAIN=auto, from the same proxy); Debian 12's 1.19 cannot.
+go=""
+for g in "${GO:-}" /usr/local/go/bin/go "$(command -v go 2>/dev/null)"; do
+	[ -n "$g" ] && [ -x "$g" ] || continue
+	v=$("$g" env GOVERSION 2>/dev/null | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
+	if [ -n "$v" ] && [ "$v" -ge 21 ]; then go=$g; break; fi
+done
+if [ -z "$go" ]; then
+	echo "otelcol: no Go >= 1.21 found (Debian 12's golang-go is 1.19): install Go from go.dev/dl into /usr/local/go or set GO=/path/to/go" >&2
+	exit 1
+fi
+proxy=$("$go" env GOPROXY | cut -d, -f1)
+cd "$src"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+t0=$(date +%s)
+if GOTOOLCHAIN=auto GOFLAGS=-mod=readonly "$go" build -trimpath -o "$out.tmp" . >"$log" 2>&1; then
+	mv "$out.tmp" "$out"
+	echo "otelcol: built $out in $(( $(date +%s) - t0 )) s with $("$go" env GOVERSION)"
+	exit 0
+fi
+rm -f "$out.tmp"
+# Failed: a skip only when the proxy is unreachable, a failure otherwise.
+if [ "$proxy" != off ] && [ "$proxy" != direct ] &&
+	! curl -sS -o /dev/null --max-time 15 "$proxy/go.opentelemetry.io/collector/otelcol/@v/list" 2>>"$log"; then
+	echo "the Go module proxy $proxy cannot be reached (the Collector's modules are not all in $("$go" env GOMODCACHE)): $(tail -1 "$log")" >"$out.skip"
+	echo "otelcol: not built, tests that need it skip: $(cat "$out.skip")" >&2
+	exit 0
+fi
+tail -20 "$log" >&2
+echo "otelcol: go build failed in $src (see above)" >&2
+exit 1
