@@ -1,0 +1,154 @@
+"""test_collector.py: the real OpenTelemetry Collector (v0.165.0, tests/tools/otelcol) as
+prowl's OTLP backend: the agent's gzip'ed OTLP/HTTP export is accepted whole, and what the
+Collector's file exporter writes, decoded with proto/, matches prowl's own pprof."""
+import gzip
+import time
+
+import pytest
+
+import otlp_check
+from agentlib import Agent, PprofMeta
+from collectorlib import Collector, require_otelcol
+from conftest import pprof_raw
+from containers import Cgroups, new_id, private_workload, shape
+
+FREQ = 199
+INTERVAL = 2
+SHARE_PP = 0.005          # the issue's bound: 0.5 percentage points
+FRAME_TYPES = {"native", "kernel", "python"}
+
+
+class Run:
+    """What one agent run exporting to the Collector and to its directory left behind."""
+
+
+def agent_config(d, url, name="agent.yaml"):
+    cfg = d / name
+    cfg.write_text(f"exporters:\n  dir:\n    enabled: true\n  otlp:\n    url: {url}/\n")
+    return cfg
+
+
+def otlp_profiles(col):
+    """Every profile the Collector wrote, checked strictly by otlp_check (protoc + proto/)."""
+    return [p for body in col.bodies() for p in otlp_check.check(body)]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """cpusplit (3:1 between hot_a and hot_b) in a Docker-shaped cgroup, an agent at
+    199 Hz with 2 s windows writing pprof to its directory and OTLP to the Collector,
+    with k8s labels from flags; SIGTERM after 7.5 s."""
+    require_otelcol()
+    d = tmp_path_factory.mktemp("collector")
+    r = Run()
+    col = Collector(d).start()
+    cg = Cgroups()
+    r.cid = new_id()
+    exe, r.svc = private_workload(d)
+    wl = cg.start(cg.make(shape("docker-cgroupfs", r.cid)), [exe, "60"])
+    agent = Agent(d, ["--config", str(agent_config(d, col.url)), "--interval", f"{INTERVAL}s", "-F", str(FREQ),
+                      "--label", "namespace=shop", "--label", "pod=web-1"])
+    try:
+        time.sleep(0.3)
+        agent.start()
+        time.sleep(7.5)
+        r.agent_metrics = agent.metrics()
+        r.rc = agent.stop()
+        time.sleep(1.0)  # the file exporter flushes every 100 ms
+        r.col_metrics = col.metrics()
+    finally:
+        agent.kill()
+        cg.cleanup()
+        col.stop()
+    r.pid, r.agent, r.col = wl.pid, agent, col
+    r.log = agent.log()
+    r.profiles = otlp_profiles(col)
+    r.mine = [p for p in r.profiles if p["resource"].get("process.executable.name") == r.svc]
+    r.pprof = {}
+    for f in sorted((agent.state / "profiles").glob("*/*.pb.gz")):
+        meta = PprofMeta(f.read_bytes())
+        raw = pprof_raw(str(f))
+        if any(r.svc in raw.frames(s) or r.svc in str(s.get("labels", "")) for s in raw.samples):
+            r.pprof.setdefault(meta.time_ns, []).append((meta, raw))
+    return r
+
+
+def test_export_accepted(run):
+    """Every window reached the Collector: no retry, drop or failure on prowl's side, no
+    refused item or warning on the Collector's."""
+    assert run.rc == 0, run.log
+    m = run.agent_metrics
+    assert m.export("otlp", "sent") >= 3, m.text
+    for outcome in ("retried", "dropped", "failed"):
+        assert m.export("otlp", outcome) == 0, f"otlp {outcome}:\n{m.text}\n{run.log}"
+    assert not [l for l in run.agent.log_lines() if "otlp" in l and ("level=warn" in l or "level=error" in l)], run.log
+    assert not run.col.problems(), "\n".join(run.col.problems())
+    cm = run.col_metrics
+    refused = {k: v for k, v in cm.items() if "profile" in k and ("refused" in k or "failed" in k)}
+    assert not any(refused.values()), refused
+    accepted = {k: v for k, v in cm.items() if "profile" in k and "accepted" in k}
+    assert accepted and all(v > 0 for v in accepted.values()), sorted(cm)
+
+
+def test_gzip_on_the_wire(run):
+    """prowl always sends gzip'ed bodies: the Collector read fewer bytes than the
+    profiles it decoded (the uncompressed protobuf)."""
+    wire = run.col_metrics.get("http_server_request_body_size_sum")
+    assert wire, sorted(run.col_metrics)
+    plain = sum(len(b) for b in run.col.bodies())
+    assert wire < 0.7 * plain, (wire, plain)
+
+
+def test_same_windows_and_counts_as_pprof(run):
+    otlp = {}
+    for p in run.mine:
+        otlp[p["time_unix_nano"]] = otlp.get(p["time_unix_nano"], 0) + sum(s["value"] for s in p["samples"])
+    pp = {t: sum(m.samples for m, _ in v) for t, v in run.pprof.items()}
+    assert len(pp) >= 3, pp
+    assert otlp == pp, f"Collector {otlp} vs prowl's pprof {pp}"
+
+
+def test_same_shares_as_pprof(run):
+    """Every function's share of the workload's samples, from the Collector's output and
+    from prowl's pprof read by Google's pprof, within 0.5 pp."""
+    got = otlp_check.function_shares(run.mine)
+    raws = [raw for v in run.pprof.values() for _, raw in v]
+    total = sum(raw.total() for raw in raws)
+    want = {}
+    for raw in raws:
+        for s in raw.samples:
+            for f in set(raw.frames(s)):
+                want[f] = want.get(f, 0) + s["values"][0]
+    want = {f: v / total for f, v in want.items()}
+    assert total > 300, f"only {total} samples of the workload"
+    for f in set(got) | set(want):
+        assert abs(got.get(f, 0) - want.get(f, 0)) <= SHARE_PP, \
+            f"{f}: {got.get(f, 0):.4f} from the Collector vs {want.get(f, 0):.4f} from pprof"
+    # and the known split: hot_a takes 3/4 of hot_a + hot_b
+    a, b = got.get("hot_a", 0), got.get("hot_b", 0)
+    assert a + b > 0.5 and abs(a / (a + b) - 0.75) < 0.05, (a, b)
+
+
+def test_resource_attributes(run):
+    assert run.mine, sorted({p["resource"].get("process.executable.name") for p in run.profiles})
+    for p in run.mine:
+        res = p["resource"]
+        assert res.get("process.pid") == run.pid, res
+        assert res.get("container.id") == run.cid, res
+        assert res.get("k8s.namespace.name") == "shop" and res.get("k8s.pod.name") == "web-1", res
+        assert res.get("service.name") and res.get("host.name"), res
+
+
+def test_frame_types(run):
+    """Frame types survive the Collector: the workload's functions are native, the
+    host's kernel frames kernel, and nothing else appears."""
+    seen = {}
+    for p in run.profiles:
+        for s in p["samples"]:
+            for fr in s["frames"]:
+                seen.setdefault(fr["frame_type"], set()).add(fr["function"])
+    assert set(seen) <= FRAME_TYPES, set(seen)
+    assert "kernel" in seen, set(seen)
+    mine = {fr["frame_type"] for p in run.mine for s in p["samples"] for fr in s["frames"]
+            if fr["function"] in ("hot_a", "hot_b", "main")}
+    assert mine == {"native"}, mine
