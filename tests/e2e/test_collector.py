@@ -1,7 +1,7 @@
 """test_collector.py: the real OpenTelemetry Collector (v0.165.0, tests/tools/otelcol) as
 prowl's OTLP backend: the agent's gzip'ed OTLP/HTTP export is accepted whole, and what the
 Collector's file exporter writes, decoded with proto/, matches prowl's own pprof."""
-import gzip
+import re
 import time
 
 import pytest
@@ -31,6 +31,16 @@ def agent_config(d, url, name="agent.yaml"):
 def otlp_profiles(col):
     """Every profile the Collector wrote, checked strictly by otlp_check (protoc + proto/)."""
     return [p for body in col.bodies() for p in otlp_check.check(body)]
+
+
+def pprof_windows(agent, svc, read=True):
+    """{window start ns: [(PprofMeta, pprof.Raw or None)]} of the workload's series
+    (service_name = its executable's name) in the agent's directory exporter."""
+    out = {}
+    for f in sorted((agent.state / "profiles" / svc).glob("*.pb.gz")):
+        meta = PprofMeta(f.read_bytes())
+        out.setdefault(meta.time_ns, []).append((meta, pprof_raw(str(f)) if read else None))
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +74,7 @@ def run(tmp_path_factory):
     r.log = agent.log()
     r.profiles = otlp_profiles(col)
     r.mine = [p for p in r.profiles if p["resource"].get("process.executable.name") == r.svc]
-    r.pprof = {}
-    for f in sorted((agent.state / "profiles").glob("*/*.pb.gz")):
-        meta = PprofMeta(f.read_bytes())
-        raw = pprof_raw(str(f))
-        if any(r.svc in raw.frames(s) or r.svc in str(s.get("labels", "")) for s in raw.samples):
-            r.pprof.setdefault(meta.time_ns, []).append((meta, raw))
+    r.pprof = pprof_windows(agent, r.svc)
     return r
 
 
@@ -152,3 +157,54 @@ def test_frame_types(run):
     mine = {fr["frame_type"] for p in run.mine for s in p["samples"] for fr in s["frames"]
             if fr["function"] in ("hot_a", "hot_b", "main")}
     assert mine == {"native"}, mine
+
+
+def test_collector_restart_spool_exactly_once(tmp_path):
+    """The Collector stops while the agent runs; the agent stops during the outage (what
+    it holds goes to the spool); the Collector comes back and the agent restarts: every
+    window of both runs reaches the Collector exactly once."""
+    require_otelcol()
+    col = Collector(tmp_path).start()
+    exe, svc = private_workload(tmp_path)
+    wl = Cgroups()
+    cg = wl.make(shape("docker-cgroupfs", new_id()))
+    wl.start(cg, [exe, "60"])
+    cfg = agent_config(tmp_path, col.url)
+    cfg.write_text(cfg.read_text() + "shutdown_timeout: 1s\n")
+    args = ["--config", str(cfg), "--interval", "1s", "-F", "99"]
+    first = Agent(tmp_path, args, name="spool")
+    second = Agent(tmp_path, args, name="spool")
+    try:
+        first.start()
+        time.sleep(2.5)
+        col.stop()
+        col.out.rename(tmp_path / "before-restart.pb")
+        time.sleep(3.0)
+        assert first.stop() == 0, first.log()
+        log1 = first.log()
+        col.start()
+        second.start()
+        time.sleep(3.5)
+        m = second.metrics()
+        assert second.stop() == 0, second.log()
+        time.sleep(1.0)
+    finally:
+        first.kill()
+        second.kill()
+        wl.cleanup()
+        col.stop()
+    assert re.search(r"otlp: \d+ undelivered profiles \(\d+ bytes\) kept in the spool", log1), log1
+    assert m.export("otlp", "failed") == 0 and m.export("otlp", "dropped") == 0, m.text
+    col.out.rename(tmp_path / "after-restart.pb")
+    got = {}
+    for name in ("before-restart.pb", "after-restart.pb"):
+        col.out = tmp_path / name
+        for p in otlp_profiles(col):
+            if p["resource"].get("process.executable.name") == svc:
+                got.setdefault(p["time_unix_nano"], []).append(p["profile_id"])
+    want = {t: len(v) for t, v in pprof_windows(first, svc, read=False).items()}
+    assert len(want) >= 6, want
+    assert {t: len(v) for t, v in got.items()} == want, \
+        f"windows at the Collector {sorted((t, len(v)) for t, v in got.items())} vs written {sorted(want.items())}"
+    ids = [i for v in got.values() for i in v]
+    assert len(ids) == len(set(ids)), "a profile delivered twice"
