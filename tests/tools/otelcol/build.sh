@@ -33,8 +33,8 @@ fi
 rm -f "$out.tmp"
 # Failed: a skip only when the proxy is unreachable, a failure otherwise.
 if [ "$proxy" != off ] && [ "$proxy" != direct ] &&
-	! curl -sS -o /dev/null --max-time 15 "$proxy/go.opentelemetry.io/collector/otelcol/@v/list" 2>>"$log"; then
-	echo "the Go module proxy $proxy cannot be reached (the Collector's modules are not all in $("$go" env GOMODCACHE)): $(tail -1 "$log")" >"$out.skip"
+	! why=$(curl -sS -o /dev/null --max-time 15 "$proxy/go.opentelemetry.io/collector/otelcol/@v/list" 2>&1); then
+	echo "the Go module proxy $proxy cannot be reached (${why#curl: }) and the Collector's modules are not all in $("$go" env GOMODCACHE)" >"$out.skip"
 	echo "otelcol: not built, tests that need it skip: $(cat "$out.skip")" >&2
 	exit 0
 fi
