@@ -85,16 +85,20 @@ def test_export_accepted(run):
     refused item or warning on the Collector's."""
     assert run.rc == 0, run.log
     m = run.agent_metrics
-    assert m.export("otlp", "sent") >= 3, m.text
-    for outcome in ("retried", "dropped", "failed"):
-        assert m.export("otlp", outcome) == 0, f"otlp {outcome}:\n{m.text}\n{run.log}"
+    outcomes = {o: m.export("otlp", o) for o in ("sent", "retried", "dropped", "failed")}
+    otlp_lines = "\n".join(l for l in run.agent.log_lines() if "otlp" in l)
+    assert outcomes["sent"] >= 3 and outcomes["retried"] == outcomes["dropped"] == outcomes["failed"] == 0, \
+        f"prowl_exports_total{{backend=otlp}} {outcomes}\n{otlp_lines}"
     assert not [l for l in run.agent.log_lines() if "otlp" in l and ("level=warn" in l or "level=error" in l)], run.log
     assert not run.col.problems(), "\n".join(run.col.problems())
     cm = run.col_metrics
     refused = {k: v for k, v in cm.items() if "profile" in k and ("refused" in k or "failed" in k)}
     assert not any(refused.values()), refused
-    accepted = {k: v for k, v in cm.items() if "profile" in k and "accepted" in k}
-    assert accepted and all(v > 0 for v in accepted.values()), sorted(cm)
+    # every sample the receiver accepted, the file exporter sent and wrote
+    written = sum(len(p["samples"]) for p in run.profiles)
+    accepted, sent = (cm.get(n, cm.get(n + "_total")) for n in
+                      ("otelcol_receiver_accepted_profile_samples", "otelcol_exporter_sent_profile_samples"))
+    assert written > 0 and accepted == sent == written, (accepted, sent, written, sorted(k for k in cm if "otelcol" in k))
 
 
 def test_gzip_on_the_wire(run):
