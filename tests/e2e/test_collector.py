@@ -49,7 +49,7 @@ def pprof_windows(agent, svc, read=True):
 def run(tmp_path_factory):
     """cpusplit (3:1 between hot_a and hot_b) in a Docker-shaped cgroup, an agent at
     199 Hz with 2 s windows writing pprof to its directory and OTLP to the Collector,
-    with k8s labels from flags; SIGTERM after 7.5 s."""
+    with k8s labels from flags; SIGTERM once three windows are delivered."""
     require_otelcol()
     d = tmp_path_factory.mktemp("collector")
     r = Run()
@@ -64,6 +64,10 @@ def run(tmp_path_factory):
         time.sleep(0.3)
         agent.start()
         time.sleep(7.5)
+        # three windows delivered (under load the third may still be on its way)
+        deadline = time.time() + 10
+        while agent.metrics().export("otlp", "sent") < 3 and time.time() < deadline:
+            time.sleep(0.2)
         r.agent_metrics = agent.metrics()
         r.rc = agent.stop()
         time.sleep(1.0)  # the file exporter flushes every 100 ms
