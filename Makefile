@@ -183,16 +183,16 @@ $(O)/tools/otelcol: $(OTELCOL_SRC)
 
 otelcol: $(O)/tools/otelcol
 
-tools: $(O)/tools/pprof $(O)/tools/otelcol
+tools: $(O)/tools/pprof
 
 unit: $(UNIT_BINS)
 
 deps:
 	packaging/install-deps.sh
 
-# The whole suite: normal build, then the same tests under ASan+UBSan, then 15 s of
-# each fuzzer.
-test: all unit workloads tools
+# The whole suite: normal build (with the test tooling: pprof and the Collector), then
+# the same tests under ASan+UBSan, then 15 s of each fuzzer.
+test: all unit workloads tools otelcol
 	$(MAKE) O=build-san SAN=1 all unit workloads
 	@mkdir -p build-san/tools && cp $(O)/tools/pprof build-san/tools/pprof
 	$(MAKE) O=build-fuzz FUZZ=1 fuzzers
