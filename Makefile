@@ -46,7 +46,7 @@ CXX      ?= g++
 RUSTC    ?= $(shell command -v rustc 2>/dev/null || ls $(HOME)/.cargo/bin/rustc 2>/dev/null)
 
 .SECONDARY:
-.PHONY: all clean deps test check-quick unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers
+.PHONY: all clean deps test check-quick unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -173,6 +173,16 @@ $(O)/tools/pprof:
 	@mkdir -p $(@D) $(O)/gocache
 	GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE=$(abspath $(O))/gocache go build -o $@ github.com/google/pprof
 
+# The OpenTelemetry Collector at one pinned release (tests/tools/otelcol: main.go, go.mod,
+# go.sum), the real OTLP backend of tests/e2e/test_collector.py. Test tooling, not prowl:
+# its modules come from the Go module proxy into the Go module cache; when the proxy
+# cannot be reached it leaves $@.skip with the reason and the tests skip saying it.
+OTELCOL_SRC := $(addprefix tests/tools/otelcol/,main.go go.mod go.sum build.sh)
+$(O)/tools/otelcol: $(OTELCOL_SRC)
+	GOCACHE=$(abspath $(O))/gocache-otelcol tests/tools/otelcol/build.sh $(abspath $@)
+
+otelcol: $(O)/tools/otelcol
+
 tools: $(O)/tools/pprof
 
 unit: $(UNIT_BINS)
@@ -180,9 +190,9 @@ unit: $(UNIT_BINS)
 deps:
 	packaging/install-deps.sh
 
-# The whole suite: normal build, then the same tests under ASan+UBSan, then 15 s of
-# each fuzzer.
-test: all unit workloads tools
+# The whole suite: normal build (with the test tooling: pprof and the Collector), then
+# the same tests under ASan+UBSan, then 15 s of each fuzzer.
+test: all unit workloads tools otelcol
 	$(MAKE) O=build-san SAN=1 all unit workloads
 	@mkdir -p build-san/tools && cp $(O)/tools/pprof build-san/tools/pprof
 	$(MAKE) O=build-fuzz FUZZ=1 fuzzers

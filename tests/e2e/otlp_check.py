@@ -179,8 +179,9 @@ def _index(v, n, what, where, allow_zero=True):
     return v
 
 
-def _any_value(node, where):
-    """AnyValue -> python value; exactly one of its oneof members must be set."""
+def _any_value(node, where, strings=None):
+    """AnyValue -> python value; exactly one of its oneof members must be set.
+    string_value_strindex (profiles only) is resolved through strings when given."""
     set_ = [k for k in node.fields]
     if len(set_) != 1:
         raise CheckError(f"{where}: AnyValue must hold exactly one value, has {set_}")
@@ -192,6 +193,8 @@ def _any_value(node, where):
         return v
     if k == "bytes_value":
         return v
+    if k == "string_value_strindex" and strings is not None:
+        return strings[_index(v, len(strings), "string_value_strindex", where)]
     raise CheckError(f"{where}: unsupported AnyValue member {k}")
 
 
@@ -210,6 +213,13 @@ class _Dict:
         return self.strings[_index(idx, len(self.strings), what, where, allow_zero)]
 
 
+def _zero(node):
+    """A message holding nothing but empty messages and zeros (the Collector writes
+    attribute_table[0] as a KeyValueAndUnit with an empty AnyValue: the zero value)."""
+    return all(_zero(v) if isinstance(v, Node) else v in (0, b"", "")
+               for vs in node.fields.values() for v in vs)
+
+
 def _check_dictionary(d):
     if d.empty():
         raise CheckError("request has no dictionary")
@@ -221,7 +231,7 @@ def _check_dictionary(d):
         if not tab:
             raise CheckError(f"dictionary.{name} is empty: element 0 (the zero value) must be present")
         zero = tab[0]
-        if (zero != "") if isinstance(zero, str) else not zero.empty():
+        if (zero != "") if isinstance(zero, str) else not _zero(zero):
             raise CheckError(f"dictionary.{name}[0] is not the zero value: {zero if isinstance(zero, str) else zero.fields}")
     seen = {}
     for i, s in enumerate(t.strings):
@@ -366,16 +376,24 @@ def _check_profile(t, p, where):
             "samples": out}
 
 
-def _check_resource_attrs(res, where):
+def _check_resource_attrs(res, where, strings):
+    """A resource's attributes; a key or string value may be given as an index into the
+    string_table instead (key_strindex, string_value_strindex: opentelemetry-proto's
+    alpha, profiles-only fields, which the OpenTelemetry Collector writes)."""
     attrs = {}
     for i, kv in enumerate(res.all("attributes")):
         kw = f"{where}.attributes[{i}]"
         key = _text(kv.one("key", b""), kw)
+        ks = kv.int("key_strindex")
+        if key and ks:
+            raise CheckError(f"{kw}: both key and key_strindex are set")
+        if ks:
+            key = strings[_index(ks, len(strings), "key_strindex", kw)]
         if not key:
             raise CheckError(f"{kw}: empty key")
         if key in attrs:
             raise CheckError(f"{kw}: attribute {key!r} given twice")
-        attrs[key] = _any_value(kv.msg("value"), f"{kw} ({key})")
+        attrs[key] = _any_value(kv.msg("value"), f"{kw} ({key})", strings)
     for k in ("service.name", "host.name"):
         if not isinstance(attrs.get(k), str) or not attrs[k]:
             raise CheckError(f"{where}: resource attribute {k} missing or not a non-empty string_value")
@@ -394,7 +412,7 @@ def check_tree(root, allow_empty=False):
         where = f"resource_profiles[{r}]"
         if rp.msg("resource").empty():
             raise CheckError(f"{where}: no resource")
-        attrs = _check_resource_attrs(rp.msg("resource"), where + ".resource")
+        attrs = _check_resource_attrs(rp.msg("resource"), where + ".resource", t.strings)
         sps = rp.all("scope_profiles")
         if not sps:
             raise CheckError(f"{where}: no scope_profiles")
