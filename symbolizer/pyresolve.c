@@ -1,14 +1,14 @@
 /* pyresolve.c: the symbolizer's Python frames: a sampled (code object, instruction) pair
  * becomes a qualified name, file and line, read once per code object and cached. */
 #include <errno.h>
-#include <bpf/bpf.h>
 
+#include "maps_io.h"
 #include "symbolizer_priv.h"
 #include "pycode.h"
 
-void symbolizer_set_python(struct symbolizer *s, int py_procs_fd)
+void symbolizer_set_python(struct symbolizer *s, const struct maps_io *io)
 {
-	s->py_procs_fd = py_procs_fd;
+	s->py_io = io && io->py_proc_get ? io : NULL;
 	s->py_pid = 0;
 }
 
@@ -19,7 +19,7 @@ static int py_proc(struct symbolizer *s, uint32_t pid, uint32_t gen)
 	if (s->py_pid == pid && s->py_gen == gen)
 		return 0;
 	s->py_pid = 0;
-	if (s->py_procs_fd < 0 || bpf_map_lookup_elem(s->py_procs_fd, &pid, &s->py_proc) < 0 || s->py_proc.gen != gen)
+	if (!s->py_io || s->py_io->py_proc_get(s->py_io->ctx, pid, &s->py_proc) < 0 || s->py_proc.gen != gen)
 		return -ESRCH;
 	s->py_pid = pid;
 	s->py_gen = gen;

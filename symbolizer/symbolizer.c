@@ -335,7 +335,6 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	lru_init(&s->live);
 	lru_init(&s->gone);
 	lru_init(&s->open);
-	s->py_procs_fd = -1;
 	frame_cache_init(&s->frames, opt_or(opts->max_cached_frames, DEFAULT_MAX_CACHED_FRAMES));
 	s->max_modules = opt_or(opts->max_modules, DEFAULT_MAX_MODULES);
 	s->max_module_heap = opts->max_module_heap ? opts->max_module_heap : DEFAULT_MAX_MODULE_HEAP;

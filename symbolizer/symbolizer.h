@@ -196,10 +196,12 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 /* ---- Python frames (pyresolve.c) ---- */
 
 struct prowl_pyframe;
+struct maps_io;
 
 /* Python frames are read from the processes the sampler registered in its
- * py_procs map (sampler_py_procs_fd()); -1 turns them off. */
-void symbolizer_set_python(struct symbolizer *s, int py_procs_fd);
+ * py_procs map, read through io (sampler_maps_io(), maps_io.h); NULL, or no
+ * io->py_proc_get, turns them off. io must outlive s's use of it. */
+void symbolizer_set_python(struct symbolizer *s, const struct maps_io *io);
 /* The frame of Python frame f of process pid (registration gen, from the
  * sample): qualified name, file, line, first line. *ret_key names the
  * (code object, line) pair for the life of the symbolizer. On failure returns

@@ -55,9 +55,9 @@ struct symbolizer {
 	struct inflate_budget inflate;
 	struct perfmap_budget perfmaps;
 	struct dbgd *dbgd;        /* NULL: no debuginfod */
-	/* Python frames (pyresolve.c): the sampler's py_procs map (-1: none), the
+	/* Python frames (pyresolve.c): the sampler's maps (NULL: no py_procs), the
 	 * code objects read, and the registration of the last process looked up. */
-	int py_procs_fd;
+	const struct maps_io *py_io;
 	struct pycode_cache *pycode;
 	uint32_t py_pid, py_gen;
 	struct prowl_py_proc py_proc;

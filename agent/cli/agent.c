@@ -587,7 +587,7 @@ int agent_main(int argc, char **argv)
 	};
 	if (sampler_open(&so, &a.sampler) < 0)
 		goto out;
-	symbolizer_set_python(a.sym, sampler_py_procs_fd(a.sampler));
+	symbolizer_set_python(a.sym, sampler_maps_io(a.sampler));
 	if (start_metrics(&a, &a.cfg) < 0)
 		goto out;
 

@@ -693,7 +693,7 @@ int record_main(int argc, char **argv)
 	};
 	if (sampler_open(&sampopts, &c.sampler) < 0)
 		goto out;
-	symbolizer_set_python(c.sym, sampler_py_procs_fd(c.sampler));
+	symbolizer_set_python(c.sym, sampler_maps_io(c.sampler));
 	for (size_t i = 0; i < o.npids; i++) {
 		sampler_add_pid(c.sampler, o.pids[i]);
 		symbolizer_add_process(c.sym, o.pids[i]);
