@@ -4,7 +4,8 @@
 #ifndef PROWL_PYTHON_BPF_H
 #define PROWL_PYTHON_BPF_H
 
-/* CPython processes, written by user space (symbolizer/python): tgid -> where to look. */
+/* CPython processes, written by user space (symbolizer/python/pyproc.c, through the
+ * sampler: agent/sample/maps_io.c): tgid -> where to look. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);

@@ -335,7 +335,6 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	lru_init(&s->live);
 	lru_init(&s->gone);
 	lru_init(&s->open);
-	s->py_procs_fd = -1;
 	frame_cache_init(&s->frames, opt_or(opts->max_cached_frames, DEFAULT_MAX_CACHED_FRAMES));
 	s->max_modules = opt_or(opts->max_modules, DEFAULT_MAX_MODULES);
 	s->max_module_heap = opts->max_module_heap ? opts->max_module_heap : DEFAULT_MAX_MODULE_HEAP;
@@ -348,7 +347,7 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	s->keys = intern_new();
 	s->objs = opts->objects ? objcache_ref(opts->objects) : objcache_shared();
 	s->demangle = opts->demangle;
-	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys || !s->objs)
+	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys || !s->objs || py_resolver_new(&s->py) < 0)
 		goto fail;
 	if (opts->inflate_dir && opts->inflate_max_bytes) {
 		s->inflate.dir = strdup(opts->inflate_dir);
@@ -412,8 +411,13 @@ void symbolizer_free(struct symbolizer *s)
 	free(s->kallsyms_path);
 	free(s->inflate.dir);
 	dbgd_free(s->dbgd);
-	pycode_cache_free(s->pycode);
+	py_resolver_free(s->py);
 	free(s);
+}
+
+struct py_resolver *symbolizer_python(struct symbolizer *s)
+{
+	return s->py;
 }
 
 const struct sym_module *symbolizer_module(struct symbolizer *s, uint32_t id)
@@ -494,10 +498,10 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 	objcache_get_stats(s->objs, &os);
 	bytes += os.bytes + u64map_mem_bytes(&s->by_obj);
 	ret->perfmap_bytes = s->perfmaps.bytes;
-	if (s->pycode) {
+	{
 		struct pycode_stats ps;
 
-		pycode_get_stats(s->pycode, &ps);
+		py_resolver_stats(s->py, &ps);
 		ret->py_code_entries = ps.entries;
 		ret->py_code_bytes = ps.bytes;
 		ret->py_code_hits = ps.hits;

@@ -114,7 +114,7 @@ struct symbolizer_stats {
 	uint64_t perfmap_symbols, perfmaps;
 	uint64_t perfmap_dropped;          /* JIT symbols not kept: over perfmap_max_bytes */
 	uint64_t perfmap_bad_lines;        /* perf map lines that were not START SIZE NAME */
-	/* CPython code objects read (pyresolve.c): cached now, their heap (also in
+	/* CPython code objects read (python/pyresolve.c): cached now, their heap (also in
 	 * mem_bytes), lookups, evictions by the cache's cap, and failed reads. */
 	uint64_t py_code_entries, py_code_bytes, py_code_hits, py_code_misses, py_code_evictions;
 	uint64_t py_code_read_errors;
@@ -193,19 +193,12 @@ void symbolizer_release_pages(struct symbolizer *s);
 
 void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *ret);
 
-/* ---- Python frames (pyresolve.c) ---- */
+/* ---- Python frames (python/pyresolve.h) ---- */
 
-struct prowl_pyframe;
+struct py_resolver;
 
-/* Python frames are read from the processes the sampler registered in its
- * py_procs map (sampler_py_procs_fd()); -1 turns them off. */
-void symbolizer_set_python(struct symbolizer *s, int py_procs_fd);
-/* The frame of Python frame f of process pid (registration gen, from the
- * sample): qualified name, file, line, first line. *ret_key names the
- * (code object, line) pair for the life of the symbolizer. On failure returns
- * a negative errno and *ret_why says why in a marker frame's words. Strings
- * live until the next call. */
-int symbolizer_python_frame(struct symbolizer *s, uint32_t pid, uint32_t gen, const struct prowl_pyframe *f,
-			    struct sym_frame *ret, uint64_t *ret_key, const char **ret_why);
+/* The symbolizer's namer of Python frames, whose code object cache is s's: the
+ * sampler's maps are given to it with py_resolver_set_io(). */
+struct py_resolver *symbolizer_python(struct symbolizer *s);
 
 #endif

@@ -11,7 +11,7 @@
 #include "lru.h"
 #include "objcache.h"
 #include "perfmap.h"
-#include "pycode.h"
+#include "pyresolve.h"
 #include "procmaps.h"
 #include "symbolizer.h"
 #include "u64map.h"
@@ -55,12 +55,7 @@ struct symbolizer {
 	struct inflate_budget inflate;
 	struct perfmap_budget perfmaps;
 	struct dbgd *dbgd;        /* NULL: no debuginfod */
-	/* Python frames (pyresolve.c): the sampler's py_procs map (-1: none), the
-	 * code objects read, and the registration of the last process looked up. */
-	int py_procs_fd;
-	struct pycode_cache *pycode;
-	uint32_t py_pid, py_gen;
-	struct prowl_py_proc py_proc;
+	struct py_resolver *py;   /* Python frames (python/pyresolve.c) */
 	size_t proc_bytes, mod_bytes;
 	struct symbolizer_stats st;
 };

@@ -28,6 +28,7 @@
 #include "log.h"
 #include "mkdir_p.h"
 #include "metrics.h"
+#include "pyresolve.h"
 #include "reload.h"
 #include "sender.h"
 #include "spool.h"
@@ -587,7 +588,7 @@ int agent_main(int argc, char **argv)
 	};
 	if (sampler_open(&so, &a.sampler) < 0)
 		goto out;
-	symbolizer_set_python(a.sym, sampler_py_procs_fd(a.sampler));
+	py_resolver_set_io(symbolizer_python(a.sym), sampler_maps_io(a.sampler));
 	if (start_metrics(&a, &a.cfg) < 0)
 		goto out;
 

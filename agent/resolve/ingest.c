@@ -11,6 +11,7 @@
 
 #include "aggregate.h"
 #include "log.h"
+#include "pymerge.h"
 #include "symbolizer.h"
 #include "u64map.h"
 
@@ -33,7 +34,7 @@ struct ingest {
 	/* Per location id: LOC_* bits. */
 	uint8_t *loc_flags;
 	size_t loc_flags_cap;
-	struct u64map pylocs;  /* symbolizer_python_frame() key -> location id */
+	struct u64map pylocs;  /* py_resolver_frame() key -> location id */
 	uint64_t py_next_addr; /* addresses of [python] locations: 1, 2, ... */
 	const struct sym_module *main_mod;
 	bool main_mod_looked_up;
@@ -338,7 +339,7 @@ static int location_for(struct ingest *g, const struct sym_addr *a, uint32_t *re
 	/* The outermost of an inline chain is the function the code is in. */
 	if (r >= 0 && a->mod->kind != SYM_MOD_KERNEL && thread_entry(sf[n - 1].function))
 		r = note_flag(g, *ret, LOC_ENTRY);
-	if (r >= 0 && a->mod->kind == SYM_MOD_ELF && strcmp(sf[n - 1].function, "_PyEval_EvalFrameDefault") == 0) {
+	if (r >= 0 && a->mod->kind == SYM_MOD_ELF && py_is_eval_function(sf[n - 1].function)) {
 		static atomic_bool hinted; /* every ingest of the process shares it */
 
 		r = note_flag(g, *ret, LOC_EVAL);
@@ -360,9 +361,11 @@ static int python_mapping(struct ingest *g)
 	return profile_mapping(g->prof, &in, &g->python_mapping);
 }
 
-/* A marker in the [prowl] mapping for a Python stack that stops short. */
-static int python_marker(struct ingest *g, const char *why, uint32_t *ret)
+/* struct py_sink's marker: one in the [prowl] mapping per text, for a Python
+ * stack that stops short. */
+static int python_marker(void *ctx, const char *why, uint32_t *ret)
 {
+	struct ingest *g = ctx;
 	uint64_t key = 64;
 	struct prof_frame f = { .function = why };
 
@@ -371,20 +374,14 @@ static int python_marker(struct ingest *g, const char *why, uint32_t *ret)
 	return marker_location(g, key | 1ull << 63, &f, ret);
 }
 
-static int python_location(struct ingest *g, const struct prowl_sample *s, const struct prowl_pyframe *f,
-			   uint32_t *ret)
+/* struct py_sink's frame: one [python] location per (code object, line). */
+static int python_location(void *ctx, const struct py_frame_name *name, uint64_t key, uint32_t *ret)
 {
-	struct sym_frame sf;
+	struct ingest *g = ctx;
 	struct prof_frame pf;
-	const char *why = NULL;
-	uint64_t key, id;
+	uint64_t id;
 	int r;
 
-	r = symbolizer_python_frame(g->sym, s->pid, s->pygen, f, &sf, &key, &why);
-	if (r == -ENOMEM)
-		return r;
-	if (r < 0)
-		return python_marker(g, why, ret);
 	if (u64map_get(&g->pylocs, key, &id)) {
 		*ret = (uint32_t)id;
 		return 0;
@@ -392,68 +389,12 @@ static int python_location(struct ingest *g, const struct prowl_sample *s, const
 	r = python_mapping(g);
 	if (r < 0)
 		return r;
-	pf = (struct prof_frame){ .function = sf.function, .file = sf.file, .line = sf.line, .start_line = sf.start_line };
+	pf = (struct prof_frame){ .function = name->function, .file = name->file, .line = name->line,
+				  .start_line = name->start_line };
 	r = profile_add_location(g->prof, g->python_mapping, ++g->py_next_addr, &pf, 1, true, ret);
 	if (r < 0)
 		return r;
 	return u64map_put(&g->pylocs, key, *ret);
-}
-
-static const char *python_cut(unsigned int reason)
-{
-	switch (reason) {
-	case PROWL_PY_DEPTH:
-		return "[truncated: Python stack deeper than 128 frames]";
-	case PROWL_PY_NO_THREAD:
-		return "[truncated: no Python thread state for this thread (starting or tearing down)]";
-	case PROWL_PY_READ:
-		return "[truncated: Python frames unreadable]";
-	default:
-		return "[truncated: Python frames missing]";
-	}
-}
-
-/* Native user frame loc of sample s, with the Python frames merged in: a
- * _PyEval_EvalFrameDefault frame becomes the Python frames its activation ran
- * (up to the entry frame). Appends to g->locs at *n; *stop when the stack ends
- * here (a marker took the place of frames that are missing). */
-static int merge_python(struct ingest *g, const struct prowl_sample *s, uint32_t loc, unsigned int *py_i, size_t *n,
-			bool *stop)
-{
-	unsigned int pn = s->pystack_len < PROWL_MAX_PY ? s->pystack_len : PROWL_MAX_PY;
-	size_t before = *n;
-	bool ended = false;
-	int r;
-
-	if (!has_flag(g, loc, LOC_EVAL) || (!pn && !s->pyreason)) {
-		g->locs[(*n)++] = loc;
-		return 0;
-	}
-	while (*py_i < pn) {
-		const struct prowl_pyframe *f = &s->pystack[(*py_i)++];
-
-		r = python_location(g, s, f, &g->locs[*n]);
-		if (r < 0)
-			return r;
-		(*n)++;
-		if (f->lasti & PROWL_PYF_ENTRY) {
-			ended = true;
-			break;
-		}
-	}
-	if (*n > before && (ended || !s->pyreason))
-		return 0;
-	/* No Python frames left for this activation. */
-	if (*n == before && !s->pyreason) {
-		g->locs[(*n)++] = loc;
-		return 0;
-	}
-	r = python_marker(g, python_cut(s->pyreason), &g->locs[*n]);
-	if (r < 0)
-		return r;
-	(*n)++;
-	*stop = true;
-	return 0;
 }
 
 static int labels_for(struct ingest *g, const struct prowl_sample *s, uint32_t *ret)
@@ -535,7 +476,9 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 	uint32_t labels;
 	struct sym_addr a;
 	const struct sym_module *last_mod = NULL;
-	unsigned int py_i = 0, pn = s->pystack_len < PROWL_MAX_PY ? s->pystack_len : PROWL_MAX_PY;
+	unsigned int py_i = 0;
+	struct py_resolver *py = symbolizer_python(g->sym);
+	const struct py_sink sink = { .ctx = g, .frame = python_location, .marker = python_marker };
 	bool stop = false;
 	int r;
 
@@ -572,7 +515,8 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 		if (r < 0)
 			return r;
 		if (s->pystack_len || s->pyreason) {
-			r = merge_python(g, s, g->locs[n], &py_i, &n, &stop);
+			r = py_merge_frame(py, &sink, s, g->locs[n], has_flag(g, g->locs[n], LOC_EVAL), &py_i, g->locs, &n,
+					   &stop);
 			if (r < 0)
 				return r;
 			if (stop)
@@ -582,12 +526,8 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 		}
 	}
 	/* Python frames the native stack had no activation left for (it was cut short). */
-	for (; !stop && py_i < pn; py_i++) {
-		r = python_location(g, s, &s->pystack[py_i], &g->locs[n]);
-		if (r < 0)
-			return r;
-		n++;
-	}
+	if (!stop && (r = py_merge_rest(py, &sink, s, py_i, g->locs, &n)) < 0)
+		return r;
 	if (stop) {
 		/* The Python marker ends the stack. */
 	} else if (s->ureason && s->ureason != PROWL_UR_DEPTH) {

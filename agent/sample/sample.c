@@ -239,20 +239,11 @@ static struct bpf_link *attach_tp(struct sampler *s, struct bpf_program *btf, st
 /* After load: map the arrays and start the user-space half. */
 static int start_unwind(struct sampler *s)
 {
-	struct unwinder_maps um = {
-		.max_rows = s->opts.unwind_max_rows,
-		.max_maps = s->opts.unwind_max_maps,
-		.max_procs = s->opts.unwind_max_procs,
-		.procs_fd = bpf_map__fd(s->skel->maps.unwind_procs),
-		.req_time_fd = bpf_map__fd(s->skel->maps.unwind_req_time),
-		.py_procs_fd = s->opts.python_off ? -1 : bpf_map__fd(s->skel->maps.py_procs),
-	};
 	struct unwinder_opts uo = { .names = s->opts.unwind_names, .python_off = s->opts.python_off };
 	int r;
 
-	um.rows_fd = bpf_map__fd(s->skel->maps.unwind_rows);
-	um.maps_fd = bpf_map__fd(s->skel->maps.unwind_maps);
-	r = unwinder_new(&uo, &um, &s->unw);
+	sampler_maps_io_init(s);
+	r = unwinder_new(&uo, &s->io, &s->unw);
 	if (r < 0)
 		return log_error_errno(r, "cannot set up the unwinder");
 	s->skel->links.prowl_exec = attach_tp(s, s->skel->progs.prowl_exec, s->skel->progs.prowl_exec_raw,

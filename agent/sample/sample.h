@@ -83,9 +83,11 @@ int sampler_cost_hist(const struct sampler *s, uint64_t ret[PROWL_COST_BUCKETS])
  * (kept while PROWL_BPF_TIMING=1 turned them on, or kernel.bpf_stats_enabled=1),
  * which sampler_free logs as a per-sample cost with PROWL_BPF_TIMING=1. */
 int sampler_prog_stats(const struct sampler *s, uint64_t *ret_run_cnt, uint64_t *ret_run_time_ns);
-/* The py_procs map (tgid -> struct prowl_py_proc), which the resolve stage reads
- * to decode Python frames; -1 when there is no Python walk. */
-int sampler_py_procs_fd(const struct sampler *s);
+/* The sampler's maps as maps_io.h calls, through which the resolve stage reads
+ * py_procs to decode Python frames; NULL without DWARF unwinding (then there is
+ * no Python walk either), and its py_proc_* are NULL with --python=off. */
+struct maps_io;
+const struct maps_io *sampler_maps_io(const struct sampler *s);
 /* The user-stack unwinder the loaded program carries, e.g. "dwarf (bpf_loop)". */
 const char *sampler_unwinder(const struct sampler *s);
 void sampler_free(struct sampler *s); /* accepts NULL */

@@ -1,5 +1,6 @@
 /* sample_priv.h: the sampler's state, shared by the files of the sample stage
- * (sample.c: BPF programs, perf events, ring buffers; sample_stats.c: counters and costs). */
+ * (sample.c: BPF programs, perf events, ring buffers; sample_stats.c: counters and costs;
+ * maps_io.c: the map entries user space writes and reads). */
 #ifndef PROWL_SAMPLE_PRIV_H
 #define PROWL_SAMPLE_PRIV_H
 
@@ -8,6 +9,7 @@
 #include <stdint.h>
 
 #include "kfeatures.h"
+#include "maps_io.h"
 #include "prowl.skel.h"
 #include "sample.h"
 
@@ -32,6 +34,7 @@ struct sampler {
 	int cb_err;
 	/* DWARF unwinding */
 	struct unwinder *unw;
+	struct maps_io io;         /* the unwinder's and the runtimes' access to the maps (maps_io.c) */
 	bool timing_log;
 	int stats_fd;              /* BPF_ENABLE_STATS while timing, or -1 */
 	enum kf_unwinder unwinder;
@@ -44,6 +47,8 @@ struct sampler {
 	bool self_pending;
 };
 
+/* Fills s->io: the calls maps_io.h describes, over s's maps (maps_io.c). */
+void sampler_maps_io_init(struct sampler *s);
 /* Logs what -v and PROWL_BPF_TIMING=1 ask for when the sampler closes. */
 void sampler_log_stats(const struct sampler *s);
 

@@ -102,13 +102,6 @@ static void log_prog_stats(const struct sampler *s)
 		 (uint64_t)c.v[PROWL_CNT_SAMPLES], (double)ns / cnt);
 }
 
-int sampler_py_procs_fd(const struct sampler *s)
-{
-	if (!s->unw || s->opts.python_off)
-		return -1;
-	return bpf_map__fd(s->skel->maps.py_procs);
-}
-
 const char *sampler_unwinder(const struct sampler *s)
 {
 	return kf_unwinder_name(s->unwinder);

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
-#include <bpf/bpf.h>
 
 #include "log.h"
 #include "pyversions.h"
@@ -46,8 +45,8 @@ const struct py_layout *py_proc_layout(const struct prowl_py_proc *pp)
 	return py_layout_for(pp->version >> 8, pp->version & 0xff);
 }
 
-int py_proc_register(int fd, uint32_t pid, const struct py_elf *pe, uint64_t bias, uint32_t gen, const char *path,
-		     bool *logged)
+int py_proc_register(const struct maps_io *io, uint32_t pid, const struct py_elf *pe, uint64_t bias, uint32_t gen,
+		     const char *path, bool *logged)
 {
 	struct prowl_py_proc pp;
 	int r = py_proc_fill(pe, bias, gen, &pp);
@@ -68,8 +67,9 @@ int py_proc_register(int fd, uint32_t pid, const struct py_elf *pe, uint64_t bia
 		*logged = true;
 		return r;
 	}
-	if (bpf_map_update_elem(fd, &pid, &pp, BPF_ANY) < 0)
-		return -errno;
+	r = io->py_proc_set(io->ctx, pid, &pp);
+	if (r < 0)
+		return r;
 	log_debug("python: pid %" PRIu32 ": CPython %u.%u in %s", pid, pe->major, pe->minor, path);
 	return 0;
 }

@@ -8,6 +8,7 @@
 
 #include <linux/types.h>
 #include "prowl.h"
+#include "maps_io.h"
 #include "pydetect.h"
 
 /* Fills *ret for a process that maps pe's object with load bias `bias` (runtime
@@ -15,11 +16,12 @@
  * no layout for pe's version (the caller says so once per object). */
 int py_proc_fill(const struct py_elf *pe, uint64_t bias, uint32_t gen, struct prowl_py_proc *ret);
 
-/* Writes pid's entry into the py_procs map fd (py_proc_fill() with these). A
+/* Writes pid's entry into the sampler's py_procs map (py_proc_fill() with these;
+ * io->py_proc_set must be there). A
  * version prowl cannot read is logged once per object (path; *logged remembers it).
  * Returns 0 or a negative errno. */
-int py_proc_register(int fd, uint32_t pid, const struct py_elf *pe, uint64_t bias, uint32_t gen, const char *path,
-		     bool *logged);
+int py_proc_register(const struct maps_io *io, uint32_t pid, const struct py_elf *pe, uint64_t bias, uint32_t gen,
+		     const char *path, bool *logged);
 
 /* The layout a registered process's entry was filled from (by its version), or NULL. */
 const struct py_layout *py_proc_layout(const struct prowl_py_proc *pp);

@@ -9,11 +9,11 @@
  * entries in a second mmap'ed array and an entry in the procs hash pointing at
  * it. A process is (re)loaded when BPF reports it unknown or reports a pc in no
  * known mapping (dlopen); exec and exit events drop it. Freed extents wait a
- * short grace period before reuse, since a BPF program may still be reading. */
+ * short grace period before reuse, since a BPF program may still be reading.
+ * The maps are the sampler's: every write goes through its maps_io.h calls. */
 #include "unwind.h"
 
 #include <errno.h>
-#include <sys/mman.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -25,8 +25,6 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <bpf/bpf.h>
 
 #include "intern.h"
 #include "clock.h"
@@ -73,7 +71,7 @@ struct uproc {
 
 struct unwinder {
 	struct unwinder_opts opts;
-	struct unwinder_maps m;
+	const struct maps_io *io;    /* the sampler's maps */
 	char *proc_root;
 	struct extent_space rows, maps;
 	struct objcache *objs;       /* where object files come from (shared with the symbolizer) */
@@ -90,27 +88,7 @@ struct unwinder {
 	struct unwind_stats st;
 };
 
-/* Writes n elements at index first of an mmap-able BPF array. Only the pages
- * written are mapped, and only while writing: keeping the whole array mapped
- * would add its full size (16 MiB of rows by default) to prowl's resident memory. */
-static int map_window_write(int fd, size_t elem, uint32_t first, const void *src, size_t n)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t start = (size_t)first * elem, off = start & ~(page - 1);
-	size_t len = ((start + n * elem - off) + page - 1) & ~(page - 1);
-	void *p;
-
-	if (!n)
-		return 0;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
-	if (p == MAP_FAILED)
-		return -errno;
-	memcpy((char *)p + (start - off), src, n * elem);
-	munmap(p, len);
-	return 0;
-}
-
-int unwinder_new(const struct unwinder_opts *opts, const struct unwinder_maps *maps, struct unwinder **ret)
+int unwinder_new(const struct unwinder_opts *opts, const struct maps_io *io, struct unwinder **ret)
 {
 	struct unwinder *u = calloc(1, sizeof(*u));
 	int r = -ENOMEM;
@@ -118,17 +96,17 @@ int unwinder_new(const struct unwinder_opts *opts, const struct unwinder_maps *m
 	if (!u)
 		return -ENOMEM;
 	u->opts = *opts;
-	u->m = *maps;
+	u->io = io;
 	u->proc_root = strdup(opts->proc_root ? opts->proc_root : "/proc");
 	u->objs = opts->objects ? objcache_ref(opts->objects) : objcache_shared();
 	if (!u->proc_root || !u->objs)
 		goto fail;
-	if ((r = extent_init(&u->rows, maps->max_rows, GRACE_NS)) < 0 ||
-	    (r = extent_init(&u->maps, maps->max_maps, GRACE_NS)) < 0)
+	if ((r = extent_init(&u->rows, io->max_rows, GRACE_NS)) < 0 ||
+	    (r = extent_init(&u->maps, io->max_maps, GRACE_NS)) < 0)
 		goto fail;
-	u->st.rows_capacity = maps->max_rows;
-	u->st.maps_capacity = maps->max_maps;
-	u->st.procs_capacity = maps->max_procs;
+	u->st.rows_capacity = io->max_rows;
+	u->st.maps_capacity = io->max_maps;
+	u->st.procs_capacity = io->max_procs;
 	u->next_sweep_ns = clock_mono_ns() + SWEEP_NS;
 	elf_version(EV_CURRENT);
 	*ret = u;
@@ -218,7 +196,7 @@ static void table_store(struct unwinder *u, struct table *t, const struct unwind
 		return;
 	}
 	/* BPF's binary search takes at most 25 steps: 32M rows per table. */
-	if (ut->n > u->m.max_rows || ut->n > (1u << 25))
+	if (ut->n > u->io->max_rows || ut->n > (1u << 25))
 		goto full;
 	extent_reclaim(&u->rows, false);
 	while (extent_alloc(&u->rows, (uint32_t)ut->n, &first) < 0) {
@@ -227,7 +205,7 @@ static void table_store(struct unwinder *u, struct table *t, const struct unwind
 		if (!evict_one(u))
 			goto full;
 	}
-	if (map_window_write(u->m.rows_fd, sizeof(*ut->rows), first, ut->rows, ut->n) < 0) {
+	if (u->io->rows_write(u->io->ctx, first, ut->rows, ut->n) < 0) {
 		extent_release(&u->rows, first, (uint32_t)ut->n);
 		t->state = T_FAILED;
 		t->failed_ns = clock_mono_ns();
@@ -250,7 +228,7 @@ full:
 		u->logged_rows_full = true;
 		log_warn("unwind table space is full (%" PRIu32 " rows): %s needs %zu rows; its frames are unwound with "
 			 "frame pointers and marked truncated. Raise %s to avoid this",
-			 u->m.max_rows, t->obj->path, ut->n, u->opts.names.rows ?: "the unwind row limit");
+			 u->io->max_rows, t->obj->path, ut->n, u->opts.names.rows ?: "the unwind row limit");
 	}
 }
 
@@ -306,7 +284,7 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf, const str
 		t->state = T_NO_CFI;
 		return;
 	}
-	if (!u->opts.python_off && u->m.py_procs_fd >= 0)
+	if (!u->opts.python_off && u->io->py_proc_set)
 		py_detect_elf(elf, t->obj->path, &t->py);
 	if (object_broken(t->obj)) {
 		t->state = T_FAILED;
@@ -473,9 +451,9 @@ static void proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf)
 	struct uproc *p = proc_get(u, pid);
 
 	if (delete_bpf) {
-		bpf_map_delete_elem(u->m.procs_fd, &pid);
-		if (u->m.py_procs_fd >= 0)
-			bpf_map_delete_elem(u->m.py_procs_fd, &pid);
+		u->io->proc_del(u->io->ctx, pid);
+		if (u->io->py_proc_del)
+			u->io->py_proc_del(u->io->ctx, pid);
 	}
 	if (!p)
 		return;
@@ -509,7 +487,7 @@ static void note_capacity(struct unwinder *u, uint32_t pid, bool procs)
 			u->logged_procs_full = true;
 			log_warn("the unwinder's process table is full (%" PRIu32 " processes): new processes are unwound "
 				 "with frame pointers and marked truncated. Raise %s",
-				 u->m.max_procs, u->opts.names.procs ?: "the unwind process limit");
+				 u->io->max_procs, u->opts.names.procs ?: "the unwind process limit");
 		}
 	} else {
 		u->st.maps_full++;
@@ -517,7 +495,7 @@ static void note_capacity(struct unwinder *u, uint32_t pid, bool procs)
 			u->logged_maps_full = true;
 			log_warn("the unwinder's mapping table is full (%" PRIu32 " mappings): new processes are unwound "
 				 "with frame pointers and marked truncated. Raise %s",
-				 u->m.max_maps, u->opts.names.maps ?: "the unwind mapping limit");
+				 u->io->max_maps, u->opts.names.maps ?: "the unwind mapping limit");
 		}
 	}
 }
@@ -528,7 +506,7 @@ static void note_capacity(struct unwinder *u, uint32_t pid, bool procs)
  * that exports _PyRuntime (the executable, or libpython) gives its address. */
 static void py_register(struct unwinder *u, uint32_t pid, const struct procmaps *pm, struct table **tabs)
 {
-	if (u->m.py_procs_fd < 0 || u->opts.python_off)
+	if (!u->io->py_proc_set || u->opts.python_off)
 		return;
 	for (size_t i = 0; i < pm->n; i++) {
 		const struct pm_entry *e = &pm->v[i];
@@ -537,11 +515,11 @@ static void py_register(struct unwinder *u, uint32_t pid, const struct procmaps 
 
 		if (!t || !t->py.found || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
 			continue;
-		py_proc_register(u->m.py_procs_fd, pid, &t->py, obj_load_bias(l, e->start, e->offset), ++u->py_gen,
+		py_proc_register(u->io, pid, &t->py, obj_load_bias(l, e->start, e->offset), ++u->py_gen,
 				 t->obj->path, &t->py_logged);
 		return;
 	}
-	bpf_map_delete_elem(u->m.py_procs_fd, &pid);
+	u->io->py_proc_del(u->io->ctx, pid);
 }
 
 static int proc_load(struct unwinder *u, uint32_t pid, bool force)
@@ -583,8 +561,8 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		p->loaded_ns = now;
 		if (force) {
 			val = (struct prowl_unwind_proc){ p->map_first, p->map_count };
-			bpf_map_update_elem(u->m.procs_fd, &pid, &val, BPF_ANY);
-		} else if (u->m.req_time_fd >= 0) {
+			u->io->proc_set(u->io->ctx, pid, &val);
+		} else {
 			/* Nothing new (a pc in no mapping is garbage, or code outside any
 			 * file): let BPF ask less often, backing off exponentially. */
 			uint64_t until;
@@ -593,7 +571,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 			if (p->backoff_ns > BACKOFF_MAX_NS)
 				p->backoff_ns = BACKOFF_MAX_NS;
 			until = now + p->backoff_ns;
-			bpf_map_update_elem(u->m.req_time_fd, &pid, &until, BPF_ANY);
+			u->io->req_time_set(u->io->ctx, pid, until);
 		}
 		procmaps_free(&pm);
 		return 0;
@@ -605,7 +583,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		if (p)
 			proc_drop(u, pid, false);
 		val = (struct prowl_unwind_proc){ PROWL_PROC_FP, 0 };
-		return bpf_map_update_elem(u->m.procs_fd, &pid, &val, BPF_ANY) < 0 ? -errno : 0;
+		return u->io->proc_set(u->io->ctx, pid, &val);
 	}
 	ents = calloc(pm.n, sizeof(*ents));
 	tabs = calloc(pm.n, sizeof(*tabs));
@@ -657,14 +635,14 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		goto undo;
 	}
 	py_register(u, pid, &pm, tabs);
-	r = map_window_write(u->m.maps_fd, sizeof(*ents), first, ents, pm.n);
+	r = u->io->maps_write(u->io->ctx, first, ents, pm.n);
 	if (r < 0) {
 		extent_release(&u->maps, first, (uint32_t)pm.n);
 		goto undo;
 	}
 	val = (struct prowl_unwind_proc){ first, (uint32_t)pm.n };
-	if (bpf_map_update_elem(u->m.procs_fd, &pid, &val, BPF_ANY) < 0) {
-		r = -errno;
+	r = u->io->proc_set(u->io->ctx, pid, &val);
+	if (r < 0) {
 		extent_release(&u->maps, first, (uint32_t)pm.n);
 		if (r == -E2BIG || r == -ENOMEM || r == -ENOSPC)
 			note_capacity(u, pid, true);
@@ -675,7 +653,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		if (!p || u64map_put(&u->procs, pid, (uint64_t)(uintptr_t)p) < 0) {
 			/* Published but not tracked: take it back. */
 			free(p);
-			bpf_map_delete_elem(u->m.procs_fd, &pid);
+			u->io->proc_del(u->io->ctx, pid);
 			extent_defer(&u->maps, first, (uint32_t)pm.n);
 			r = -ENOMEM;
 			goto undo;

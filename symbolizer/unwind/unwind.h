@@ -1,5 +1,6 @@
 /* unwind.h: the user-space half of DWARF unwinding: loads each object's unwind table
- * and each process's executable mappings into the BPF unwinder's maps.
+ * and each process's executable mappings into the BPF unwinder's maps, through the
+ * calls the sampler supplies (maps_io.h): the sampler owns the maps.
  *
  * A table is built once per object of the object cache (objcache.h), shared by
  * all processes that map it. Driven by events from BPF (unknown pid, unknown
@@ -13,20 +14,9 @@
 
 #include <linux/types.h>
 #include "prowl.h"
+#include "maps_io.h"
 
 struct unwinder;
-
-/* Where the BPF maps are: the two arrays are mmap'ed (BPF_F_MMAPABLE). */
-struct unwinder_maps {
-	int rows_fd;             /* BPF_F_MMAPABLE array of struct prowl_unwind_row */
-	uint32_t max_rows;
-	int maps_fd;             /* BPF_F_MMAPABLE array of struct prowl_unwind_map */
-	uint32_t max_maps;
-	int procs_fd;            /* hash tgid -> struct prowl_unwind_proc */
-	int req_time_fd;         /* LRU hash tgid -> time of its last request (-1: none) */
-	int py_procs_fd;         /* hash tgid -> struct prowl_py_proc (-1: no Python walk) */
-	uint32_t max_procs;
-};
 
 /* The range of each capacity, the same for `record`'s flags and the agent's keys. */
 #define UNWIND_ROWS_MIN  65536u
@@ -65,7 +55,8 @@ struct unwind_stats {
 	uint64_t events;                       /* events received from BPF */
 };
 
-int unwinder_new(const struct unwinder_opts *opts, const struct unwinder_maps *maps, struct unwinder **ret);
+/* io: the sampler's maps; it must outlive the unwinder. */
+int unwinder_new(const struct unwinder_opts *opts, const struct maps_io *io, struct unwinder **ret);
 void unwinder_free(struct unwinder *u); /* accepts NULL */
 /* Loads pid's mappings now (e.g. a -p target before sampling starts). */
 int unwinder_add_pid(struct unwinder *u, uint32_t pid);

@@ -1,0 +1,114 @@
+/* maps_io.c: the sampler's side of maps_io.h: every write and read of a BPF map's entries
+ * from user space outside the sampler itself (the unwinder's tables, processes, py_procs). */
+#include "maps_io.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "sample_priv.h"
+
+/* Writes n elements at index first of an mmap-able BPF array. Only the pages
+ * written are mapped, and only while writing: keeping the whole array mapped
+ * would add its full size (16 MiB of rows by default) to prowl's resident memory. */
+static int map_window_write(int fd, size_t elem, uint32_t first, const void *src, size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t start = (size_t)first * elem, off = start & ~(page - 1);
+	size_t len = ((start + n * elem - off) + page - 1) & ~(page - 1);
+	void *p;
+
+	if (!n)
+		return 0;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+	if (p == MAP_FAILED)
+		return -errno;
+	memcpy((char *)p + (start - off), src, n * elem);
+	munmap(p, len);
+	return 0;
+}
+
+static int rows_write(void *ctx, uint32_t first, const struct prowl_unwind_row *rows, size_t n)
+{
+	struct sampler *s = ctx;
+
+	return map_window_write(bpf_map__fd(s->skel->maps.unwind_rows), sizeof(*rows), first, rows, n);
+}
+
+static int maps_write(void *ctx, uint32_t first, const struct prowl_unwind_map *ents, size_t n)
+{
+	struct sampler *s = ctx;
+
+	return map_window_write(bpf_map__fd(s->skel->maps.unwind_maps), sizeof(*ents), first, ents, n);
+}
+
+static int proc_set(void *ctx, uint32_t pid, const struct prowl_unwind_proc *val)
+{
+	struct sampler *s = ctx;
+
+	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.unwind_procs), &pid, val, BPF_ANY) < 0 ? -errno : 0;
+}
+
+static void proc_del(void *ctx, uint32_t pid)
+{
+	struct sampler *s = ctx;
+
+	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.unwind_procs), &pid);
+}
+
+static void req_time_set(void *ctx, uint32_t pid, uint64_t until_ns)
+{
+	struct sampler *s = ctx;
+
+	bpf_map_update_elem(bpf_map__fd(s->skel->maps.unwind_req_time), &pid, &until_ns, BPF_ANY);
+}
+
+static int py_proc_set(void *ctx, uint32_t pid, const struct prowl_py_proc *pp)
+{
+	struct sampler *s = ctx;
+
+	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.py_procs), &pid, pp, BPF_ANY) < 0 ? -errno : 0;
+}
+
+static void py_proc_del(void *ctx, uint32_t pid)
+{
+	struct sampler *s = ctx;
+
+	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.py_procs), &pid);
+}
+
+static int py_proc_get(void *ctx, uint32_t pid, struct prowl_py_proc *ret)
+{
+	struct sampler *s = ctx;
+
+	return bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.py_procs), &pid, ret) < 0 ? -errno : 0;
+}
+
+void sampler_maps_io_init(struct sampler *s)
+{
+	bool py = !s->opts.python_off;
+
+	s->io = (struct maps_io){
+		.ctx = s,
+		.max_rows = s->opts.unwind_max_rows,
+		.max_maps = s->opts.unwind_max_maps,
+		.max_procs = s->opts.unwind_max_procs,
+		.rows_write = rows_write,
+		.maps_write = maps_write,
+		.proc_set = proc_set,
+		.proc_del = proc_del,
+		.req_time_set = req_time_set,
+		.py_proc_set = py ? py_proc_set : NULL,
+		.py_proc_del = py ? py_proc_del : NULL,
+		.py_proc_get = py ? py_proc_get : NULL,
+	};
+}
+
+const struct maps_io *sampler_maps_io(const struct sampler *s)
+{
+	return s->unw ? &s->io : NULL;
+}
