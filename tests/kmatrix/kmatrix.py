@@ -138,6 +138,9 @@ def make_initramfs(build, cache):
     if os.path.exists(out) and os.path.getmtime(out) > max(os.path.getmtime(p) for p in inputs):
         return out
     stage = tempfile.mkdtemp(dir=cache)
+    # The guest's / is this directory: 0755 as on any host (mkdtemp makes it 0700, and
+    # prowl reads debug files only behind directories every user may search).
+    os.chmod(stage, 0o755)
     try:
         def put(src, dst=None):
             dst = os.path.join(stage, (dst or src).lstrip("/"))
