@@ -2,7 +2,7 @@
  * with one shared dictionary and one ResourceProfiles per (series, process). */
 #include "encode_otlp.h"
 #include "encode_otlp_priv.h"
-#include "export.h"
+#include "window.h"
 
 #include "otlp_profiles_service.pb-c.h"
 
