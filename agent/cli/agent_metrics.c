@@ -79,19 +79,13 @@ static void exporter_metrics(FILE *f, const struct agent_snapshot *s)
 
 static void unwind_metrics(FILE *f, const struct agent_snapshot *s)
 {
-	static const char *const reasons[] = {
-		[PROWL_UR_DEPTH] = "depth", [PROWL_UR_NO_TABLE] = "no_table", [PROWL_UR_NO_MAPPING] = "no_mapping",
-		[PROWL_UR_READ] = "unreadable", [PROWL_UR_BAD_CFI] = "bad_cfi", [PROWL_UR_NO_FDE] = "no_fde",
-		[PROWL_UR_NEW_PROC] = "new_process", [PROWL_UR_NO_REGS] = "no_registers",
-	};
-	_Static_assert(sizeof(reasons) / sizeof(reasons[0]) == PROWL_UR__MAX, "a reason without a label");
 	char l[64];
 
 	fputs("# HELP prowl_unwind_truncated_total User stacks cut short, by reason (each ends in a marker frame).\n"
 	      "# TYPE prowl_unwind_truncated_total counter\n", f);
-	for (unsigned int r = PROWL_UR_DEPTH; r < PROWL_UR__MAX; r++) {
-		snprintf(l, sizeof(l), "reason=\"%s\"", reasons[r]);
-		metrics_emit(f, "prowl_unwind_truncated_total", "counter", NULL, l, s->bpf.v[PROWL_CNT_UNWIND_TRUNC + r - 1]);
+	for (unsigned int r = PROWL_UR_NONE + 1; r < PROWL_UR__MAX; r++) {
+		snprintf(l, sizeof(l), "reason=\"%s\"", prowl_ureason_text(r)->label);
+		metrics_emit(f, "prowl_unwind_truncated_total", "counter", NULL, l, s->bpf.v[PROWL_CNT_UNWIND_TRUNC_OF(r)]);
 	}
 	metrics_emit(f, "prowl_unwind_fp_frames_total", "counter", "Frames unwound with frame pointers (no table).", NULL,
 		     s->bpf.v[PROWL_CNT_UNWIND_FP_FRAMES]);

@@ -18,6 +18,15 @@
 #define KEY_PROWL   (UINT64_MAX - 2) /* mapping for prowl's own marker frames */
 #define KEY_PYTHON  (UINT64_MAX - 3) /* mapping for CPython frames */
 
+/* Keys of the marker frames' locations in the KEY_PROWL mapping. */
+enum {
+	MARKER_USER_DEPTH = 1,   /* user stack deeper than PROWL_MAX_STACK */
+	MARKER_KERNEL_DEPTH = 2, /* kernel stack deeper than PROWL_MAX_STACK */
+	MARKER_NO_ENTRY = 3,     /* a frame-pointer walk that did not reach a thread's entry */
+	MARKER_UREASON = 16,     /* + enum prowl_ureason, + the module's id << 8 when it names one */
+};
+_Static_assert(MARKER_UREASON + PROWL_UR__MAX <= 0xff, "ureason marker keys overlap the module id");
+
 /* Bits of ingest.loc_flags. */
 #define LOC_ENTRY 1 /* its function is a thread's entry (thread_entry()) */
 #define LOC_EVAL  2 /* its function is CPython's _PyEval_EvalFrameDefault */
@@ -151,20 +160,23 @@ static int unknown_location(struct ingest *g, uint64_t addr, uint32_t *ret)
 static int truncated_location(struct ingest *g, bool kernel, uint32_t *ret)
 {
 	uint32_t *cache = kernel ? &g->loc_trunc_kernel : &g->loc_trunc_user;
-	struct prof_frame f = {
-		.function = kernel ? "[truncated: kernel stack deeper than 127 frames]"
-				   : "[truncated: user stack deeper than 127 frames]",
-	};
+	char text[96];
+	struct prof_frame f = { .function = text };
 	int r;
 
 	if (*cache) {
 		*ret = *cache;
 		return 0;
 	}
+	/* The user stack's is the depth reason's marker (bpf/prowl.h). */
+	snprintf(text, sizeof(text), "[truncated: %s]",
+		 kernel ? "kernel stack deeper than " PROWL_STR(PROWL_MAX_STACK) " frames"
+			: prowl_ureason_text(PROWL_UR_DEPTH)->marker);
 	r = pseudo_mapping(g, KEY_PROWL, PROF_MARKER_MAPPING, &g->prowl_mapping);
 	if (r < 0)
 		return r;
-	r = profile_add_location(g->prof, g->prowl_mapping, kernel ? 2 : 1, &f, 1, true, cache);
+	r = profile_add_location(g->prof, g->prowl_mapping, kernel ? MARKER_KERNEL_DEPTH : MARKER_USER_DEPTH, &f, 1, true,
+				 cache);
 	*ret = *cache;
 	return r;
 }
@@ -192,39 +204,18 @@ static int ureason_location(struct ingest *g, unsigned int reason, const struct 
 	const char *name = mod && mod->name && mod->name[0] ? mod->name : NULL;
 	uint64_t key;
 	struct prof_frame f = { .function = text };
+	const struct prowl_ureason_text *t = prowl_ureason_text(reason);
 
-	switch (reason) {
-	case PROWL_UR_NO_TABLE:
-		snprintf(text, sizeof(text), "[truncated: no unwind table for %s]", name ? name : "an object");
-		break;
-	case PROWL_UR_NO_MAPPING:
-		snprintf(text, sizeof(text), "[truncated: return address in no known mapping]");
-		name = NULL;
-		break;
-	case PROWL_UR_READ:
-		snprintf(text, sizeof(text), "[truncated: unreadable stack]");
-		name = NULL;
-		break;
-	case PROWL_UR_BAD_CFI:
-		snprintf(text, sizeof(text), "[truncated: unwind rule prowl cannot follow in %s]", name ? name : "an object");
-		break;
-	case PROWL_UR_NO_FDE:
-		snprintf(text, sizeof(text), "[truncated: no unwind info for code in %s]", name ? name : "an object");
-		break;
-	case PROWL_UR_NEW_PROC:
-		snprintf(text, sizeof(text), "[truncated: frame pointers only, process not loaded by the unwinder yet]");
-		name = NULL;
-		break;
-	case PROWL_UR_NO_REGS:
-		snprintf(text, sizeof(text), "[truncated: frame pointers only, user registers not found in the kernel]");
-		name = NULL;
-		break;
-	default:
+	if (!t) {
 		snprintf(text, sizeof(text), "[truncated: unknown reason %u]", reason);
 		name = NULL;
-		break;
+	} else if (t->names_object) {
+		snprintf(text, sizeof(text), "[truncated: %s %s]", t->marker, name ? name : "an object");
+	} else {
+		snprintf(text, sizeof(text), "[truncated: %s]", t->marker);
+		name = NULL;
 	}
-	key = 16 + reason + (name ? (uint64_t)mod->id << 8 : 0);
+	key = MARKER_UREASON + reason + (name ? (uint64_t)mod->id << 8 : 0);
 	return marker_location(g, key, &f, ret);
 }
 
@@ -283,7 +274,7 @@ static int no_entry_location(struct ingest *g, uint32_t *ret)
 	r = pseudo_mapping(g, KEY_PROWL, PROF_MARKER_MAPPING, &g->prowl_mapping);
 	if (r < 0)
 		return r;
-	r = profile_add_location(g->prof, g->prowl_mapping, 3, &f, 1, true, &g->loc_no_entry);
+	r = profile_add_location(g->prof, g->prowl_mapping, MARKER_NO_ENTRY, &f, 1, true, &g->loc_no_entry);
 	*ret = g->loc_no_entry;
 	return r;
 }
