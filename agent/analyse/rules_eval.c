@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "aggregate_priv.h"
+#include "clock.h"
 #include "escape.h"
 #include "log.h"
 #include "rules_priv.h"
@@ -15,7 +16,7 @@ static uint64_t thread_cpu_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return (uint64_t)timespec_ns(&ts);
 }
 
 /* Label name of series s as a rule sees it. container_id is the id of the series'

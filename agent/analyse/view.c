@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "aggregate_priv.h"
+#include "array_size.h"
 #include "intern.h"
 
 /* Process pseudo-frames are interned under a name no function has. */
@@ -157,7 +158,7 @@ static bool kernel_exit_start(const char *fn)
 
 	if (strncmp(fn, "asm_sysvec_", 11) == 0)
 		return true;
-	for (size_t i = 0; i < sizeof(exits) / sizeof(exits[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(exits); i++)
 		if (strcmp(fn, exits[i]) == 0)
 			return true;
 	return false;

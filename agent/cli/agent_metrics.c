@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "array_size.h"
 #include "clock.h"
 #include "metrics.h"
 
@@ -40,7 +41,7 @@ static void exporter_metrics(FILE *f, const struct agent_snapshot *s)
 
 	fputs("# HELP prowl_exports_total Export requests by backend and outcome.\n# TYPE prowl_exports_total counter\n", f);
 	for (unsigned int i = 0; i < s->nexp; i++)
-		for (size_t k = 0; k < sizeof(outcomes) / sizeof(outcomes[0]); k++) {
+		for (size_t k = 0; k < ARRAY_SIZE(outcomes); k++) {
 			uint64_t v;
 
 			memcpy(&v, (const char *)&s->exp[i] + outcomes[k].off, sizeof(v));
@@ -142,7 +143,7 @@ static void spool_metrics(FILE *f, const struct spool_stats *sp)
 	}
 	fputs("# HELP prowl_spool_dropped_total Spooled profiles dropped, by reason (the caps, damaged files, "
 	      "write errors).\n# TYPE prowl_spool_dropped_total counter\n", f);
-	for (size_t k = 0; k < sizeof(drops) / sizeof(drops[0]); k++) {
+	for (size_t k = 0; k < ARRAY_SIZE(drops); k++) {
 		uint64_t v;
 
 		memcpy(&v, (const char *)sp + drops[k].off, sizeof(v));
@@ -336,7 +337,7 @@ bool agent_metrics_healthy(void *ctx, FILE *f)
 
 	pthread_mutex_lock(&snap->lock);
 	age = clock_mono_ns() - snap->last_poll_mono_ns;
-	ok = snap->ready && age < 10000000000ull;
+	ok = snap->ready && age < 10 * NSEC_PER_SEC;
 	pthread_mutex_unlock(&snap->lock);
 	if (!ok)
 		fprintf(f, "unhealthy: the sampling loop last ran %.1fs ago\n", age / 1e9);

@@ -1,6 +1,7 @@
 /* encode_otlp.c: serialises an export batch to an OTLP ExportProfilesServiceRequest
  * with one shared dictionary and one ResourceProfiles per (series, process). */
 #include "encode_otlp.h"
+#include "array_size.h"
 #include "encode_otlp_priv.h"
 #include "window.h"
 
@@ -55,7 +56,7 @@ static const char *const semconv[][2] = {
 
 static const char *semconv_name(const char *label)
 {
-	for (size_t i = 0; i < sizeof(semconv) / sizeof(semconv[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(semconv); i++)
 		if (strcmp(semconv[i][0], label) == 0)
 			return semconv[i][1];
 	return label;

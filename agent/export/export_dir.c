@@ -81,7 +81,7 @@ static void scan(struct exporter_dir *d, const char *dir, int depth)
 		if (S_ISDIR(st.st_mode) && depth == 0)
 			scan(d, path, 1);
 		else if (S_ISREG(st.st_mode) && n > 6 && strcmp(de->d_name + n - 6, ".pb.gz") == 0)
-			track(d, path, (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec, st.st_size);
+			track(d, path, timespec_ns(&st.st_mtim), st.st_size);
 		else if (S_ISREG(st.st_mode) && strstr(de->d_name, ".prowl-tmp."))
 			unlink(path); /* a temporary file of a run that crashed */
 	}
@@ -160,7 +160,7 @@ static void safe_name(char *dst, size_t n, const char *s)
 static int dir_submit(struct exporter *e, const struct export_batch *b)
 {
 	struct exporter_dir *d = (struct exporter_dir *)e;
-	time_t t = b->start_unix_ns / 1000000000;
+	time_t t = b->start_unix_ns / NSEC_PER_SEC;
 	char stamp[48], svc[128], dir[4096], name[96], path[4400];
 	struct tm tm;
 	int ret = 0, dfd;
@@ -170,7 +170,7 @@ static int dir_submit(struct exporter *e, const struct export_batch *b)
 	 * one before it, and must not overwrite its file. */
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
 	snprintf(stamp + strlen(stamp), sizeof(stamp) - strlen(stamp), ".%03dZ",
-		 (int)(b->start_unix_ns % 1000000000 / 1000000));
+		 (int)(b->start_unix_ns % NSEC_PER_SEC / NSEC_PER_MSEC));
 	for (size_t i = 0; i < b->nseries; i++) {
 		const struct export_series *s = &b->series[i];
 		uint64_t h = 0;

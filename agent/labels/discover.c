@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array_size.h"
 #include "kube.h"
 #include "relabel.h"
 #include "escape.h"
@@ -18,7 +19,7 @@ size_t discover_label_names(const char **ret, size_t max)
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i < sizeof(default_names) / sizeof(default_names[0]) && n < max; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(default_names) && n < max; i++)
 		ret[n++] = default_names[i];
 	return n;
 }

@@ -9,13 +9,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "array_size.h"
 #include "labelset.h"
 #include "log.h"
 #include "parse.h"
 #include "regex_re2.h"
 #include "yamlnode.h"
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define DEF_SEPARATOR   ";"
 #define DEF_REGEX       "(.*)"

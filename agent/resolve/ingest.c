@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "aggregate.h"
+#include "array_size.h"
 #include "log.h"
 #include "symbolizer.h"
 #include "u64map.h"
@@ -230,7 +231,7 @@ static bool thread_entry(const char *fn)
 		"runtime.goexit", "runtime.mstart", "runtime.rt0_go",
 	};
 
-	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(entries); i++)
 		if (strcmp(fn, entries[i]) == 0)
 			return true;
 	return false;
