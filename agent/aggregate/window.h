@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "label_names.h"
+
 struct profile;
 
 /* A series label (Prometheus style name=value). */
@@ -42,17 +44,15 @@ static inline const char *export_series_label(const struct export_series *s, con
 	return NULL;
 }
 
-/* A container's id: the series label (outside pods, and in a pod whose container
- * the API server cannot name) and the OTLP resource attribute discovery sets for a
- * pod's container, whose "container" label names it. */
-#define SERIES_CONTAINER_ID "container_id"
+/* A container's id as the OTLP resource attribute discovery sets for a pod's
+ * container, whose "container" label names it (elsewhere: LABEL_CONTAINER_ID). */
 #define RESOURCE_CONTAINER_ID "container.id"
 
 /* The id of the one container series s belongs to: its container_id label, else its
  * resource's container.id; NULL when it has neither (it may span containers). */
 static inline const char *export_series_container_id(const struct export_series *s)
 {
-	const char *v = export_series_label(s, SERIES_CONTAINER_ID);
+	const char *v = export_series_label(s, LABEL_CONTAINER_ID);
 
 	for (size_t i = 0; !v && i < s->nresource; i++)
 		if (s->resource[i].name && strcmp(s->resource[i].name, RESOURCE_CONTAINER_ID) == 0)

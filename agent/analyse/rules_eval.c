@@ -25,7 +25,7 @@ static uint64_t thread_cpu_ns(void)
  * labels, so that a container's restart does not start a new series of it. */
 static const char *rule_label(const struct export_series *s, const char *name, bool with_id)
 {
-	if (with_id && strcmp(name, SERIES_CONTAINER_ID) == 0)
+	if (with_id && strcmp(name, LABEL_CONTAINER_ID) == 0)
 		return export_series_container_id(s);
 	return export_series_label(s, name);
 }

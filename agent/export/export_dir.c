@@ -18,6 +18,7 @@
 #include "encode.h"
 #include "export_file.h"
 #include "intern.h"
+#include "label_names.h"
 #include "log.h"
 #include "mkdir_p.h"
 
@@ -182,7 +183,7 @@ static int dir_submit(struct exporter *e, const struct export_batch *b)
 			h = h * 31 + hash_bytes(s->labels[k].name, strlen(s->labels[k].name));
 			h = h * 31 + hash_bytes(s->labels[k].value, strlen(s->labels[k].value));
 		}
-		safe_name(svc, sizeof(svc), export_series_label(s, "service_name") ?: "unknown");
+		safe_name(svc, sizeof(svc), export_series_label(s, LABEL_SERVICE_NAME) ?: "unknown");
 		snprintf(dir, sizeof(dir), "%s/%s", d->root, svc);
 		snprintf(name, sizeof(name), "%s-%08" PRIx32 ".pb.gz", stamp, (uint32_t)h);
 		snprintf(path, sizeof(path), "%s/%s", dir, name);

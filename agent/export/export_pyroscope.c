@@ -226,7 +226,7 @@ static int submit_push(struct exporter_pyroscope *p, const struct export_batch *
 		labelsp[nl] = &labels[nl];
 		nl++;
 		prowl__pyroscope__push__v1__label_pair__init(&labels[nl]);
-		labels[nl].name = EXPORT_SERVICE_LABEL;
+		labels[nl].name = LABEL_SERVICE_NAME;
 		labels[nl].value = (char *)export_series_service(s);
 		labelsp[nl] = &labels[nl];
 		nl++;

@@ -11,6 +11,7 @@
 
 #include "aggregate.h"
 #include "array_size.h"
+#include "label_names.h"
 #include "log.h"
 #include "symbolizer.h"
 #include "u64map.h"
@@ -465,11 +466,11 @@ static int labels_for(struct ingest *g, const struct prowl_sample *s, uint32_t *
 	memcpy(pcomm, s->pcomm, PROWL_COMM_LEN);
 	if (!pcomm[0])
 		memcpy(pcomm, comm, sizeof(pcomm));
-	l[n++] = (struct prof_label_in){ .key = "pid", .num = s->pid };
-	l[n++] = (struct prof_label_in){ .key = "process_name", .str = pcomm[0] ? pcomm : "unknown" };
+	l[n++] = (struct prof_label_in){ .key = LABEL_PID, .num = s->pid };
+	l[n++] = (struct prof_label_in){ .key = LABEL_PROCESS_NAME, .str = pcomm[0] ? pcomm : "unknown" };
 	if (g->opts.per_thread) {
-		l[n++] = (struct prof_label_in){ .key = "tid", .num = s->tid };
-		l[n++] = (struct prof_label_in){ .key = "thread_name", .str = comm[0] ? comm : "unknown" };
+		l[n++] = (struct prof_label_in){ .key = LABEL_TID, .num = s->tid };
+		l[n++] = (struct prof_label_in){ .key = LABEL_THREAD_NAME, .str = comm[0] ? comm : "unknown" };
 	}
 	r = profile_labelset(g->prof, l, n, ret);
 	if (r < 0)
