@@ -7,8 +7,8 @@ import re
 import sys
 
 # Usage: include_graph.py [TREE]   (default: the tree this file is in)
-ROOT = sys.argv[1] if len(sys.argv) > 1 else \
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+#        include_graph.py --self-test (a scratch tree with one circle of each kind must fail)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -110,7 +110,54 @@ def module(path):
     return stem[:-len("_priv")] if stem.endswith("_priv") else stem
 
 
+def self_test():
+    """The check on a scratch tree: a folder circle (a/x.c -> b/y.h, b/y.c -> a/x.h, both
+    through the -I path), a module circle (a/p.h -> a/q.h, a/q.c -> a/p.h)
+    and a private half (a/x_priv.h -> a/x.h, no circle) must give three circles: the
+    folder circle is a module circle (a/x <-> b/y) too."""
+    import contextlib
+    import io
+    import tempfile
+    global ROOT
+    files = {
+        "Makefile": "SRC_DIRS := a \\\n            b\n",
+        "bpf/shared.h": "",
+        "a/x.h": "", "a/x_priv.h": '#include "x.h"\n', "a/x.c": '#include "x_priv.h"\n#include "y.h"\n',
+        "b/y.h": "", "b/y.c": '#include "x.h"\n',
+        "a/p.h": '#include "q.h"\n', "a/q.h": "", "a/q.c": '#include "p.h"\n',
+    }
+    with tempfile.TemporaryDirectory() as tree:
+        for name, text in files.items():
+            os.makedirs(os.path.dirname(os.path.join(tree, name)), exist_ok=True)
+            with open(os.path.join(tree, name), "w") as f:
+                f.write(text)
+        saved, ROOT = ROOT, tree
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                rc = check()
+        finally:
+            ROOT = saved
+    text = out.getvalue()
+    want = ["include circle between folders: a <-> b", "a/x.c includes b/y.h", "b/y.c includes a/x.h",
+            "include circle between modules: a/p <-> a/q", "a/q.c includes a/p.h", "3 circle(s)"]
+    missing = [w for w in want if w not in text]
+    if rc != 1 or missing or "a/x_priv" in text:
+        print("include_graph: the self-test's circles were not reported as expected:\n" + text)
+        return 1
+    return 0
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
+    global ROOT
+    if sys.argv[1:]:
+        ROOT = sys.argv[1]
+    return check()
+
+
+def check():
     dirs = src_dirs(os.path.join(ROOT, "Makefile"))
     file_edges = edges(dirs)
     n = report("folders", os.path.dirname, file_edges)
