@@ -24,28 +24,28 @@ enum prowl_filter {
  * (prowl_sample.ureason; 0 = complete, or --unwind=fp where nothing is known): the
  * one table of the reasons. X(ID, metric label, log name, marker text, names object):
  * PROWL_UR_ID, reason="label" of prowl_unwind_truncated_total, the name in the
- * unwinder's debug log, and the marker frame at the stack's root,
- * "[truncated: TEXT]", or "[truncated: TEXT OBJECT]" when it names the object of the
- * last frame. BPF uses the enum only; user space the strings (prowl_ureason_text()). */
+ * unwinder's debug log, and the marker frame at the stack's root, a format whose %s
+ * is the object of the last frame when it names one. BPF uses the enum only; user
+ * space the strings (prowl_ureason_text()). */
 #define PROWL_UREASONS(X)                                                                      \
 	/* deeper than PROWL_MAX_STACK frames */                                               \
-	X(DEPTH, "depth", "too deep", "user stack deeper than " PROWL_STR(PROWL_MAX_STACK) " frames", 0) \
+	X(DEPTH, "depth", "too deep", "[truncated: user stack deeper than " PROWL_STR(PROWL_MAX_STACK) " frames]", 0) \
 	/* a frame in an object whose table is not loaded (capacity, build error): frame      \
 	 * pointers were tried from there */                                                   \
-	X(NO_TABLE, "no_table", "no table", "no unwind table for", 1)                          \
+	X(NO_TABLE, "no_table", "no table", "[truncated: no unwind table for %s]", 1)                          \
 	/* a pc in no executable mapping the unwinder knows */                                 \
-	X(NO_MAPPING, "no_mapping", "no mapping", "return address in no known mapping", 0)     \
+	X(NO_MAPPING, "no_mapping", "no mapping", "[truncated: return address in no known mapping]", 0)     \
 	/* stack memory could not be read */                                                   \
-	X(READ, "unreadable", "unreadable stack", "unreadable stack", 0)                       \
+	X(READ, "unreadable", "unreadable stack", "[truncated: unreadable stack]", 0)                       \
 	/* CFI the BPF unwinder cannot evaluate, or a corrupt frame */                         \
-	X(BAD_CFI, "bad_cfi", "bad CFI", "unwind rule prowl cannot follow in", 1)              \
+	X(BAD_CFI, "bad_cfi", "bad CFI", "[truncated: unwind rule prowl cannot follow in %s]", 1)              \
 	/* a pc inside an object but not covered by its CFI */                                 \
-	X(NO_FDE, "no_fde", "no FDE", "no unwind info for code in", 1)                         \
+	X(NO_FDE, "no_fde", "no FDE", "[truncated: no unwind info for code in %s]", 1)                         \
 	/* the process's mappings were not loaded yet (frame pointers used) */                 \
-	X(NEW_PROC, "new_process", "new process", "frame pointers only, process not loaded by the unwinder yet", 0) \
+	X(NEW_PROC, "new_process", "new process", "[truncated: frame pointers only, process not loaded by the unwinder yet]", 0) \
 	/* the user registers of a task sampled in the kernel were not found (kernels         \
 	 * without bpf_task_pt_regs; frame pointers used) */                                   \
-	X(NO_REGS, "no_registers", "no registers", "frame pointers only, user registers not found in the kernel", 0)
+	X(NO_REGS, "no_registers", "no registers", "[truncated: frame pointers only, user registers not found in the kernel]", 0)
 
 enum prowl_ureason {
 	PROWL_UR_NONE = 0,
@@ -84,8 +84,8 @@ enum prowl_counter {
 struct prowl_ureason_text {
 	const char *label;    /* prowl_unwind_truncated_total{reason="label"} */
 	const char *log_name; /* the unwinder's debug log */
-	const char *marker;   /* the marker frame: "[truncated: marker]" */
-	int names_object;     /* the marker ends with the object of the last frame */
+	const char *marker;   /* the marker frame; a format of one %s when names_object */
+	int names_object;     /* the marker names the object of the last frame */
 };
 
 static inline const struct prowl_ureason_text *prowl_ureason_text(unsigned int r)

@@ -162,18 +162,17 @@ static int unknown_location(struct ingest *g, uint64_t addr, uint32_t *ret)
 static int truncated_location(struct ingest *g, bool kernel, uint32_t *ret)
 {
 	uint32_t *cache = kernel ? &g->loc_trunc_kernel : &g->loc_trunc_user;
-	char text[96];
-	struct prof_frame f = { .function = text };
+	/* The user stack's is the depth reason's marker (bpf/prowl.h). */
+	struct prof_frame f = {
+		.function = kernel ? "[truncated: kernel stack deeper than " PROWL_STR(PROWL_MAX_STACK) " frames]"
+				   : prowl_ureason_text(PROWL_UR_DEPTH)->marker,
+	};
 	int r;
 
 	if (*cache) {
 		*ret = *cache;
 		return 0;
 	}
-	/* The user stack's is the depth reason's marker (bpf/prowl.h). */
-	snprintf(text, sizeof(text), "[truncated: %s]",
-		 kernel ? "kernel stack deeper than " PROWL_STR(PROWL_MAX_STACK) " frames"
-			: prowl_ureason_text(PROWL_UR_DEPTH)->marker);
 	r = pseudo_mapping(g, KEY_PROWL, PROF_MARKER_MAPPING, &g->prowl_mapping);
 	if (r < 0)
 		return r;
@@ -212,9 +211,10 @@ static int ureason_location(struct ingest *g, unsigned int reason, const struct 
 		snprintf(text, sizeof(text), "[truncated: unknown reason %u]", reason);
 		name = NULL;
 	} else if (t->names_object) {
-		snprintf(text, sizeof(text), "[truncated: %s %s]", t->marker, name ? name : "an object");
+		/* The table's own format (a literal of bpf/prowl.h), with one %s. */
+		snprintf(text, sizeof(text), t->marker, name ? name : "an object");
 	} else {
-		snprintf(text, sizeof(text), "[truncated: %s]", t->marker);
+		snprintf(text, sizeof(text), "%s", t->marker);
 		name = NULL;
 	}
 	key = MARKER_UREASON + reason + (name ? (uint64_t)mod->id << 8 : 0);
