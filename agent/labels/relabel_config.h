@@ -3,10 +3,10 @@
 #ifndef PROWL_RELABEL_CONFIG_H
 #define PROWL_RELABEL_CONFIG_H
 
+#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <regex.h>
 #include <stdio.h>
 
 #include <yaml.h>
