@@ -156,7 +156,7 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 			if (ust->reason == PROWL_UR_DEPTH)
 				e->flags |= PROWL_SAMPLE_USTACK_TRUNC;
 			if (ust->reason && ust->reason < PROWL_UR__MAX)
-				count(PROWL_CNT_UNWIND_TRUNC + ust->reason - 1);
+				count(PROWL_CNT_UNWIND_TRUNC_OF(ust->reason));
 			goto user_done;
 		}
 		n = bpf_get_stack(ctx, e->ustack, sizeof(e->ustack), BPF_F_USER_STACK);
@@ -170,7 +170,7 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 		if (fp_reason && fp_reason < PROWL_UR__MAX) {
 			/* Unwound with frame pointers in DWARF mode: marked as such. */
 			e->ureason = fp_reason;
-			count(PROWL_CNT_UNWIND_TRUNC + fp_reason - 1);
+			count(PROWL_CNT_UNWIND_TRUNC_OF(fp_reason));
 		}
 	}
 user_done:

@@ -16,6 +16,45 @@ enum prowl_filter {
 	PROWL_FILTER_PIDS = 1, /* only tgids present in the pid_filter map */
 };
 
+/* A constant as a string literal: "127" for PROWL_MAX_STACK. */
+#define PROWL_STR_(x) #x
+#define PROWL_STR(x) PROWL_STR_(x)
+
+/* Why a DWARF-unwound user stack stops short of the thread's entry
+ * (prowl_sample.ureason; 0 = complete, or --unwind=fp where nothing is known): the
+ * one table of the reasons. X(ID, metric label, log name, marker text, names object):
+ * PROWL_UR_ID, reason="label" of prowl_unwind_truncated_total, the name in the
+ * unwinder's debug log, and the marker frame at the stack's root, a format whose %s
+ * is the object of the last frame when it names one. BPF uses the enum only; user
+ * space the strings (prowl_ureason_text()). */
+#define PROWL_UREASONS(X)                                                                      \
+	/* deeper than PROWL_MAX_STACK frames */                                               \
+	X(DEPTH, "depth", "too deep", "[truncated: user stack deeper than " PROWL_STR(PROWL_MAX_STACK) " frames]", 0) \
+	/* a frame in an object whose table is not loaded (capacity, build error): frame      \
+	 * pointers were tried from there */                                                   \
+	X(NO_TABLE, "no_table", "no table", "[truncated: no unwind table for %s]", 1)                          \
+	/* a pc in no executable mapping the unwinder knows */                                 \
+	X(NO_MAPPING, "no_mapping", "no mapping", "[truncated: return address in no known mapping]", 0)     \
+	/* stack memory could not be read */                                                   \
+	X(READ, "unreadable", "unreadable stack", "[truncated: unreadable stack]", 0)                       \
+	/* CFI the BPF unwinder cannot evaluate, or a corrupt frame */                         \
+	X(BAD_CFI, "bad_cfi", "bad CFI", "[truncated: unwind rule prowl cannot follow in %s]", 1)              \
+	/* a pc inside an object but not covered by its CFI */                                 \
+	X(NO_FDE, "no_fde", "no FDE", "[truncated: no unwind info for code in %s]", 1)                         \
+	/* the process's mappings were not loaded yet (frame pointers used) */                 \
+	X(NEW_PROC, "new_process", "new process", "[truncated: frame pointers only, process not loaded by the unwinder yet]", 0) \
+	/* the user registers of a task sampled in the kernel were not found (kernels         \
+	 * without bpf_task_pt_regs; frame pointers used) */                                   \
+	X(NO_REGS, "no_registers", "no registers", "[truncated: frame pointers only, user registers not found in the kernel]", 0)
+
+enum prowl_ureason {
+	PROWL_UR_NONE = 0,
+#define PROWL_UR_ENUM(id, label, log_name, marker, names_object) PROWL_UR_##id,
+	PROWL_UREASONS(PROWL_UR_ENUM)
+#undef PROWL_UR_ENUM
+	PROWL_UR__MAX,
+};
+
 /* Indices of the per-CPU counters map. */
 enum prowl_counter {
 	PROWL_CNT_SAMPLES = 0, /* BPF program runs that produced an event */
@@ -24,10 +63,10 @@ enum prowl_counter {
 	PROWL_CNT_FILTERED,    /* samples of processes outside the filter */
 	PROWL_CNT_KSTACK_ERR,  /* bpf_get_stack failed for the kernel stack */
 	PROWL_CNT_USTACK_ERR,  /* bpf_get_stack failed for the user stack */
-	/* DWARF unwinding (--unwind=dwarf): user stacks cut short, by reason
-	 * (PROWL_CNT_UNWIND_TRUNC + enum prowl_ureason - 1), and refresh requests. */
-	PROWL_CNT_UNWIND_TRUNC,                        /* PROWL_UR_DEPTH */
-	PROWL_CNT_UNWIND_TRUNC_LAST = PROWL_CNT_UNWIND_TRUNC + 7, /* PROWL_UR_NO_REGS */
+	/* DWARF unwinding (--unwind=dwarf): user stacks cut short, one counter per
+	 * reason (PROWL_CNT_UNWIND_TRUNC_OF()), and refresh requests. */
+	PROWL_CNT_UNWIND_TRUNC,                                          /* PROWL_UR_NONE + 1 */
+	PROWL_CNT_UNWIND_TRUNC_LAST = PROWL_CNT_UNWIND_TRUNC + PROWL_UR__MAX - 2, /* the last reason */
 	PROWL_CNT_UNWIND_REQ,      /* refresh requests sent to user space */
 	PROWL_CNT_UNWIND_REQ_LOST, /* refresh requests the event ring could not take */
 	PROWL_CNT_UNWIND_FP_FRAMES, /* frames unwound with frame pointers (no table) */
@@ -37,6 +76,31 @@ enum prowl_counter {
 	PROWL_CNT__MAX,
 };
 
+/* The counter of user stacks cut short for reason r (PROWL_UR_NONE < r < PROWL_UR__MAX). */
+#define PROWL_CNT_UNWIND_TRUNC_OF(r) (PROWL_CNT_UNWIND_TRUNC + (r) - (PROWL_UR_NONE + 1))
+
+#ifndef __bpf__
+/* User space: a reason's strings from PROWL_UREASONS; NULL for none or an unknown one. */
+struct prowl_ureason_text {
+	const char *label;    /* prowl_unwind_truncated_total{reason="label"} */
+	const char *log_name; /* the unwinder's debug log */
+	const char *marker;   /* the marker frame; a format of one %s when names_object */
+	int names_object;     /* the marker names the object of the last frame */
+};
+
+static inline const struct prowl_ureason_text *prowl_ureason_text(unsigned int r)
+{
+	static const struct prowl_ureason_text texts[PROWL_UR__MAX] = {
+#define PROWL_UR_TEXT(id, label, log_name, marker, names_object) \
+	[PROWL_UR_##id] = { label, log_name, marker, names_object },
+		PROWL_UREASONS(PROWL_UR_TEXT)
+#undef PROWL_UR_TEXT
+	};
+
+	return r > PROWL_UR_NONE && r < PROWL_UR__MAX ? &texts[r] : (const struct prowl_ureason_text *)0;
+}
+#endif
+
 /* Bits in prowl_sample.flags. */
 #define PROWL_SAMPLE_KERNEL_MODE (1u << 0) /* the CPU was in kernel mode */
 #define PROWL_SAMPLE_USTACK_TRUNC (1u << 1) /* user stack hit PROWL_MAX_STACK */
@@ -45,22 +109,6 @@ enum prowl_counter {
 					     * walk (bpf_get_stack), which cannot tell
 					     * whether it reached the thread's entry */
 
-/* Values of prowl_sample.ureason: why a DWARF-unwound user stack stops short of
- * the thread's entry. 0 = complete (or --unwind=fp, where nothing is known). */
-enum prowl_ureason {
-	PROWL_UR_NONE = 0,
-	PROWL_UR_DEPTH,      /* deeper than PROWL_MAX_STACK frames */
-	PROWL_UR_NO_TABLE,   /* a frame in an object whose table is not loaded (capacity,
-			      * build error): frame pointers were tried from there */
-	PROWL_UR_NO_MAPPING, /* a pc in no executable mapping the unwinder knows */
-	PROWL_UR_READ,       /* stack memory could not be read */
-	PROWL_UR_BAD_CFI,    /* CFI the BPF unwinder cannot evaluate, or a corrupt frame */
-	PROWL_UR_NO_FDE,     /* a pc inside an object but not covered by its CFI */
-	PROWL_UR_NEW_PROC,   /* the process's mappings were not loaded yet (frame pointers used) */
-	PROWL_UR_NO_REGS,    /* the user registers of a task sampled in the kernel were not
-			      * found (kernels without bpf_task_pt_regs; frame pointers used) */
-	PROWL_UR__MAX,
-};
 
 /* ---- CPython (3.11-3.13) ----
  * User space finds CPython processes and writes, per tgid, where _PyRuntime is

@@ -2,6 +2,23 @@
  * so that every client gets the same timeouts, protocols and TLS checks. */
 #include "curlopt.h"
 
+#include <errno.h>
+#include <pthread.h>
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_init_once(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+int curl_init(void)
+{
+	pthread_once(&curl_once, curl_init_once);
+	return curl_init_rc == CURLE_OK ? 0 : -ENOMEM;
+}
+
 void curl_set_common(CURL *c, const struct curl_io *io)
 {
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);

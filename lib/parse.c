@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array_size.h"
+#include "clock.h"
+
 /* The decimal number s starts with (it must start with a digit: no sign, no
  * space); *end is set past it. Returns 0, -EINVAL or -ERANGE. */
 static int parse_leading_u64(const char *s, unsigned long long *v, char **end)
@@ -38,7 +41,7 @@ int parse_u64_range(const char *s, uint64_t min, uint64_t max, uint64_t *ret)
 int parse_duration_ns(const char *s, uint64_t *ret)
 {
 	static const struct { const char *suffix; uint64_t ns; } units[] = {
-		{ "ms", 1000000ull }, { "s", 1000000000ull }, { "m", 60000000000ull }, { "h", 3600000000000ull },
+		{ "ms", NSEC_PER_MSEC }, { "s", NSEC_PER_SEC }, { "m", 60 * NSEC_PER_SEC }, { "h", 3600 * NSEC_PER_SEC },
 	};
 	uint64_t total = 0;
 	const char *p = s;
@@ -72,13 +75,13 @@ int parse_duration_ns(const char *s, uint64_t *ret)
 			}
 			return -EINVAL;
 		}
-		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		for (i = 0; i < ARRAY_SIZE(units); i++) {
 			size_t n = strlen(units[i].suffix);
 
 			if (strncmp(p, units[i].suffix, n) == 0 && !isalpha((unsigned char)p[n]))
 				break;
 		}
-		if (i == sizeof(units) / sizeof(units[0]))
+		if (i == ARRAY_SIZE(units))
 			return -EINVAL;
 		if (v > UINT64_MAX / units[i].ns)
 			return -ERANGE;
@@ -138,7 +141,7 @@ int parse_size_bytes(const char *s, uint64_t *ret)
 	r = parse_leading_u64(s, &v, &end);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(units); i++) {
 		if (strcmp(end, units[i].suffix) == 0) {
 			if (v > UINT64_MAX / units[i].mult)
 				return -ERANGE;

@@ -8,7 +8,7 @@
 
 #include "elf_module.h"
 #include "intern.h"
-#include "symbolizer.h"
+#include "sym_frame.h"
 
 /* Fills frames[0..max) for normalized address addr of m, innermost first, and
  * sets *ret_n (0 when nothing covers addr; the caller then makes a fallback).

@@ -10,7 +10,7 @@
 
 #include "lru.h"
 #include "objcache.h"
-#include "symbolizer.h"
+#include "sym_frame.h"
 
 struct dwarf_ctx;
 

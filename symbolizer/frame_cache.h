@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "symbolizer.h"
+#include "sym_frame.h"
 
 /* Decision: exact LRU through an intrusive doubly linked list of entry indexes
  * (O(1) touch on a hit, O(1) victim choice) rather than CLOCK: 8 bytes per

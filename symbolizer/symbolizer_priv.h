@@ -60,7 +60,7 @@ struct symbolizer {
 	struct symbolizer_stats st;
 };
 
-/* ---- symbolizer.c ---- */
+/* ---- frame_names.c (below both symbolizer.c and processes.c) ---- */
 
 /* str interned in t; *ret points into t. */
 int sym_intern_cstr(struct intern *t, const char *str, const char **ret);

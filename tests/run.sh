@@ -1,6 +1,7 @@
 #!/bin/bash
-# run.sh: runs prowl's whole test suite: C unit tests and end-to-end tests (as root,
-# real BPF) on build/, then on build-san/ (ASan+UBSan: the unit tests and the e2e
+# run.sh: runs prowl's whole test suite: the include graph (tests/layout), C unit
+# tests and end-to-end tests (as root, real BPF) on build/, then on build-san/
+# (ASan+UBSan: the unit tests and the e2e
 # tests that feed prowl untrusted input, SAN_E2E below), then the kernel matrix
 # (tests/kmatrix: Debian's kernels under QEMU) on build/, then each libFuzzer harness
 # for 15 s when FUZZ_BUILD names their build; lists every skipped test
@@ -135,6 +136,28 @@ run_fuzz() { # $1 = the libFuzzer build (make O=build-fuzz FUZZ=1 fuzzers)
 	done < "$1/fuzz/results.txt"
 }
 
+# The include graph (tests/layout/include_graph.py): folders and modules depend one
+# way. Once per run, before the builds: it reads the sources, not a build.
+run_layout() {
+	local out
+	echo "== include graph"
+	# First on a scratch tree with circles, which it must report (a check that cannot fail is no check).
+	if ! out=$(/usr/bin/python3 tests/layout/include_graph.py --self-test 2>&1); then
+		failed=$((failed + 1))
+		failures+=("include_graph --self-test")
+		echo "$out"
+		return
+	fi
+	if out=$(/usr/bin/python3 tests/layout/include_graph.py 2>&1); then
+		passed=$((passed + 1))
+		echo "$out"
+	else
+		failed=$((failed + 1))
+		failures+=("include_graph (circles: see above)")
+		echo "$out"
+	fi
+}
+
 only_quick=0
 if [ "${1:-}" = --quick ]; then
 	only_quick=1
@@ -142,6 +165,7 @@ if [ "${1:-}" = --quick ]; then
 fi
 dirs=("$@")
 [ ${#dirs[@]} -gt 0 ] || dirs=(build build-san)
+run_layout
 for d in "${dirs[@]}"; do
 	if [ ! -x "$d/prowl" ]; then
 		echo "$d/prowl is not built (make all unit workloads tools, or make SAN=1 O=build-san ...)" >&2

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "array_size.h"
 #include "escape.h"
 
 /* Makes room for index `need` in a per-id array (so it holds need + 1 slots). */
@@ -342,7 +343,7 @@ int profile_labelset(struct profile *p, const struct prof_label_in *labels, size
 
 	if ((n && !labels) || n > UINT32_MAX / 2 - p->nlabels)
 		return -EINVAL;
-	if (n > sizeof(local) / sizeof(local[0])) {
+	if (n > ARRAY_SIZE(local)) {
 		buf = calloc(n, sizeof(*buf));
 		if (!buf)
 			return -ENOMEM;

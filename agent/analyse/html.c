@@ -12,6 +12,7 @@
 #include "analyse/cli.h"
 #include "analyse/jsonw.h"
 #include "analyse/view.h"
+#include "array_size.h"
 #include "gzip.h"
 #include "intern.h"
 #include "sbuf.h"
@@ -214,7 +215,7 @@ int html_write_profile(const struct profile *p, const char *title, const char *c
 		snprintf(count, sizeof(count), "%" PRIu64 " samples, one every %.1f ms (%.0f Hz)", p->total_samples,
 			 p->period / 1e6, 1e9 / p->period);
 	lines[n++] = count;
-	for (size_t i = 0; i < nextra && n < sizeof(lines) / sizeof(lines[0]); i++)
+	for (size_t i = 0; i < nextra && n < ARRAY_SIZE(lines); i++)
 		lines[n++] = extra[i];
 	r = html_write(v, &(struct html_meta){ .title = title, .lines = lines, .nlines = n }, ret_buf, ret_len);
 out:

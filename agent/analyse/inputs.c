@@ -16,10 +16,10 @@
 
 #include "aggregate.h"
 #include "analyse/timespec.h"
+#include "clock.h"
 #include "log.h"
 #include "escape.h"
 
-#define NS 1000000000ll
 /* Dir mode names the first few unreadable files, then only counts them. */
 #define MAX_SKIP_WARNINGS 5
 
@@ -365,7 +365,7 @@ static int64_t name_time(const char *path)
 		return -1;
 	tm.tm_year -= 1900;
 	tm.tm_mon -= 1;
-	return (int64_t)timegm(&tm) * NS + ms * 1000000ll;
+	return (int64_t)timegm(&tm) * NSEC_PER_SEC + ms * NSEC_PER_MSEC;
 }
 
 static void no_files_error(struct input_set *s, const struct input_opts *o, const char *where, size_t nfiles)
@@ -417,8 +417,8 @@ int inputs_load_dir(struct input_set *s, const struct input_opts *o)
 		int64_t t = name_time(l.v[i]);
 
 		/* Names carry the start to the millisecond: a quick first cut. */
-		if (t >= 0 && ((o->from_ns > INT64_MIN + NS && t < o->from_ns - NS) ||
-			       (o->to_ns < INT64_MAX - NS && t >= o->to_ns + NS)))
+		if (t >= 0 && ((o->from_ns > INT64_MIN + NSEC_PER_SEC && t < o->from_ns - NSEC_PER_SEC) ||
+			       (o->to_ns < INT64_MAX - NSEC_PER_SEC && t >= o->to_ns + NSEC_PER_SEC)))
 			continue;
 		r = load_one(s, l.v[i], o);
 		if (r == -EIO || (r == -EBADMSG && strstr(s->err, "is not a profile"))) {

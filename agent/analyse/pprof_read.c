@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "aggregate.h"
-#include "export.h"
+#include "window.h"
 #include "gzip.h"
 #include "intern.h"
 #include "profile.pb-c.h"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "label_names.h"
 #include "log.h"
 #include "regex_re2.h"
 #include "rules_priv.h"
@@ -76,7 +77,7 @@ static int family_init(struct rule_family *f, const char *metric, const char *co
 		f->nlabels++;
 		if (strcmp(labels[i], RULES_FUNCTION_LABEL) == 0)
 			f->fn_pos = (int)i;
-		if (strcmp(labels[i], "service_name") == 0)
+		if (strcmp(labels[i], LABEL_SERVICE_NAME) == 0)
 			f->svc_pos = (int)i;
 	}
 	return 0;

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "export.h"
+#include "window.h"
 #include "rules_config.h"
 
 struct rules;

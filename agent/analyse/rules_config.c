@@ -10,13 +10,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "array_size.h"
 #include "escape.h"
 #include "log.h"
 #include "parse.h"
 #include "regex_re2.h"
 #include "yamlnode.h"
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const rule_keys[] = { "metric", "match", "function", "self", "group_by" };
 

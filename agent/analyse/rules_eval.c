@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "aggregate_priv.h"
+#include "clock.h"
 #include "escape.h"
 #include "log.h"
 #include "rules_priv.h"
@@ -15,7 +16,7 @@ static uint64_t thread_cpu_ns(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return (uint64_t)timespec_ns(&ts);
 }
 
 /* Label name of series s as a rule sees it. container_id is the id of the series'
@@ -24,7 +25,7 @@ static uint64_t thread_cpu_ns(void)
  * labels, so that a container's restart does not start a new series of it. */
 static const char *rule_label(const struct export_series *s, const char *name, bool with_id)
 {
-	if (with_id && strcmp(name, SERIES_CONTAINER_ID) == 0)
+	if (with_id && strcmp(name, LABEL_CONTAINER_ID) == 0)
 		return export_series_container_id(s);
 	return export_series_label(s, name);
 }

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "parse.h"
 
-#define NS 1000000000ll
 
 /* Exactly n digits at *p, advancing it; -1 when they are not there. */
 static int digits(const char **p, int n)
@@ -50,7 +50,7 @@ static int parse_clock(const char **p, struct tm *tm, int64_t *frac_ns)
 	if (tm->tm_sec < 0 || tm->tm_sec > 60)
 		return -EINVAL;
 	if (**p == '.') {
-		int64_t scale = NS / 10;
+		int64_t scale = NSEC_PER_SEC / 10;
 
 		(*p)++;
 		if (!isdigit((unsigned char)**p))
@@ -69,7 +69,7 @@ static int local_to_ns(struct tm *tm, int64_t frac, int64_t *ret)
 	t = mktime(tm);
 	if (t == (time_t)-1)
 		return -EINVAL;
-	*ret = (int64_t)t * NS + frac;
+	*ret = (int64_t)t * NSEC_PER_SEC + frac;
 	return 0;
 }
 
@@ -115,7 +115,7 @@ static int parse_date_time(const char *s, int64_t *ret)
 	t = timegm(&tm);
 	if (t == (time_t)-1)
 		return -EINVAL;
-	*ret = ((int64_t)t - off) * NS + frac;
+	*ret = ((int64_t)t - off) * NSEC_PER_SEC + frac;
 	return 0;
 }
 
@@ -136,7 +136,7 @@ int time_parse(const char *s, int64_t now_ns, int64_t *ret_ns)
 		return 0;
 	}
 	if (isdigit((unsigned char)s[0]) && isdigit((unsigned char)s[1]) && s[2] == ':') {
-		time_t now = (time_t)(now_ns / NS);
+		time_t now = (time_t)(now_ns / NSEC_PER_SEC);
 		const char *p = s;
 		struct tm tm;
 		int64_t frac;
@@ -146,7 +146,7 @@ int time_parse(const char *s, int64_t now_ns, int64_t *ret_ns)
 			return -EINVAL;
 		if (local_to_ns(&tm, frac, ret_ns) < 0)
 			return -EINVAL;
-		if (*ret_ns > now_ns + 60 * NS) {
+		if (*ret_ns > now_ns + 60 * NSEC_PER_SEC) {
 			/* A clock time still ahead means the last one: yesterday's. */
 			localtime_r(&now, &tm);
 			p = s;
@@ -182,7 +182,7 @@ int time_range_parse(const char *s, int64_t now_ns, int64_t *ret_from, int64_t *
 /* strftime of ns (clamped at the epoch) in local time or UTC; returns the length. */
 static size_t format_at(int64_t ns, bool utc, const char *fmt, char *buf, size_t n, struct tm *tm)
 {
-	time_t t = (time_t)((ns < 0 ? 0 : ns) / NS);
+	time_t t = (time_t)((ns < 0 ? 0 : ns) / NSEC_PER_SEC);
 
 	if (utc)
 		gmtime_r(&t, tm);
@@ -193,7 +193,7 @@ static size_t format_at(int64_t ns, bool utc, const char *fmt, char *buf, size_t
 
 static int millis(int64_t ns)
 {
-	return ns < 0 ? 0 : (int)(ns % NS / 1000000);
+	return ns < 0 ? 0 : (int)(ns % NSEC_PER_SEC / NSEC_PER_MSEC);
 }
 
 void time_format_local(int64_t ns, int ms, char *buf, size_t n)

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "aggregate_priv.h"
+#include "array_size.h"
 #include "intern.h"
+#include "label_names.h"
 
 /* Process pseudo-frames are interned under a name no function has. */
 #define PROCESS_TAG '\x01'
@@ -112,7 +114,7 @@ bool view_profiles_multiprocess(const struct profile *const *p, size_t n)
 	const char *first = NULL;
 
 	for (size_t i = 0; i < n; i++) {
-		uint32_t key = intern_find(p[i]->strings, "process_name", strlen("process_name"));
+		uint32_t key = intern_find(p[i]->strings, LABEL_PROCESS_NAME, strlen(LABEL_PROCESS_NAME));
 
 		for (uint32_t ls = 1; key && ls <= intern_count(p[i]->labelsets); ls++) {
 			const struct prof_lset *s = &p[i]->lsets[ls];
@@ -157,7 +159,7 @@ static bool kernel_exit_start(const char *fn)
 
 	if (strncmp(fn, "asm_sysvec_", 11) == 0)
 		return true;
-	for (size_t i = 0; i < sizeof(exits) / sizeof(exits[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(exits); i++)
 		if (strcmp(fn, exits[i]) == 0)
 			return true;
 	return false;
@@ -191,7 +193,7 @@ static uint8_t loc_kind(const struct view *v, const struct profile *p, const str
 static int xlate_build(struct view *v, const struct profile *p, struct xlate *x)
 {
 	uint32_t nf = intern_count(p->functions), nl = intern_count(p->locations), ns = intern_count(p->labelsets);
-	uint32_t key = intern_find(p->strings, "process_name", strlen("process_name"));
+	uint32_t key = intern_find(p->strings, LABEL_PROCESS_NAME, strlen(LABEL_PROCESS_NAME));
 	int r = 0;
 
 	x->func = calloc((size_t)nf + 1, sizeof(*x->func));

@@ -4,6 +4,7 @@
 #include "agent_priv.h"
 #include "debuginfod.h"
 #include "analyse/rules.h"
+#include "array_size.h"
 #include "labels/kube.h"
 #include "labels/relabel.h"
 
@@ -110,7 +111,7 @@ static int make_series(struct agent *a, const struct agent_config *c, struct kub
 		.python_hint = c->python_fp ? "unwind is fp, which reads no Python frames: they get native frames "
 					      "only; set unwind to dwarf for Python functions (or python to false "
 					      "to silence this)" : NULL,
-		.period_ns = 1000000000ll / c->frequency,
+		.period_ns = NSEC_PER_SEC / c->frequency,
 		.kube = kube,
 		.relabel = rl,
 		.drop_pid = drop_pid,
@@ -139,7 +140,7 @@ static int make_rules(const struct agent_config *c, struct rules **ret)
 	const char *names[512];
 	struct rules_opts o = {
 		.series_labels = names,
-		.nseries_labels = agent_config_series_labels(c, names, sizeof(names) / sizeof(names[0])),
+		.nseries_labels = agent_config_series_labels(c, names, ARRAY_SIZE(names)),
 		.max_series = c->limits.recording_series,
 		/* Function names new to the rules are evaluated for at most 1% of the
 		 * window in CPU time; the rest wait for the next windows. */
@@ -220,7 +221,7 @@ static int finish_window(struct agent *a, uint64_t end_mono)
 		.nseries = n,
 		.start_unix_ns = a->window_start_wall,
 		.end_unix_ns = end_wall,
-		.period_ns = 1000000000ll / a->cfg.frequency,
+		.period_ns = NSEC_PER_SEC / a->cfg.frequency,
 	};
 	if (n) {
 		for (unsigned int i = 0; i < a->nexp; i++)
@@ -234,7 +235,7 @@ static int finish_window(struct agent *a, uint64_t end_mono)
 	series_table_end_window(a->series);
 	/* Object files nobody's new addresses needed for a minute are closed: the
 	 * frame cache answers for the addresses already seen. */
-	symbolizer_close_idle(a->sym, 60ull * 1000000000ull);
+	symbolizer_close_idle(a->sym, 60ull * NSEC_PER_SEC);
 	/* Debug files that arrived: the next windows name those frames. */
 	symbolizer_debuginfod_poll(a->sym);
 	symbolizer_release_pages(a->sym);
@@ -384,7 +385,7 @@ static void apply_config(struct agent *a, struct agent_config nc)
 	for (unsigned int i = 0; i < old_nexp; i++) {
 		if (!old_exp[i])
 			continue;
-		if (a->nretiring == sizeof(a->retiring) / sizeof(a->retiring[0])) {
+		if (a->nretiring == ARRAY_SIZE(a->retiring)) {
 			agent_retire(a, old_exp[i], false);
 			continue;
 		}
@@ -482,7 +483,7 @@ static int run(struct agent *a)
 		}
 		if (now >= next_publish) {
 			publish(a);
-			next_publish = now + 1000000000ull;
+			next_publish = now + NSEC_PER_SEC;
 		}
 	}
 	return 0;

@@ -516,7 +516,7 @@ static int run_capture(struct capture *c, uint64_t *ret_start_wall, uint64_t *re
 			break;
 		if (tty && now >= next_status) {
 			status_line(c, now - start, false);
-			next_status = now + 1000000000ull;
+			next_status = now + NSEC_PER_SEC;
 		}
 	}
 	sampler_stop(c->sampler);
@@ -606,7 +606,7 @@ int record_main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal };
 	int r, ret = 1;
 
-	o.debuginfod_timeout_ns = 10ull * 1000000000;
+	o.debuginfod_timeout_ns = 10ull * NSEC_PER_SEC;
 	r = parse_args(argc, argv, &o);
 	if (r != 0) {
 		free(o.pids);
@@ -662,7 +662,7 @@ int record_main(int argc, char **argv)
 		log_error_errno(-ENOMEM, "cannot allocate the profile");
 		goto out;
 	}
-	profile_set_period(c.prof, 1000000000ll / o.freq);
+	profile_set_period(c.prof, NSEC_PER_SEC / o.freq);
 
 	if (o.cmd && spawn_command(&c) < 0)
 		goto out;

@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include "escape.h"
+#include "label_names.h"
 #include "netaddr.h"
 #include "labels/discover.h"
 #include "parse.h"
@@ -312,9 +313,9 @@ size_t agent_config_series_labels(const struct agent_config *c, const char **ret
 	size_t n = 0;
 
 	if (n < max)
-		ret[n++] = "service_name";
+		ret[n++] = LABEL_SERVICE_NAME;
 	if (n < max)
-		ret[n++] = "host_name";
+		ret[n++] = LABEL_HOST_NAME;
 	for (size_t i = 0; i < c->nlabels && n < max; i++)
 		ret[n++] = c->labels[i].name;
 	n += discover_label_names(ret + n, max - n);

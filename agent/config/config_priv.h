@@ -9,9 +9,8 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "array_size.h"
 #include "config.h"
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define MAX_FILE_BYTES   (1u << 20)
 #define MAX_STRING_BYTES 4096

@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include "escape.h"
+#include "label_names.h"
 #include "netaddr.h"
 #include "labels/discover.h"
 #include "parse.h"
@@ -310,7 +311,7 @@ int cfg_label_set(struct load *l, const struct origin *o, const char *name, cons
 		return cfg_error(l, o, key, false,
 				 "invalid label name '%s': use letters, digits and '_', not starting with a digit",
 				 name);
-	if (strcmp(name, "service_name") == 0 || strcmp(name, "host_name") == 0 || strncmp(name, "__", 2) == 0)
+	if (strcmp(name, LABEL_SERVICE_NAME) == 0 || strcmp(name, LABEL_HOST_NAME) == 0 || strncmp(name, "__", 2) == 0)
 		return cfg_error(l, o, key, false,
 				 "label name '%s' is reserved (prowl sets service_name and host_name; "
 				 "names starting with '__' are internal): choose another name", name);

@@ -2,6 +2,7 @@
  * "process;root;...;leaf count" line per distinct (process, expanded stack). */
 #include "encode.h"
 #include "aggregate_priv.h"
+#include "label_names.h"
 #include "sbuf.h"
 
 #include <errno.h>
@@ -86,7 +87,7 @@ static int line_cmp(const void *a, const void *b, void *arg)
 int encode_folded(const struct profile *p, char **ret_buf, size_t *ret_len)
 {
 	uint32_t nsamples = intern_count(p->samples);
-	uint32_t process_key = intern_find(p->strings, "process_name", strlen("process_name"));
+	uint32_t process_key = intern_find(p->strings, LABEL_PROCESS_NAME, strlen(LABEL_PROCESS_NAME));
 	struct intern *lines = intern_new();
 	struct sbuf line = {}, out = {};
 	int64_t *counts = NULL;

@@ -1,8 +1,10 @@
 /* encode_otlp.c: serialises an export batch to an OTLP ExportProfilesServiceRequest
  * with one shared dictionary and one ResourceProfiles per (series, process). */
 #include "encode_otlp.h"
+#include "array_size.h"
 #include "encode_otlp_priv.h"
-#include "export.h"
+#include "label_names.h"
+#include "window.h"
 
 #include "otlp_profiles_service.pb-c.h"
 
@@ -50,12 +52,12 @@ static pb_kv *kv_int(struct otlp_build *b, const char *key, int64_t val)
 /* Series labels that OpenTelemetry's semantic conventions name otherwise. */
 static const char *const semconv[][2] = {
 	{ "namespace", "k8s.namespace.name" }, { "pod", "k8s.pod.name" },	 { "container", "k8s.container.name" },
-	{ "node", "k8s.node.name" },	       { SERIES_CONTAINER_ID, RESOURCE_CONTAINER_ID },
+	{ "node", "k8s.node.name" },	       { LABEL_CONTAINER_ID, RESOURCE_CONTAINER_ID },
 };
 
 static const char *semconv_name(const char *label)
 {
-	for (size_t i = 0; i < sizeof(semconv) / sizeof(semconv[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(semconv); i++)
 		if (strcmp(semconv[i][0], label) == 0)
 			return semconv[i][1];
 	return label;
@@ -67,8 +69,8 @@ static const char *semconv_name(const char *label)
 static int build_resource(struct otlp_build *b, const struct export_series *s, const struct res_key *rk,
 			  const char *hostname, pb_resource **ret)
 {
-	const char *service = export_series_label(s, "service_name");
-	const char *host = export_series_label(s, "host_name");
+	const char *service = export_series_label(s, LABEL_SERVICE_NAME);
+	const char *host = export_series_label(s, LABEL_HOST_NAME);
 	pb_resource *r;
 	pb_kv **kvs;
 	size_t n = 0;
@@ -85,7 +87,7 @@ static int build_resource(struct otlp_build *b, const struct export_series *s, c
 	for (size_t i = 0; i < s->nlabels; i++) {
 		const char *name = s->labels[i].name;
 
-		if (!name || !*name || !strcmp(name, "service_name") || !strcmp(name, "host_name"))
+		if (!name || !*name || !strcmp(name, LABEL_SERVICE_NAME) || !strcmp(name, LABEL_HOST_NAME))
 			continue;
 		kvs[n++] = kv_str(b, semconv_name(name), s->labels[i].value);
 	}

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "label_names.h"
+
 /* Per-series translation of the profile's ids to dictionary indices; 0 means
  * "not translated yet" since every translated id is at least 1. */
 struct series_map {
@@ -289,14 +291,14 @@ static int series_labelset(struct otlp_build *b, struct series_map *m, uint32_t 
 		const char *key = profile_str(m->p, l->key_str);
 		const char *str = l->str_str ? profile_str(m->p, l->str_str) : NULL;
 
-		if (!strcmp(key, "pid") && !str) {
+		if (!strcmp(key, LABEL_PID) && !str) {
 			rk.has_pid = 1;
 			rk.pid = l->num;
-		} else if (!strcmp(key, "process_name") && str) {
+		} else if (!strcmp(key, LABEL_PROCESS_NAME) && str) {
 			err = otlp_dict_str(b, str, &rk.pname_str);
-		} else if (!strcmp(key, "tid") && !str) {
+		} else if (!strcmp(key, LABEL_TID) && !str) {
 			err = dict_attr_int(b, "thread.id", l->num, NULL, &attrs[nattrs++]);
-		} else if (!strcmp(key, "thread_name") && str) {
+		} else if (!strcmp(key, LABEL_THREAD_NAME) && str) {
 			err = dict_attr_str(b, "thread.name", str, &attrs[nattrs++]);
 		} else if (str) {
 			err = dict_attr_str(b, key, str, &attrs[nattrs++]);

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "export.h"
+#include "window.h"
 #include "gzip.h"
 
 typedef Perftools__Profiles__Profile pb_profile;

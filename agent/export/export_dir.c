@@ -18,6 +18,7 @@
 #include "encode.h"
 #include "export_file.h"
 #include "intern.h"
+#include "label_names.h"
 #include "log.h"
 #include "mkdir_p.h"
 
@@ -81,7 +82,7 @@ static void scan(struct exporter_dir *d, const char *dir, int depth)
 		if (S_ISDIR(st.st_mode) && depth == 0)
 			scan(d, path, 1);
 		else if (S_ISREG(st.st_mode) && n > 6 && strcmp(de->d_name + n - 6, ".pb.gz") == 0)
-			track(d, path, (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec, st.st_size);
+			track(d, path, timespec_ns(&st.st_mtim), st.st_size);
 		else if (S_ISREG(st.st_mode) && strstr(de->d_name, ".prowl-tmp."))
 			unlink(path); /* a temporary file of a run that crashed */
 	}
@@ -160,7 +161,7 @@ static void safe_name(char *dst, size_t n, const char *s)
 static int dir_submit(struct exporter *e, const struct export_batch *b)
 {
 	struct exporter_dir *d = (struct exporter_dir *)e;
-	time_t t = b->start_unix_ns / 1000000000;
+	time_t t = b->start_unix_ns / NSEC_PER_SEC;
 	char stamp[48], svc[128], dir[4096], name[96], path[4400];
 	struct tm tm;
 	int ret = 0, dfd;
@@ -170,7 +171,7 @@ static int dir_submit(struct exporter *e, const struct export_batch *b)
 	 * one before it, and must not overwrite its file. */
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
 	snprintf(stamp + strlen(stamp), sizeof(stamp) - strlen(stamp), ".%03dZ",
-		 (int)(b->start_unix_ns % 1000000000 / 1000000));
+		 (int)(b->start_unix_ns % NSEC_PER_SEC / NSEC_PER_MSEC));
 	for (size_t i = 0; i < b->nseries; i++) {
 		const struct export_series *s = &b->series[i];
 		uint64_t h = 0;
@@ -182,7 +183,7 @@ static int dir_submit(struct exporter *e, const struct export_batch *b)
 			h = h * 31 + hash_bytes(s->labels[k].name, strlen(s->labels[k].name));
 			h = h * 31 + hash_bytes(s->labels[k].value, strlen(s->labels[k].value));
 		}
-		safe_name(svc, sizeof(svc), export_series_label(s, "service_name") ?: "unknown");
+		safe_name(svc, sizeof(svc), export_series_label(s, LABEL_SERVICE_NAME) ?: "unknown");
 		snprintf(dir, sizeof(dir), "%s/%s", d->root, svc);
 		snprintf(name, sizeof(name), "%s-%08" PRIx32 ".pb.gz", stamp, (uint32_t)h);
 		snprintf(path, sizeof(path), "%s/%s", dir, name);

@@ -84,7 +84,7 @@ void exporter_http_free(struct exporter *e)
 
 const char *export_series_service(const struct export_series *s)
 {
-	const char *v = export_series_label(s, EXPORT_SERVICE_LABEL);
+	const char *v = export_series_label(s, LABEL_SERVICE_NAME);
 
 	return v && *v ? v : EXPORT_DEFAULT_SERVICE;
 }
@@ -92,7 +92,7 @@ const char *export_series_service(const struct export_series *s)
 bool export_label_is_extra(const struct series_label *l)
 {
 	return l->name && *l->name && l->value && *l->value && strcmp(l->name, EXPORT_NAME_LABEL) != 0 &&
-	       strcmp(l->name, EXPORT_SERVICE_LABEL) != 0;
+	       strcmp(l->name, LABEL_SERVICE_NAME) != 0;
 }
 
 bool export_series_has_samples(const struct export_series *s)

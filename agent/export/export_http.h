@@ -8,12 +8,12 @@
 #include <stdint.h>
 
 #include "export.h"
+#include "label_names.h"
 
 struct sender;
 
 /* Labels every HTTP backend sends first: the profile's name and its service. */
 #define EXPORT_NAME_LABEL      "__name__"
-#define EXPORT_SERVICE_LABEL   "service_name"
 #define EXPORT_DEFAULT_SERVICE "unknown_service"
 
 /* Embedded first in each HTTP backend's own struct (or used as it is). */

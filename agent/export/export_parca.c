@@ -64,7 +64,7 @@ static int put_series(FILE *f, const struct export_series *s)
 		return r;
 	fputs("{\"labels\":{\"labels\":[", f);
 	put_label(f, true, EXPORT_NAME_LABEL, PROFILE_NAME);
-	put_label(f, false, EXPORT_SERVICE_LABEL, export_series_service(s));
+	put_label(f, false, LABEL_SERVICE_NAME, export_series_service(s));
 	for (size_t i = 0; i < s->nlabels; i++) {
 		const struct series_label *l = &s->labels[i];
 

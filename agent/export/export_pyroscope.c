@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "encode.h"
 #include "export_http.h"
 #include "log.h"
@@ -92,7 +93,7 @@ static void put_key_value(FILE *f, const char *s)
 /* Builds "/ingest?name=<app{k=v,...}>&from=...". */
 static int ingest_path(const struct export_series *s, const struct export_batch *b, char **ret)
 {
-	int64_t from = b->start_unix_ns / 1000000000, until = (b->end_unix_ns + 999999999) / 1000000000;
+	int64_t from = b->start_unix_ns / NSEC_PER_SEC, until = (b->end_unix_ns + NSEC_PER_SEC - 1) / NSEC_PER_SEC;
 	char *key = NULL, *path = NULL, *esc = NULL;
 	size_t keylen = 0, pathlen = 0;
 	bool first = true;
@@ -132,7 +133,7 @@ static int ingest_path(const struct export_series *s, const struct export_batch 
 	fprintf(f, INGEST_PATH "?name=%s", esc ? esc : "");
 	fprintf(f, "&from=%" PRId64 "&until=%" PRId64 "&format=pprof&spyName=prowl", from, until);
 	if (b->period_ns > 0)
-		fprintf(f, "&sampleRate=%" PRId64, (1000000000 + b->period_ns / 2) / b->period_ns);
+		fprintf(f, "&sampleRate=%" PRId64, (NSEC_PER_SEC + b->period_ns / 2) / b->period_ns);
 	free(key);
 	if (fclose(f) != 0 || !esc) {
 		free(esc);
@@ -225,7 +226,7 @@ static int submit_push(struct exporter_pyroscope *p, const struct export_batch *
 		labelsp[nl] = &labels[nl];
 		nl++;
 		prowl__pyroscope__push__v1__label_pair__init(&labels[nl]);
-		labels[nl].name = EXPORT_SERVICE_LABEL;
+		labels[nl].name = LABEL_SERVICE_NAME;
 		labels[nl].value = (char *)export_series_service(s);
 		labelsp[nl] = &labels[nl];
 		nl++;

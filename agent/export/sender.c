@@ -19,14 +19,6 @@
 #include "log.h"
 #include "url.h"
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
-
-static void curl_init_once(void)
-{
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 static struct timespec mono_after_ms(uint64_t ms)
 {
 	int64_t t = (int64_t)clock_mono_ns() + (int64_t)ms * NSEC_PER_MSEC;
@@ -438,8 +430,7 @@ int sender_new(const char *name, const struct http_target *t, struct sender **re
 	/* These end up in header lines: no way to smuggle in another header. */
 	if ((t->bearer_token && strpbrk(t->bearer_token, "\r\n")) || (t->tenant && strpbrk(t->tenant, "\r\n")))
 		return -EINVAL;
-	pthread_once(&curl_once, curl_init_once);
-	if (curl_init_rc != CURLE_OK)
+	if (curl_init() < 0)
 		return -ENOMEM;
 	s = calloc(1, sizeof(*s));
 	if (!s)

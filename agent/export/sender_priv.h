@@ -23,9 +23,7 @@
 #define RETRY_AFTER_CAP_MS     300000u /* a Retry-After beyond 5 min is clamped */
 #define REPLY_SNIPPET          256     /* bytes of a rejection's body quoted in the log */
 #define REPLY_MAX_BYTES        (64u << 10) /* the transfer stops past this much body */
-#define DROP_WARN_INTERVAL_NS  (60ll * 1000000000ll)
-#define NSEC_PER_MSEC          1000000ll
-#define NSEC_PER_SEC           1000000000ll
+#define DROP_WARN_INTERVAL_NS  (60 * NSEC_PER_SEC)
 
 enum outcome {
 	OUT_SENT,    /* 2xx */

@@ -177,7 +177,7 @@ static void scan(struct spool *sp)
 		f.bytes = (uint64_t)st.st_size;
 		/* Written after its newest profile was queued: older than the age cap
 		 * means every profile in it is. */
-		if ((uint64_t)(clock_wall_ns() - ((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec)) >
+		if ((uint64_t)(clock_wall_ns() - timespec_ns(&st.st_mtim)) >
 		    sp->max_age_ns) {
 			if (unlinkat(sp->dirfd, de->d_name, 0) == 0)
 				sp->st.dropped_age += f.nrec;
@@ -490,7 +490,7 @@ int spool_take(struct spool *sp, const char *kind, struct sender_request ***ret,
 	pthread_mutex_unlock(&sp->lock);
 	if (n)
 		log_info("%s: sending %zu profiles from the spool first (the oldest queued %" PRId64 "s ago)", kind, n,
-			 (clock_wall_ns() - v[0]->queued_unix_ns) / 1000000000);
+			 (clock_wall_ns() - v[0]->queued_unix_ns) / NSEC_PER_SEC);
 	*ret = v;
 	*ret_n = n;
 	return r;

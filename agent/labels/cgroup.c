@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array_size.h"
 #include "u64map.h"
 
 static const struct {
@@ -107,7 +108,7 @@ static void component(const char *c, size_t n, const char *prev, size_t pn, stru
 			return;
 		}
 	}
-	for (size_t i = 0; i < sizeof(scope_shapes) / sizeof(scope_shapes[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(scope_shapes); i++) {
 		size_t pl = strlen(scope_shapes[i].prefix), rest;
 
 		if (!starts(c, n, scope_shapes[i].prefix))

@@ -8,17 +8,19 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "array_size.h"
 #include "kube.h"
 #include "relabel.h"
 #include "escape.h"
+#include "label_names.h"
 
-static const char *const default_names[] = { "namespace", "pod", "container", "node", SERIES_CONTAINER_ID };
+static const char *const default_names[] = { "namespace", "pod", "container", "node", LABEL_CONTAINER_ID };
 
 size_t discover_label_names(const char **ret, size_t max)
 {
 	size_t n = 0;
 
-	for (size_t i = 0; i < sizeof(default_names) / sizeof(default_names[0]) && n < max; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(default_names) && n < max; i++)
 		ret[n++] = default_names[i];
 	return n;
 }
@@ -171,7 +173,7 @@ static int base_labels(const struct discover_opts *o, uint32_t pid, const char *
 	r = r ?: labelset_set(s, "__meta_container_id", ci->container_id);
 	r = r ?: labelset_set(s, "__meta_container_runtime", container_runtime_name(ci->runtime));
 	if (o->hostname && *o->hostname)
-		r = r ?: labelset_set(s, "host_name", o->hostname);
+		r = r ?: labelset_set(s, LABEL_HOST_NAME, o->hostname);
 	for (size_t i = 0; r == 0 && i < o->nstatic; i++)
 		r = labelset_set(s, o->static_labels[i].name, o->static_labels[i].value);
 	return r;
@@ -235,10 +237,10 @@ int discover(const struct discover_opts *o, uint32_t pid, uint64_t cgroup_id, co
 	 * "container" label and the resource's container.id then say it): outside
 	 * pods, and in a pod while the server is down or has no status for it yet. */
 	if (r == 0 && ci.container_id[0] && !id->container_known)
-		r = labelset_set(&s, SERIES_CONTAINER_ID, ci.container_id);
+		r = labelset_set(&s, LABEL_CONTAINER_ID, ci.container_id);
 	if (r == 0 && !svc[0])
 		host_service(&ci, exe, pcomm, svc, sizeof(svc));
-	r = r ?: labelset_set(&s, "service_name", svc);
+	r = r ?: labelset_set(&s, LABEL_SERVICE_NAME, svc);
 	if (r == 0 && o->relabel) {
 		r = relabel_apply(o->relabel, &s);
 		id->keep = r == 1;

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "cgroup.h"
-#include "export.h"
+#include "window.h"
 #include "labelset.h"
 
 struct kube;

@@ -106,7 +106,7 @@ static bool relist_due_locked(struct kube *k);
 static void nap(struct kube *k, uint64_t ms, bool wake_on_relist)
 {
 	uint64_t until = clock_mono_ns() + ms * 1000000ull;
-	struct timespec ts = { .tv_sec = (time_t)(until / 1000000000ull), .tv_nsec = (long)(until % 1000000000ull) };
+	struct timespec ts = { .tv_sec = (time_t)(until / NSEC_PER_SEC), .tv_nsec = (long)(until % NSEC_PER_SEC) };
 
 	pthread_mutex_lock(&k->lock);
 	while (!flag(&k->stop) && clock_mono_ns() < until && !(wake_on_relist && relist_due_locked(k)))
@@ -421,7 +421,7 @@ static void *kube_thread(void *arg)
 			/* The resourceVersion is too old: start over with a list, but not in
 			 * a loop when the server says so of a version it just listed. */
 			need_list = true;
-			if (clock_mono_ns() - k->last_list_ns < 1000000000ull) {
+			if (clock_mono_ns() - k->last_list_ns < NSEC_PER_SEC) {
 				failed(k);
 				nap(k, backoff_ms(++failures), false);
 			} else {

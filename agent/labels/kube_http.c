@@ -38,13 +38,6 @@ struct kube_http {
 	bool ended; /* line() said stop */
 };
 
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void curl_init_once(void)
-{
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-}
-
 static void set_why(struct kube_get *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void set_why(struct kube_get *g, const char *fmt, ...)
 {
@@ -68,9 +61,10 @@ int kube_http_new(const struct kube_http_opts *o, struct kube_http **ret)
 {
 	struct kube_http *h = calloc(1, sizeof(*h));
 
-	if (!h)
+	if (!h || curl_init() < 0) {
+		free(h);
 		return -ENOMEM;
-	pthread_once(&curl_once, curl_init_once);
+	}
 	h->api_url = strdup(o->api_url);
 	h->token_file = o->token_file ? strdup(o->token_file) : NULL;
 	h->ca_file = o->ca_file ? strdup(o->ca_file) : NULL;

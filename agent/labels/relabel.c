@@ -47,15 +47,6 @@ static void put(char *out, size_t size, size_t *o, const char *s, size_t n)
 	*o += n;
 }
 
-int relabel_regex_compile(const char *re, regex_t *ret, char *err, size_t errsz)
-{
-	if (strlen(re) > RELABEL_MAX_REGEX) {
-		snprintf(err, errsz, "longer than %d bytes", RELABEL_MAX_REGEX);
-		return -EINVAL;
-	}
-	return regex_re2_compile(re, true, 0, ret, err, errsz);
-}
-
 static bool name_char(unsigned char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c >= 0x80;

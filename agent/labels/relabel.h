@@ -23,12 +23,6 @@ size_t relabel_count(const struct relabel *r);
  * removed here: the caller does that once relabeling is over. */
 int relabel_apply(const struct relabel *r, struct labelset *s);
 
-/* Compiles the regex re as relabeling uses it: RE2's \d \D \s \S translated to
- * POSIX classes, then anchored as ^(re)$ with REG_EXTENDED, so the user's group
- * N is group N + 1. Returns 0, -EINVAL with a reason in err (e.g. RE2 syntax
- * POSIX ERE lacks), or -ENOMEM. */
-int relabel_regex_compile(const char *re, regex_t *ret, char *err, size_t errsz);
-
 /* Expands a Go regexp template (replacement or target_label: $1, ${1}, $name,
  * ${name}, $$) against a match of an anchored regex compiled above, into out
  * (size outsz, NUL-terminated, cut at outsz - 1). */

@@ -9,13 +9,12 @@
 #include <string.h>
 #include <strings.h>
 
+#include "array_size.h"
 #include "labelset.h"
 #include "log.h"
 #include "parse.h"
-#include "relabel.h"
+#include "regex_re2.h"
 #include "yamlnode.h"
-
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 #define DEF_SEPARATOR   ";"
 #define DEF_REGEX       "(.*)"
@@ -30,6 +29,15 @@ static const char *const action_names[RELABEL__MAX] = {
 
 static const char *const rule_keys[] = { "source_labels", "separator", "regex",  "modulus",
 					 "target_label",  "replacement", "action" };
+
+int relabel_regex_compile(const char *re, regex_t *ret, char *err, size_t errsz)
+{
+	if (strlen(re) > RELABEL_MAX_REGEX) {
+		snprintf(err, errsz, "longer than %d bytes", RELABEL_MAX_REGEX);
+		return -EINVAL;
+	}
+	return regex_re2_compile(re, true, 0, ret, err, errsz);
+}
 
 const char *relabel_action_name(enum relabel_action a)
 {

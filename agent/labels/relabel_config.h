@@ -3,6 +3,7 @@
 #ifndef PROWL_RELABEL_CONFIG_H
 #define PROWL_RELABEL_CONFIG_H
 
+#include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,6 +50,12 @@ struct relabel_config {
 	struct relabel_rule_config *rules;
 	size_t n;
 };
+
+/* Compiles the regex re as relabeling uses it: RE2's \d \D \s \S translated to
+ * POSIX classes, then anchored as ^(re)$ with REG_EXTENDED, so the user's group
+ * N is group N + 1. Returns 0, -EINVAL with a reason in err (e.g. RE2 syntax
+ * POSIX ERE lacks), or -ENOMEM. */
+int relabel_regex_compile(const char *re, regex_t *ret, char *err, size_t errsz);
 
 /* The name of an action, as written in the file. */
 const char *relabel_action_name(enum relabel_action a);

@@ -17,6 +17,7 @@
 #include "ingest.h"
 #include "intern.h"
 #include "kube.h"
+#include "label_names.h"
 #include "log.h"
 #include "symbolizer.h"
 #include "u64map.h"
@@ -226,10 +227,10 @@ static char *identity_key(const struct identity *id, size_t *ret_len)
 /* The identity of the overflow series: service_name "other", host and static labels. */
 static int other_identity(struct series_table *t, struct identity *id)
 {
-	int r = labelset_set(&id->labels, "service_name", "other");
+	int r = labelset_set(&id->labels, LABEL_SERVICE_NAME, "other");
 
 	if (r == 0 && t->hostname[0])
-		r = labelset_set(&id->labels, "host_name", t->hostname);
+		r = labelset_set(&id->labels, LABEL_HOST_NAME, t->hostname);
 	for (size_t i = 0; r == 0 && i < t->o.nstatic; i++)
 		r = labelset_set(&id->labels, t->o.static_labels[i].name, t->o.static_labels[i].value);
 	labelset_sort(&id->labels);
@@ -533,7 +534,7 @@ static int proc_new(struct series_table *t, const struct prowl_sample *s, struct
 		log_debug("process %" PRIu32 " (%.*s) goes to the series of service_name=%s", s->pid, PROWL_COMM_LEN,
 			  p->pcomm, export_series_label(&(struct export_series){ .labels = t->series[p->series].labels,
 									 .nlabels = t->series[p->series].nlabels },
-							"service_name") ?: "");
+							LABEL_SERVICE_NAME) ?: "");
 	*ret = p;
 	return 0;
 }

@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include <linux/types.h>
-#include "export.h"
+#include "window.h"
 #include "prowl.h"
 
 struct symbolizer;

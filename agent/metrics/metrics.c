@@ -25,7 +25,7 @@
 /* libmicrohttpd's own messages: at most LOG_BURST a minute (a client can cause one
  * per connection), then one line that says how many were left out. */
 #define LOG_BURST        10u
-#define LOG_WINDOW_NS    (60ull * 1000000000ull)
+#define LOG_WINDOW_NS    (60ull * NSEC_PER_SEC)
 #define LISTEN_BACKLOG   64
 
 struct metrics_server {

@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include "aggregate.h"
+#include "array_size.h"
+#include "label_names.h"
 #include "log.h"
 #include "pymerge.h"
 #include "symbolizer.h"
@@ -18,6 +20,15 @@
 #define KEY_UNKNOWN (UINT64_MAX - 1) /* mapping for addresses in no known mapping */
 #define KEY_PROWL   (UINT64_MAX - 2) /* mapping for prowl's own marker frames */
 #define KEY_PYTHON  (UINT64_MAX - 3) /* mapping for CPython frames */
+
+/* Keys of the marker frames' locations in the KEY_PROWL mapping. */
+enum {
+	MARKER_USER_DEPTH = 1,   /* user stack deeper than PROWL_MAX_STACK */
+	MARKER_KERNEL_DEPTH = 2, /* kernel stack deeper than PROWL_MAX_STACK */
+	MARKER_NO_ENTRY = 3,     /* a frame-pointer walk that did not reach a thread's entry */
+	MARKER_UREASON = 16,     /* + enum prowl_ureason, + the module's id << 8 when it names one */
+};
+_Static_assert(MARKER_UREASON + PROWL_UR__MAX <= 0xff, "ureason marker keys overlap the module id");
 
 /* Bits of ingest.loc_flags. */
 #define LOC_ENTRY 1 /* its function is a thread's entry (thread_entry()) */
@@ -152,9 +163,10 @@ static int unknown_location(struct ingest *g, uint64_t addr, uint32_t *ret)
 static int truncated_location(struct ingest *g, bool kernel, uint32_t *ret)
 {
 	uint32_t *cache = kernel ? &g->loc_trunc_kernel : &g->loc_trunc_user;
+	/* The user stack's is the depth reason's marker (bpf/prowl.h). */
 	struct prof_frame f = {
-		.function = kernel ? "[truncated: kernel stack deeper than 127 frames]"
-				   : "[truncated: user stack deeper than 127 frames]",
+		.function = kernel ? "[truncated: kernel stack deeper than " PROWL_STR(PROWL_MAX_STACK) " frames]"
+				   : prowl_ureason_text(PROWL_UR_DEPTH)->marker,
 	};
 	int r;
 
@@ -165,7 +177,8 @@ static int truncated_location(struct ingest *g, bool kernel, uint32_t *ret)
 	r = pseudo_mapping(g, KEY_PROWL, PROF_MARKER_MAPPING, &g->prowl_mapping);
 	if (r < 0)
 		return r;
-	r = profile_add_location(g->prof, g->prowl_mapping, kernel ? 2 : 1, &f, 1, true, cache);
+	r = profile_add_location(g->prof, g->prowl_mapping, kernel ? MARKER_KERNEL_DEPTH : MARKER_USER_DEPTH, &f, 1, true,
+				 cache);
 	*ret = *cache;
 	return r;
 }
@@ -193,39 +206,19 @@ static int ureason_location(struct ingest *g, unsigned int reason, const struct 
 	const char *name = mod && mod->name && mod->name[0] ? mod->name : NULL;
 	uint64_t key;
 	struct prof_frame f = { .function = text };
+	const struct prowl_ureason_text *t = prowl_ureason_text(reason);
 
-	switch (reason) {
-	case PROWL_UR_NO_TABLE:
-		snprintf(text, sizeof(text), "[truncated: no unwind table for %s]", name ? name : "an object");
-		break;
-	case PROWL_UR_NO_MAPPING:
-		snprintf(text, sizeof(text), "[truncated: return address in no known mapping]");
-		name = NULL;
-		break;
-	case PROWL_UR_READ:
-		snprintf(text, sizeof(text), "[truncated: unreadable stack]");
-		name = NULL;
-		break;
-	case PROWL_UR_BAD_CFI:
-		snprintf(text, sizeof(text), "[truncated: unwind rule prowl cannot follow in %s]", name ? name : "an object");
-		break;
-	case PROWL_UR_NO_FDE:
-		snprintf(text, sizeof(text), "[truncated: no unwind info for code in %s]", name ? name : "an object");
-		break;
-	case PROWL_UR_NEW_PROC:
-		snprintf(text, sizeof(text), "[truncated: frame pointers only, process not loaded by the unwinder yet]");
-		name = NULL;
-		break;
-	case PROWL_UR_NO_REGS:
-		snprintf(text, sizeof(text), "[truncated: frame pointers only, user registers not found in the kernel]");
-		name = NULL;
-		break;
-	default:
+	if (!t) {
 		snprintf(text, sizeof(text), "[truncated: unknown reason %u]", reason);
 		name = NULL;
-		break;
+	} else if (t->names_object) {
+		/* The table's own format (a literal of bpf/prowl.h), with one %s. */
+		snprintf(text, sizeof(text), t->marker, name ? name : "an object");
+	} else {
+		snprintf(text, sizeof(text), "%s", t->marker);
+		name = NULL;
 	}
-	key = 16 + reason + (name ? (uint64_t)mod->id << 8 : 0);
+	key = MARKER_UREASON + reason + (name ? (uint64_t)mod->id << 8 : 0);
 	return marker_location(g, key, &f, ret);
 }
 
@@ -240,7 +233,7 @@ static bool thread_entry(const char *fn)
 		"runtime.goexit", "runtime.mstart", "runtime.rt0_go",
 	};
 
-	for (size_t i = 0; i < sizeof(entries) / sizeof(entries[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(entries); i++)
 		if (strcmp(fn, entries[i]) == 0)
 			return true;
 	return false;
@@ -284,7 +277,7 @@ static int no_entry_location(struct ingest *g, uint32_t *ret)
 	r = pseudo_mapping(g, KEY_PROWL, PROF_MARKER_MAPPING, &g->prowl_mapping);
 	if (r < 0)
 		return r;
-	r = profile_add_location(g->prof, g->prowl_mapping, 3, &f, 1, true, &g->loc_no_entry);
+	r = profile_add_location(g->prof, g->prowl_mapping, MARKER_NO_ENTRY, &f, 1, true, &g->loc_no_entry);
 	*ret = g->loc_no_entry;
 	return r;
 }
@@ -414,11 +407,11 @@ static int labels_for(struct ingest *g, const struct prowl_sample *s, uint32_t *
 	memcpy(pcomm, s->pcomm, PROWL_COMM_LEN);
 	if (!pcomm[0])
 		memcpy(pcomm, comm, sizeof(pcomm));
-	l[n++] = (struct prof_label_in){ .key = "pid", .num = s->pid };
-	l[n++] = (struct prof_label_in){ .key = "process_name", .str = pcomm[0] ? pcomm : "unknown" };
+	l[n++] = (struct prof_label_in){ .key = LABEL_PID, .num = s->pid };
+	l[n++] = (struct prof_label_in){ .key = LABEL_PROCESS_NAME, .str = pcomm[0] ? pcomm : "unknown" };
 	if (g->opts.per_thread) {
-		l[n++] = (struct prof_label_in){ .key = "tid", .num = s->tid };
-		l[n++] = (struct prof_label_in){ .key = "thread_name", .str = comm[0] ? comm : "unknown" };
+		l[n++] = (struct prof_label_in){ .key = LABEL_TID, .num = s->tid };
+		l[n++] = (struct prof_label_in){ .key = LABEL_THREAD_NAME, .str = comm[0] ? comm : "unknown" };
 	}
 	r = profile_labelset(g->prof, l, n, ret);
 	if (r < 0)

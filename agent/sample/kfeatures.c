@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 #include <linux/btf.h>
 
+#include "array_size.h"
 #include "log.h"
 
 static const struct {
@@ -164,7 +165,7 @@ int kfeatures_check_base(const struct kfeatures *kf)
 {
 	static const enum kfeature base[] = { KF_BTF, KF_PERF_EVENT, KF_RINGBUF };
 
-	for (size_t i = 0; i < sizeof(base) / sizeof(base[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(base); i++)
 		if (!kf->has[base[i]])
 			return missing(kf, base[i], "prowl", base[i] == KF_BTF ? "use a kernel built with it" : NULL);
 	return 0;
@@ -193,7 +194,7 @@ int kfeatures_pick_unwinder(const struct kfeatures *kf, bool dwarf, enum kf_unwi
 		*ret = KF_UNW_DWARF_BOUNDED;
 		return 0;
 	}
-	for (size_t i = 0; i < sizeof(loop_needs) / sizeof(loop_needs[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(loop_needs); i++) {
 		if (kf->has[loop_needs[i]])
 			continue;
 		if (force && strcmp(force, "loop") == 0)

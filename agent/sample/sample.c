@@ -21,6 +21,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "array_size.h"
 #include "clock.h"
 #include "libbpf_log.h"
 #include "log.h"
@@ -77,7 +78,7 @@ int sampler_preflight(bool unwind_dwarf)
 	char missing[160] = "", why[320] = "";
 	int r;
 
-	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(need); i++) {
 		if ((admin && need[i].admin_covers) || cap_effective(need[i].cap))
 			continue;
 		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s", missing[0] ? ", " : "",
@@ -197,7 +198,7 @@ static int setup_programs(struct sampler *s)
 	r = kfeatures_pick_unwinder(kf, s->opts.unwind_dwarf, &s->unwinder);
 	if (r < 0)
 		return r;
-	for (size_t i = 0; i < sizeof(samplers) / sizeof(samplers[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(samplers); i++)
 		bpf_program__set_autoload(samplers[i], i == s->unwinder);
 	s->prog = samplers[s->unwinder];
 	bpf_program__set_autoload(k->progs.prowl_unwind_step, s->unwinder == KF_UNW_DWARF_BOUNDED);

@@ -111,8 +111,6 @@ static void log_unwind_stats(const struct sampler *s)
 {
 	struct unwind_stats st;
 	struct sampler_counters c;
-	static const char *const reasons[] = { "too deep", "no table", "no mapping", "unreadable stack", "bad CFI",
-					       "no FDE", "new process", "no registers" };
 	char buf[512];
 	size_t off = 0;
 
@@ -127,10 +125,9 @@ static void log_unwind_stats(const struct sampler *s)
 		  st.tables, st.rows_used, st.rows_capacity, st.rows_used * 8 / 1024, st.procs, st.maps_used,
 		  st.maps_capacity, st.tables_built, st.table_build_ns / 1e6, st.tables_evicted, st.maps_reads, st.events,
 		  st.rows_full, st.maps_full, st.procs_full);
-	_Static_assert(sizeof(reasons) / sizeof(reasons[0]) == PROWL_UR__MAX - 1, "a reason without a name");
-	for (int i = 0; i < PROWL_UR__MAX - 1; i++)
-		off += snprintf(buf + off, sizeof(buf) - off, "%s%s %" PRIu64, i ? ", " : "", reasons[i],
-				(uint64_t)c.v[PROWL_CNT_UNWIND_TRUNC + i]);
+	for (unsigned int r = PROWL_UR_NONE + 1; r < PROWL_UR__MAX; r++)
+		off += snprintf(buf + off, sizeof(buf) - off, "%s%s %" PRIu64, off ? ", " : "",
+				prowl_ureason_text(r)->log_name, (uint64_t)c.v[PROWL_CNT_UNWIND_TRUNC_OF(r)]);
 	log_debug("unwinder: truncated stacks: %s; frame-pointer frames %" PRIu64 ", requests %" PRIu64 " (%" PRIu64
 		  " lost)", buf, (uint64_t)c.v[PROWL_CNT_UNWIND_FP_FRAMES], (uint64_t)c.v[PROWL_CNT_UNWIND_REQ],
 		  (uint64_t)c.v[PROWL_CNT_UNWIND_REQ_LOST]);

@@ -113,7 +113,7 @@ size_t extent_reclaim(struct extent_space *s, bool wait)
 				newest = s->limbo[i].freed_ns;
 		if (newest + s->grace_ns > now) {
 			uint64_t ns = newest + s->grace_ns - now;
-			struct timespec ts = { (time_t)(ns / 1000000000u), (long)(ns % 1000000000u) };
+			struct timespec ts = { (time_t)(ns / NSEC_PER_SEC), (long)(ns % NSEC_PER_SEC) };
 
 			nanosleep(&ts, NULL);
 		}

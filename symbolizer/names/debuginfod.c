@@ -26,8 +26,8 @@
 #define MAX_MISSES   4096  /* remembered misses; the oldest goes first */
 #define MAX_SCAN     65536 /* cache entries an eviction pass looks at */
 #define DEF_MAX_BYTES (1ull << 30)
-#define DEF_MISS_TTL (600ull * 1000000000)
-#define DEF_TIMEOUT  (60ull * 1000000000)
+#define DEF_MISS_TTL (600ull * NSEC_PER_SEC)
+#define DEF_TIMEOUT  (60ull * NSEC_PER_SEC)
 
 typedef char hexid[OBJ_BUILD_ID_HEX];
 
@@ -71,7 +71,7 @@ int dbgd_setup_env(const char *urls, const char *cache_dir, uint64_t fetch_timeo
 		return -errno;
 	/* One transfer gives up after the fetch timeout and past the cache cap,
 	 * and never prints progress on prowl's stderr. */
-	snprintf(buf, sizeof(buf), "%" PRIu64, (uint64_t)((fetch_timeout_ns ? fetch_timeout_ns : DEF_TIMEOUT) / 1000000000 + 1));
+	snprintf(buf, sizeof(buf), "%" PRIu64, (uint64_t)((fetch_timeout_ns ? fetch_timeout_ns : DEF_TIMEOUT) / NSEC_PER_SEC + 1));
 	setenv(DEBUGINFOD_MAXTIME_ENV_VAR, buf, 1);
 	snprintf(buf, sizeof(buf), "%" PRIu64, (uint64_t)(max_bytes ? max_bytes : DEF_MAX_BYTES));
 	setenv(DEBUGINFOD_MAXSIZE_ENV_VAR, buf, 1);
@@ -189,7 +189,7 @@ static void evict(struct dbgd *d, const char *keep)
 			cap = cap ? 2 * cap : 64;
 		}
 		snprintf(v[n].name, sizeof(v[n].name), "%s", de->d_name);
-		v[n].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+		v[n].mtime = timespec_ns(&st.st_mtim);
 		v[n].size = (uint64_t)st.st_blocks * 512;
 		total += v[n++].size;
 	}
@@ -281,7 +281,7 @@ static void fetch_one(struct dbgd *d, debuginfod_client *c, const char *id)
 					 "are not logged)", id, getenv(DEBUGINFOD_URLS_ENV_VAR),
 					 fd == -ECANCELED || clock_mono_ns() >= d->busy_deadline ? "no answer in time"
 												  : strerror(-fd),
-					 d->miss_ttl / 1000000000);
+					 d->miss_ttl / NSEC_PER_SEC);
 			}
 		}
 	}
@@ -383,7 +383,7 @@ int dbgd_new(const struct dbgd_opts *opts, struct dbgd **ret)
 	 * most, and after 30 days unused). */
 	{
 		static const char *const names[] = { "cache_miss_s", "cache_clean_interval_s", "max_unused_age_s" };
-		const uint64_t values[] = { d->miss_ttl / 1000000000, 7 * 86400, 30 * 86400 };
+		const uint64_t values[] = { d->miss_ttl / NSEC_PER_SEC, 7 * 86400, 30 * 86400 };
 
 		for (size_t i = 0; i < 3; i++) {
 			char path[4096];
@@ -519,11 +519,11 @@ bool dbgd_wait_idle(struct dbgd *d, uint64_t deadline_ns)
 		if (now >= deadline_ns)
 			break;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += (time_t)((deadline_ns - now) / 1000000000);
-		ts.tv_nsec += (long)((deadline_ns - now) % 1000000000);
-		if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec += (time_t)((deadline_ns - now) / NSEC_PER_SEC);
+		ts.tv_nsec += (long)((deadline_ns - now) % NSEC_PER_SEC);
+		if (ts.tv_nsec >= NSEC_PER_SEC) {
 			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
+			ts.tv_nsec -= NSEC_PER_SEC;
 		}
 		pthread_cond_timedwait(&d->idle, &d->lock, &ts);
 	}

@@ -8,6 +8,8 @@
 
 #include <libiberty/demangle.h>
 
+#include "array_size.h"
+
 static const char *const mode_names[] = {
 	[SYM_DEMANGLE_TEMPLATES] = "templates",
 	[SYM_DEMANGLE_FULL] = "full",
@@ -16,7 +18,7 @@ static const char *const mode_names[] = {
 
 int sym_demangle_parse(const char *s, enum sym_demangle *ret)
 {
-	for (size_t i = 0; i < sizeof(mode_names) / sizeof(mode_names[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(mode_names); i++) {
 		if (s && strcmp(s, mode_names[i]) == 0) {
 			*ret = (enum sym_demangle)i;
 			return 0;
@@ -27,7 +29,7 @@ int sym_demangle_parse(const char *s, enum sym_demangle *ret)
 
 const char *sym_demangle_name(enum sym_demangle mode)
 {
-	return (size_t)mode < sizeof(mode_names) / sizeof(mode_names[0]) ? mode_names[mode] : "?";
+	return (size_t)mode < ARRAY_SIZE(mode_names) ? mode_names[mode] : "?";
 }
 
 bool sym_is_mangled(const char *name)

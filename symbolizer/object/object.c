@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "intern.h"
 #include "trust.h"
 
@@ -50,7 +51,7 @@ static int open_candidate(const char *path, const struct obj_source *want, struc
 	*ret = (struct obj_file){
 		.fd = fd,
 		.ident = { .dev = st.st_dev, .ino = st.st_ino, .size = (uint64_t)st.st_size,
-			   .mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+			   .mtime_ns = timespec_ns(&st.st_mtim),
 			   .uid = st.st_uid, .mode = st.st_mode },
 	};
 	return 0;
@@ -114,7 +115,7 @@ int obj_file_unchanged(int fd, const struct obj_ident *id)
 	if (fstat(fd, &st) < 0)
 		return -errno;
 	if ((uint64_t)st.st_size != id->size ||
-	    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec != id->mtime_ns)
+	    timespec_ns(&st.st_mtim) != id->mtime_ns)
 		return -ESTALE;
 	return 0;
 }

@@ -15,6 +15,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define MAX_LINKS 40 /* as the kernel's path walk */
 
 static bool owner_ok(uint32_t uid)
@@ -193,7 +195,7 @@ int obj_open_trusted(const char *path, struct obj_file *ret)
 	*ret = (struct obj_file){
 		.fd = fd,
 		.ident = { .dev = dst.st_dev, .ino = dst.st_ino, .size = (uint64_t)dst.st_size,
-			   .mtime_ns = (int64_t)dst.st_mtim.tv_sec * 1000000000 + dst.st_mtim.tv_nsec,
+			   .mtime_ns = timespec_ns(&dst.st_mtim),
 			   .uid = dst.st_uid, .mode = dst.st_mode, .trusted = true },
 	};
 	r = 0;

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
-#include "object.h"
+#include "obj_file.h"
 
 /* Whether a file with owner uid and mode bits can be changed by nobody but
  * root (or prowl's own user): owned by one of them, and neither group- nor

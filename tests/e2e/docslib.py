@@ -151,15 +151,20 @@ _ESC = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", "0": "\0", "r": "\
 
 def c_formats():
     """Every string literal of the C sources outside tests (adjacent literals joined, a
-    PRI* macro between them read as `d`), as a list of tokens: characters, and WILD_*
-    where a conversion fills in a value. Glue (fewer than 4 letters of text) is left out."""
+    PRI* macro between them read as `d`, PROWL_STR(NAME) as the number NAME is defined
+    as), as a list of tokens: characters, and WILD_* where a conversion fills in a value. Glue (fewer than 4 letters of text) is left out."""
     out = []
+    paths = []
     for path in sorted(glob.glob(os.path.join(ROOT, "**", "*.[ch]"), recursive=True)):
         rel = os.path.relpath(path, ROOT)
         if rel.startswith(("tests/", "build")) or "/build" in rel:
             continue
         src = open(path, errors="replace").read()
-        src = re.sub(r"/\*.*?\*/", " ", src, flags=re.S)
+        paths.append((rel, re.sub(r"/\*.*?\*/", " ", src, flags=re.S)))
+    # PROWL_STR(NAME) between literals (bpf/prowl.h) is NAME's number: "127 frames".
+    numbers = {n: v for _, src in paths for n, v in re.findall(r"^#define (\w+)\s+(\d+)\b", src, re.M)}
+    for rel, src in paths:
+        src = re.sub(r"PROWL_STR\((\w+)\)", lambda e: '"%s"' % numbers.get(e.group(1), "%d"), src)
         for m in re.finditer(r'"(?:[^"\\\n]|\\.)*"(?:\s*(?:PRI\w+|"(?:[^"\\\n]|\\.)*"))*', src):
             parts = re.findall(r'"((?:[^"\\\n]|\\.)*)"|(PRI\w+)', m.group(0))
             s = "".join(lit if lit or not pri else "d" for lit, pri in parts)

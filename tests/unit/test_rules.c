@@ -292,7 +292,7 @@ static void test_container_id_from_resource(void **state)
 	fixture_init(&x);
 	x.series[0].resource = res_both;
 	x.series[0].nresource = 2;
-	x.labels[1][2] = (struct series_label){ SERIES_CONTAINER_ID, "c1" };
+	x.labels[1][2] = (struct series_label){ LABEL_CONTAINER_ID, "c1" };
 	assert_int_equal(rules_count(e, &x.b), 0);
 	assert_seconds(e, "by_cid_total", V("checkout", "c0"), 0.06);
 	assert_seconds(e, "by_cid_total", V("checkout-canary", "c1"), 0.04);

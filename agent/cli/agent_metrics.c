@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "array_size.h"
 #include "clock.h"
 #include "metrics.h"
 
@@ -40,7 +41,7 @@ static void exporter_metrics(FILE *f, const struct agent_snapshot *s)
 
 	fputs("# HELP prowl_exports_total Export requests by backend and outcome.\n# TYPE prowl_exports_total counter\n", f);
 	for (unsigned int i = 0; i < s->nexp; i++)
-		for (size_t k = 0; k < sizeof(outcomes) / sizeof(outcomes[0]); k++) {
+		for (size_t k = 0; k < ARRAY_SIZE(outcomes); k++) {
 			uint64_t v;
 
 			memcpy(&v, (const char *)&s->exp[i] + outcomes[k].off, sizeof(v));
@@ -79,19 +80,13 @@ static void exporter_metrics(FILE *f, const struct agent_snapshot *s)
 
 static void unwind_metrics(FILE *f, const struct agent_snapshot *s)
 {
-	static const char *const reasons[] = {
-		[PROWL_UR_DEPTH] = "depth", [PROWL_UR_NO_TABLE] = "no_table", [PROWL_UR_NO_MAPPING] = "no_mapping",
-		[PROWL_UR_READ] = "unreadable", [PROWL_UR_BAD_CFI] = "bad_cfi", [PROWL_UR_NO_FDE] = "no_fde",
-		[PROWL_UR_NEW_PROC] = "new_process", [PROWL_UR_NO_REGS] = "no_registers",
-	};
-	_Static_assert(sizeof(reasons) / sizeof(reasons[0]) == PROWL_UR__MAX, "a reason without a label");
 	char l[64];
 
 	fputs("# HELP prowl_unwind_truncated_total User stacks cut short, by reason (each ends in a marker frame).\n"
 	      "# TYPE prowl_unwind_truncated_total counter\n", f);
-	for (unsigned int r = PROWL_UR_DEPTH; r < PROWL_UR__MAX; r++) {
-		snprintf(l, sizeof(l), "reason=\"%s\"", reasons[r]);
-		metrics_emit(f, "prowl_unwind_truncated_total", "counter", NULL, l, s->bpf.v[PROWL_CNT_UNWIND_TRUNC + r - 1]);
+	for (unsigned int r = PROWL_UR_NONE + 1; r < PROWL_UR__MAX; r++) {
+		snprintf(l, sizeof(l), "reason=\"%s\"", prowl_ureason_text(r)->label);
+		metrics_emit(f, "prowl_unwind_truncated_total", "counter", NULL, l, s->bpf.v[PROWL_CNT_UNWIND_TRUNC_OF(r)]);
 	}
 	metrics_emit(f, "prowl_unwind_fp_frames_total", "counter", "Frames unwound with frame pointers (no table).", NULL,
 		     s->bpf.v[PROWL_CNT_UNWIND_FP_FRAMES]);
@@ -148,7 +143,7 @@ static void spool_metrics(FILE *f, const struct spool_stats *sp)
 	}
 	fputs("# HELP prowl_spool_dropped_total Spooled profiles dropped, by reason (the caps, damaged files, "
 	      "write errors).\n# TYPE prowl_spool_dropped_total counter\n", f);
-	for (size_t k = 0; k < sizeof(drops) / sizeof(drops[0]); k++) {
+	for (size_t k = 0; k < ARRAY_SIZE(drops); k++) {
 		uint64_t v;
 
 		memcpy(&v, (const char *)sp + drops[k].off, sizeof(v));
@@ -342,7 +337,7 @@ bool agent_metrics_healthy(void *ctx, FILE *f)
 
 	pthread_mutex_lock(&snap->lock);
 	age = clock_mono_ns() - snap->last_poll_mono_ns;
-	ok = snap->ready && age < 10000000000ull;
+	ok = snap->ready && age < 10 * NSEC_PER_SEC;
 	pthread_mutex_unlock(&snap->lock);
 	if (!ok)
 		fprintf(f, "unhealthy: the sampling loop last ran %.1fs ago\n", age / 1e9);

@@ -16,6 +16,7 @@
 #include "analyse/inputs.h"
 #include "analyse/timespec.h"
 #include "analyse/view.h"
+#include "array_size.h"
 #include "clock.h"
 #include "encode.h"
 #include "log.h"
@@ -153,10 +154,10 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 			o->output = optarg;
 			break;
 		case 'f':
-			for (c = 0; c < (int)(sizeof(format_names) / sizeof(format_names[0])); c++)
+			for (c = 0; c < (int)ARRAY_SIZE(format_names); c++)
 				if (strcmp(optarg, format_names[c]) == 0)
 					break;
-			if (c == (int)(sizeof(format_names) / sizeof(format_names[0])))
+			if (c == (int)ARRAY_SIZE(format_names))
 				return usage_error("unknown format '%s': use html, pprof, folded, speedscope, json or text", optarg);
 			o->format = (enum report_format)c;
 			o->format_set = true;
