@@ -3,8 +3,9 @@
 # chosen lines on purpose, one at a time, rebuilds and runs the tests that cover each;
 # every mutant must make them FAIL (and the unbroken copy must pass them first).
 # Usage: tests/mutation.sh [NAME...]   (default: all; `make mutation` runs it)
-#        tests/mutation.sh --check      (only: every mutant's line is still there, once;
-#                                        tests/run.sh runs this in every suite, in a second)
+#        tests/mutation.sh --check      (only: every mutant's line is still there, once, and
+#                                        docs/testing.md's table names its file; tests/run.sh
+#                                        runs this in every suite, in about a second)
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -63,10 +64,21 @@ where() {
 
 if [ "${1:-}" = --check ]; then
 	status=0
+	doc=docs/testing.md
 	for k in "${!NAMES[@]}"; do
-		f=$(where "${FROMS[$k]}" "${NAMES[$k]}") || status=1
+		f=$(where "${FROMS[$k]}" "${NAMES[$k]}") || { status=1; continue; }
+		row="| \`${NAMES[$k]}\` | ${STAGES[$k]} | \`$f\` |"
+		if ! grep -qF -- "$row" "$doc"; then
+			echo "UNLISTED ${NAMES[$k]}: $doc's mutation table has no row starting '$row'" >&2
+			status=1
+		fi
 	done
-	[ $status = 0 ] && echo "mutation.sh --check: the lines of all ${#NAMES[@]} mutants are there, once each"
+	rows=$(grep -cE '^\| `[a-z0-9-]+` \| [a-z]+ \| `' "$doc")
+	if [ "$rows" != ${#NAMES[@]} ]; then
+		echo "STALE    $doc's mutation table has $rows rows, tests/mutation.sh ${#NAMES[@]} mutants" >&2
+		status=1
+	fi
+	[ $status = 0 ] && echo "mutation.sh --check: the lines of all ${#NAMES[@]} mutants are there, once each, and $doc lists them"
 	exit $status
 fi
 [ "$(id -u)" = 0 ] || { echo "mutation.sh: run as root (the tests load BPF)" >&2; exit 1; }
