@@ -3,6 +3,7 @@
 # chosen lines on purpose, one at a time, rebuilds and runs the tests that cover each;
 # every mutant must make them FAIL (and the unbroken copy must pass them first).
 # Usage: tests/mutation.sh [NAME...]   (default: all; `make mutation` runs it)
+#        tests/mutation.sh --digest     (what tests/mutation.sum records; see .ci/run)
 #        tests/mutation.sh --check      (only: every mutant's line is still there, once, and
 #                                        docs/testing.md's table names its file; tests/run.sh
 #                                        runs this in every suite, in about a second)
@@ -81,9 +82,25 @@ if [ "${1:-}" = --check ]; then
 	[ $status = 0 ] && echo "mutation.sh --check: the lines of all ${#NAMES[@]} mutants are there, once each, and $doc lists them"
 	exit $status
 fi
+# The digest of the mutants (their lines, what they become, their tests) and of the file
+# each line is in: tests/mutation.sum keeps the one of the last full run in which every
+# mutant was caught, and .ci/run runs the full check when they differ, that is when a
+# mutated line changed (--check then made someone update its mutant) or moved.
+digest() {
+	local k f
+	for k in "${!NAMES[@]}"; do
+		f=$(where "${FROMS[$k]}" "${NAMES[$k]}") || return 1
+		printf '%s\0' "${NAMES[$k]}" "${FROMS[$k]}" "${TOS[$k]}" "${UNITS[$k]}" "${E2ES[$k]}" "$f"
+	done | sha256sum | cut -d' ' -f1
+}
+if [ "${1:-}" = --digest ]; then
+	digest
+	exit
+fi
 [ "$(id -u)" = 0 ] || { echo "mutation.sh: run as root (the tests load BPF)" >&2; exit 1; }
 [ -x "$PPROF" ] || { echo "mutation.sh: $PPROF is not built: run 'make tools' first" >&2; exit 1; }
 
+sum=$(digest 2>/dev/null)
 SCRATCH=$(mktemp -d /tmp/prowl-mutation.XXXXXX)
 LOGS=$SCRATCH/logs
 mkdir -p "$LOGS"
@@ -150,5 +167,11 @@ for k in "${!NAMES[@]}"; do
 	mv "$f.orig" "$f"
 	touch "$f" # newer than the mutant's object, so the next build recompiles it
 done
-[ $status -eq 0 ] && echo "every mutant was caught"
+if [ $status -eq 0 ]; then
+	echo "every mutant was caught"
+	# A full run (every mutant) records what it checked, for .ci/run.
+	if [ ${#want[@]} -eq 0 ] && [ -n "$sum" ]; then
+		echo "$sum" >"$ROOT/tests/mutation.sum" && echo "wrote tests/mutation.sum: commit it"
+	fi
+fi
 exit $status
