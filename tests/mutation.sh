@@ -36,8 +36,7 @@ mutant drop-action labels 'rc = !matches(r, v);' 'rc = matches(r, v);' test_rela
 mutant sample-count aggregate 'p->counts[sid] += count;' 'p->counts[sid] = count;' test_aggregate ''
 mutant diff-delta analyse 'r->d_total = r->new_total - r->base_total;' 'r->d_total = r->base_total - r->new_total;' \
 	test_report ''
-mutant python-line python 'delta = (int32_t)code - 10;' 'delta = (int32_t)code - 11;' \
-	'' 'tests/e2e/test_python.py::test_three_function_split_with_file_and_line[static]'
+mutant python-line python 'delta = (int32_t)code - 10;' 'delta = (int32_t)code - 11;' test_pycode ''
 # The blind spots of issue 24: each survived the suite until a test was written for it.
 mutant retry-500 export 'if (code < 500 || code > 599)' 'if (code <= 500 || code > 599)' test_sender ''
 mutant size-bound commands 'if (r < 0 || (v < k->min && !(k->zero_ok && v == 0)) || v > k->max)' \
