@@ -261,8 +261,8 @@ DOCDIR     ?= $(PREFIX)/share/doc/prowl
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSCONFDIR ?= /etc
 
-# Mutation check (not part of `make test`): breaks five chosen lines one at a time in a
-# scratch copy; the tests that cover each must fail. See docs/testing.md.
+# Mutation check (not part of `make test`): breaks chosen lines, one stage or more each, one
+# at a time in a scratch copy; the tests that cover each must fail. See docs/testing.md.
 mutation: tools
 	tests/mutation.sh
 

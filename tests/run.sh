@@ -4,7 +4,8 @@
 # (ASan+UBSan: the unit tests and the e2e
 # tests that feed prowl untrusted input, SAN_E2E below), then the kernel matrix
 # (tests/kmatrix: Debian's kernels under QEMU) on build/, then each libFuzzer harness
-# for 15 s when FUZZ_BUILD names their build; lists every skipped test
+# for 15 s when FUZZ_BUILD names their build; checks that every line the mutation
+# check breaks is still in the sources (tests/mutation.sh --check); lists every skipped test
 # with its reason and ends with "N passed, N failed, N skipped".
 # Usage: tests/run.sh [--quick] [BUILD_DIR...]   (default: build build-san)
 # --quick (make check-quick, the inner loop): the unit tests and the SAN_E2E files
@@ -166,6 +167,23 @@ fi
 dirs=("$@")
 [ ${#dirs[@]} -gt 0 ] || dirs=(build build-san)
 run_layout
+# The mutation check's lines (tests/mutation.sh): each must still be in the sources, once,
+# or `make mutation` would report it MISSING; this costs a second, the full check an hour.
+echo "== mutation check's lines"
+if tests/mutation.sh --check; then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1))
+	failures+=("tests/mutation.sh --check (a mutant's line changed: update it there)")
+fi
+# A changed mutant (its line, what it becomes, its tests, its file) needs a full run that
+# catches it: `make mutation` writes tests/mutation.sum, committed with the change.
+if [ "$(tests/mutation.sh --digest)" = "$(cat tests/mutation.sum 2>/dev/null)" ]; then
+	passed=$((passed + 1))
+else
+	failed=$((failed + 1))
+	failures+=("tests/mutation.sum (the mutants changed since the last full run: run make mutation and commit tests/mutation.sum)")
+fi
 for d in "${dirs[@]}"; do
 	if [ ! -x "$d/prowl" ]; then
 		echo "$d/prowl is not built (make all unit workloads tools, or make SAN=1 O=build-san ...)" >&2

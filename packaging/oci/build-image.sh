@@ -30,13 +30,18 @@ mkdir -p "$out/oci/blobs/sha256"
 # ca-certificates for HTTPS backends, and prowl with its libraries. No apt, no docs
 # but the copyright files and prowl's, no man pages or translations. The merged-usr
 # hook makes /bin etc. links into /usr itself, so usrmerge (and Perl with it) stays out.
-# The automount hook bind-mounts the .deb into the chroot for apt, and unmounts it; the
-# empty file and directories it made for it are removed after it.
-debdir=$(dirname "$deb")
-mmdebstrap --variant=essential --include=ca-certificates --include="$deb" \
+# apt inside the root reads the .deb at the path it has outside, so the .deb is copied to a
+# directory of its own under /tmp (which the root has from the start, mode 1777): the
+# automount hook makes that one directory inside the root and bind-mounts the .deb on it,
+# and the customize hook removes exactly that file and directory, whatever the checkout's path.
+stage=$(mktemp -d /tmp/prowl-image-deb.XXXXXX) || die "cannot make a directory under /tmp"
+trap 'rm -rf "$stage"' EXIT
+chmod 0755 "$stage"
+install -m 0644 "$deb" "$stage/prowl.deb"
+mmdebstrap --variant=essential --include=ca-certificates --include="$stage/prowl.deb" \
 	--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
 	--hook-dir=/usr/share/mmdebstrap/hooks/file-mirror-automount \
-	--customize-hook="cd \"\$1\" && rm -f \"${deb#/}\" && rmdir -p \"${debdir#/}\"" \
+	--customize-hook="rm -f \"\$1$stage/prowl.deb\" && rmdir \"\$1$stage\"" \
 	--dpkgopt='path-exclude=/usr/share/man/*' \
 	--dpkgopt='path-exclude=/usr/share/locale/*' \
 	--dpkgopt='path-exclude=/usr/share/doc/*' \

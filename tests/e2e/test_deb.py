@@ -156,3 +156,58 @@ def test_help_of_the_packaged_binary_names_include_self(deb):
     res = subprocess.run([str(root / "usr/bin/prowl"), "record", "--help"], capture_output=True, text=True)
     assert "--include-self" in res.stdout
     assert run_prowl(["record", "--help"]).stdout == res.stdout
+
+
+def image_layer(oci):
+    """The path of the one layer blob of the OCI layout at oci (index -> manifest -> layer)."""
+    import json
+    blob = lambda d: os.path.join(oci, "blobs", "sha256", d.split(":", 1)[1])  # noqa: E731
+    index = json.load(open(os.path.join(oci, "index.json")))
+    manifest = json.load(open(blob(index["manifests"][0]["digest"])))
+    assert len(manifest["layers"]) == 1, manifest
+    return blob(manifest["layers"][0]["digest"])
+
+
+@pytest.mark.skipif(not shutil.which("mmdebstrap"), reason="mmdebstrap not installed (packaging/install-deps.sh)")
+def test_image_from_a_package_under_tmp(deb, tmp_path):
+    """`make image`'s script, given the package at a path under /tmp (where its old customize
+    hook's `rmdir -p` reached the image's non-empty /tmp and mmdebstrap failed; elsewhere it
+    took /home or /root out of the image), builds the image; its layer keeps /home, /root and
+    /tmp (mode 1777, empty), holds nothing of the package's or the staging paths, and the
+    image's prowl runs in a chroot of it and accepts its own agent.yaml. The staging
+    directory on the host is gone afterwards. tests/package (make package-test) runs more."""
+    import glob
+    path, _ = deb
+    pkgdir = tmp_path / "checkout" / "build" / "deb"
+    pkgdir.mkdir(parents=True)
+    shutil.copy(path, pkgdir)
+    deb_in_tmp = str(pkgdir / os.path.basename(path))
+    stages = set(glob.glob("/tmp/prowl-image-deb.*"))
+    res = subprocess.run([os.path.join(ROOT, "packaging/oci/build-image.sh"), deb_in_tmp, str(tmp_path / "image")],
+                         capture_output=True, text=True, timeout=1200)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-4000:]
+    assert set(glob.glob("/tmp/prowl-image-deb.*")) <= stages, "build-image.sh left its staging directory"
+    layer = image_layer(str(tmp_path / "image" / "oci"))
+    listing = subprocess.run(["tar", "-tvzf", layer], capture_output=True, text=True, check=True).stdout
+    entries = {}
+    for line in listing.splitlines():
+        mode, _owner, _size, _date, _time, name = line.split(None, 5)
+        entries[name.split(" -> ")[0].rstrip("/").removeprefix("./")] = mode
+    for d in ("home", "root", "tmp", "etc", "usr", "var"):
+        assert entries.get(d, "").startswith("d"), (d, entries.get(d))
+    assert entries["tmp"] == "drwxrwxrwt", entries["tmp"]
+    assert [n for n in entries if n.startswith("tmp/")] == [], "the image's /tmp is not empty"
+    left = [n for n in entries if "prowl-image-deb" in n or "checkout" in n or n.endswith(".deb")]
+    assert left == [], left
+    assert entries.get("usr/bin/prowl", "").startswith("-rwx"), entries.get("usr/bin/prowl")
+    root = tmp_path / "root"
+    root.mkdir()
+    subprocess.run(["tar", "-C", str(root), "-xzf", layer], check=True)
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+    res = subprocess.run(["chroot", str(root), "/usr/bin/prowl", "--version"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert res.returncode == 0 and res.stdout.startswith(f"prowl {VERSION}"), res.stdout + res.stderr
+    res = subprocess.run(["chroot", str(root), "/usr/bin/prowl", "agent", "--config", "/etc/prowl/agent.yaml",
+                          "--check"], capture_output=True, text=True, env=env, timeout=60)
+    assert res.returncode == 0, res.stdout + res.stderr
+    subprocess.run(["rm", "-rf", "--one-file-system", str(root)])

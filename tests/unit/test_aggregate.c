@@ -305,7 +305,9 @@ static struct profile *top_profile(void)
 	assert_int_equal(profile_add_sample(p, ls1, (uint32_t[]){ la1, la2, la1, lmain }, 4, 4), 0);
 	assert_int_equal(profile_add_sample(p, ls2, (uint32_t[]){ la1, la2, la1, lmain }, 4, 1), 0);
 	assert_int_equal(profile_add_sample(p, ls1, (uint32_t[]){ lb, la1, lmain }, 3, 3), 0);
-	assert_int_equal(profile_add_sample(p, ls1, (uint32_t[]){ lmain }, 1, 2), 0);
+	/* The same label set and stack twice: one stack of count 2. */
+	assert_int_equal(profile_add_sample(p, ls1, (uint32_t[]){ lmain }, 1, 1), 0);
+	assert_int_equal(profile_add_sample(p, ls1, (uint32_t[]){ lmain }, 1, 1), 0);
 	assert_int_equal(profile_add_sample(p, ls2, (uint32_t[]){ lother, lb, lmain }, 3, 1), 0);
 	/* A frame without a source file, e.g. a kernel function. */
 	lk = add_loc(p, m, 0x60, "k", NULL, 0, true);
