@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "label_names.h"
@@ -369,6 +370,18 @@ void rules_get_stats(const struct rules *e, struct rules_stats *ret)
 	}
 }
 
+/* One counter per recorded metric: the uint64_t at `off` in each metric's counters. */
+static void family_counter(const struct rules *e, FILE *f, const char *name, const char *help, size_t off)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+	for (size_t i = 0; i < e->nfams; i++) {
+		uint64_t v;
+
+		memcpy(&v, (const char *)&e->fams[i].ct + off, sizeof(v));
+		fprintf(f, "%s{metric=\"%s\"} %llu\n", name, e->fams[i].metric, (unsigned long long)v);
+	}
+}
+
 void rules_render(const struct rules *e, FILE *f)
 {
 	struct rules_stats st;
@@ -381,24 +394,15 @@ void rules_render(const struct rules *e, FILE *f)
 	for (size_t i = 0; i < e->nfams; i++)
 		fprintf(f, "prowl_recording_series{metric=\"%s\"} %u\n", e->fams[i].metric,
 			intern_count(e->fams[i].ct.keys));
-	fputs("# HELP prowl_recording_overflow_samples_total Samples counted under an overflow series "
-	      "(function=\"other\") because a metric reached limits.recording_series.\n"
-	      "# TYPE prowl_recording_overflow_samples_total counter\n", f);
-	for (size_t i = 0; i < e->nfams; i++)
-		fprintf(f, "prowl_recording_overflow_samples_total{metric=\"%s\"} %llu\n", e->fams[i].metric,
-			(unsigned long long)e->fams[i].ct.overflow_samples);
-	fputs("# HELP prowl_recording_series_refused_total New label sets limits.recording_series refused (each "
-	      "counted once per window it appears in); their samples went to the overflow series.\n"
-	      "# TYPE prowl_recording_series_refused_total counter\n", f);
-	for (size_t i = 0; i < e->nfams; i++)
-		fprintf(f, "prowl_recording_series_refused_total{metric=\"%s\"} %llu\n", e->fams[i].metric,
-			(unsigned long long)e->fams[i].ct.refused);
-	fputs("# HELP prowl_recording_series_freed_total Label sets dropped to make room under "
-	      "limits.recording_series because they got no samples for a whole window.\n"
-	      "# TYPE prowl_recording_series_freed_total counter\n", f);
-	for (size_t i = 0; i < e->nfams; i++)
-		fprintf(f, "prowl_recording_series_freed_total{metric=\"%s\"} %llu\n", e->fams[i].metric,
-			(unsigned long long)e->fams[i].ct.freed);
+	family_counter(e, f, "prowl_recording_overflow_samples_total", "Samples counted under an overflow series "
+		       "(function=\"other\") because a metric reached limits.recording_series.",
+		       offsetof(struct rule_counters, overflow_samples));
+	family_counter(e, f, "prowl_recording_series_refused_total", "New label sets limits.recording_series "
+		       "refused (each counted once per window it appears in); their samples went to the overflow series.",
+		       offsetof(struct rule_counters, refused));
+	family_counter(e, f, "prowl_recording_series_freed_total", "Label sets dropped to make room under "
+		       "limits.recording_series because they got no samples for a whole window.",
+		       offsetof(struct rule_counters, freed));
 	fputs("# HELP prowl_recording_deferred_samples_total Samples left out of a function rule because a "
 	      "function name in their stack was not evaluated within the window's budget.\n"
 	      "# TYPE prowl_recording_deferred_samples_total counter\n", f);
