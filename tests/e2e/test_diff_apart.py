@@ -130,8 +130,9 @@ def test_same_build_diffs_clean(caps):
     names = {f["name"]: f for f in by["code"]}
     for fn in ("hot_a", "hot_b", "worker", "main"):
         assert names[fn]["status"] == "changed", names.get(fn)
-    # The timer interrupts of 3000 samples: the kernel's rows are there, and apart.
-    assert by.get("kernel_exit"), [f["name"] for f in d["functions"]]
+    # Whether the kernel's exit paths were sampled depends on what else the host ran (on
+    # a quiet host a CPU-bound loop may have none): check_kinds holds each row, when there
+    # are any, to the rule applied to pprof's reading of the files.
 
 
 def test_rebuild_in_another_directory_diffs_clean(caps):
