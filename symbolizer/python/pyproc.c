@@ -73,3 +73,24 @@ int py_proc_register(const struct maps_io *io, uint32_t pid, const struct py_elf
 	log_debug("python: pid %" PRIu32 ": CPython %u.%u in %s", pid, pe->major, pe->minor, path);
 	return 0;
 }
+
+bool py_proc_wanted(const struct maps_io *io, bool python_off)
+{
+	return io->py_proc_set && !python_off;
+}
+
+void py_proc_update(const struct maps_io *io, bool python_off, uint32_t pid, const struct py_mapping *maps,
+		    size_t n, uint32_t *gen)
+{
+	if (!py_proc_wanted(io, python_off))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const struct py_mapping *m = &maps[i];
+
+		if (!m->pe || !m->pe->found)
+			continue;
+		py_proc_register(io, pid, m->pe, m->bias, ++*gen, m->path, m->logged);
+		return;
+	}
+	io->py_proc_del(io->ctx, pid);
+}
