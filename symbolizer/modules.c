@@ -28,6 +28,7 @@ static void close_open_module(struct symbolizer *s, struct module *v)
 	s->nopen--;
 	s->open_heap -= v->heap_bytes;
 	v->heap_bytes = 0;
+	v->heap_misses = 0;
 	s->st.module_evictions++;
 }
 
@@ -113,6 +114,7 @@ void sym_module_sync(struct symbolizer *s, struct module *m)
 		s->nopen--;
 		s->open_heap -= m->heap_bytes;
 		m->heap_bytes = 0;
+		m->heap_misses = 0;
 	}
 }
 

@@ -68,6 +68,7 @@ struct module {
 	struct lru_link open_link; /* in the symbolizer's LRU of open modules */
 	uint64_t touched_ns;       /* CLOCK_MONOTONIC of the last use of the open state */
 	size_t heap_bytes;         /* heap growth measured while it was used (symbolizer.c) */
+	uint32_t heap_misses;      /* lookups since it was last measured closed (symbolizer.c) */
 };
 
 static inline struct module *module_of(const struct sym_module *m)
