@@ -17,6 +17,10 @@
 #include "symbolizer_priv.h"
 
 #define REREAD_INTERVAL_NS (200ull * 1000 * 1000)
+/* An address outside every mapping re-reads the maps only when the process's
+ * executable memory changed size (exec_vm), or at the latest this long after
+ * the last read (a mapping replaced by one of the same size). */
+#define REREAD_MAX_AGE_NS (30ull * 1000 * 1000 * 1000)
 /* A gone pid is only worth remembering while it rate-limits retries. */
 #define GONE_TTL_NS (10 * REREAD_INTERVAL_NS)
 
@@ -38,6 +42,8 @@ struct proc {
 	size_t n;
 	size_t bytes;      /* memory held, for the estimate */
 	uint64_t read_ns;  /* last /proc/PID/maps read attempt */
+	uint64_t checked_ns; /* last look at exec_vm for an address outside the maps */
+	uint64_t exec_vm;  /* VmExe + VmLib (KiB) when the maps were read */
 	struct module *main_mod;
 	struct perfmap *pm;     /* its JIT symbols; NULL while it has no perf map */
 	uint64_t pm_checked_ns; /* last look for the perf map */
@@ -52,6 +58,33 @@ static void maps_free(struct pmap *maps, size_t n)
 		if (maps[i].own_path)
 			free((char *)maps[i].path);
 	free(maps);
+}
+
+/* The size of pid's executable mappings (VmExe + VmLib of /proc/PID/status,
+ * the kernel's exec_vm), in KiB; UINT64_MAX when it cannot be read. One
+ * short read: far cheaper than the maps, whose reading it saves. */
+static uint64_t exec_vm_kib(const struct symbolizer *s, uint32_t pid)
+{
+	char path[PATH_MAX], buf[4096];
+	uint64_t sum = 0;
+	const char *v;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/status", s->proc_root, pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return UINT64_MAX;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return UINT64_MAX;
+	buf[n] = 0;
+	if ((v = strstr(buf, "\nVmExe:")))
+		sum += strtoull(v + 7, NULL, 10);
+	if ((v = strstr(buf, "\nVmLib:")))
+		sum += strtoull(v + 7, NULL, 10);
+	return sum;
 }
 
 static int read_maps(struct symbolizer *s, uint32_t pid, struct pmap **ret_maps, size_t *ret_n)
@@ -205,7 +238,9 @@ static int proc_reread(struct symbolizer *s, struct proc *p)
 	size_t n = 0;
 	int r;
 
-	p->read_ns = clock_mono_ns();
+	p->read_ns = p->checked_ns = clock_mono_ns();
+	/* Before the maps: a mapping made in between shows in the next look. */
+	p->exec_vm = exec_vm_kib(s, p->pid);
 	r = read_maps(s, p->pid, &maps, &n);
 	if (r < 0) {
 		if (r == -ESRCH && !lru_linked(&p->link)) {
@@ -315,6 +350,21 @@ void symbolizer_forget_process(struct symbolizer *s, uint32_t pid)
 		proc_drop(s, p);
 }
 
+/* Whether an address outside p's maps calls for reading them again: at most
+ * once per interval, and only when its executable memory changed (a frame
+ * pointer walk through code without frame pointers gives such addresses in
+ * every sample: the maps of a busy process were read 5 times a second). */
+static bool maps_changed(struct symbolizer *s, struct proc *p)
+{
+	uint64_t now = clock_mono_ns();
+
+	if (now - p->checked_ns < REREAD_INTERVAL_NS)
+		return false;
+	p->checked_ns = now;
+	return now - p->read_ns >= REREAD_MAX_AGE_NS || p->exec_vm == UINT64_MAX ||
+	       exec_vm_kib(s, p->pid) != p->exec_vm;
+}
+
 int symbolizer_resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr, struct sym_addr *ret)
 {
 	const struct pmap *m;
@@ -327,7 +377,7 @@ int symbolizer_resolve_user(struct symbolizer *s, uint32_t pid, uint64_t addr, s
 	if (r < 0)
 		return r;
 	m = proc_lookup(p, addr);
-	if (!m && clock_mono_ns() - p->read_ns >= REREAD_INTERVAL_NS) {
+	if (!m && maps_changed(s, p)) {
 		/* A dlopen() or exec since the last read; a gone process keeps its
 		 * last known maps. */
 		if (proc_reread(s, p) == 0)
