@@ -202,6 +202,53 @@ static int cmp_fde(const void *a, const void *b)
 	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
 
+/* Sorts the FDEs by (start, seq) in linear time: a check first (a linker writes
+ * .eh_frame in .text order, so it is often sorted already), then a stable LSD
+ * radix sort of start - base (under 2^32). The array is in
+ * seq order when unsorted parts were appended (synth_plt's FDEs come last
+ * with the largest seq), so a stable sort by start is a sort by (start, seq).
+ * 8-bit digits; a pass where every key has the same digit is skipped.
+ * qsort() only when the scratch array cannot be had. */
+static void fdes_sort(struct builder *b)
+{
+	size_t n = b->nfdes, count[256];
+	struct fde_ent *v = b->fdes, *tmp;
+	bool sorted = true;
+
+	for (size_t i = 1; i < n && sorted; i++)
+		sorted = cmp_fde(&v[i - 1], &v[i]) <= 0;
+	if (sorted)
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (v[i].start < b->base || v[i].start - b->base > UINT32_MAX)
+			goto fallback;
+	tmp = malloc(n * sizeof(*tmp));
+	if (!tmp)
+		goto fallback;
+	for (unsigned shift = 0; shift < 32; shift += 8) {
+		size_t sum = 0;
+
+		memset(count, 0, sizeof(count));
+		for (size_t i = 0; i < n; i++)
+			count[((v[i].start - b->base) >> shift) & 0xff]++;
+		if (count[((v[0].start - b->base) >> shift) & 0xff] == n)
+			continue;
+		for (size_t d = 0; d < 256; d++) {
+			size_t c = count[d];
+
+			count[d] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			tmp[count[((v[i].start - b->base) >> shift) & 0xff]++] = v[i];
+		memcpy(v, tmp, n * sizeof(*v));
+	}
+	free(tmp);
+	return;
+fallback:
+	qsort(v, n, sizeof(*v), cmp_fde);
+}
+
 /* Does any FDE overlap [lo, hi)? fdes sorted by start. */
 static bool fdes_overlap(const struct builder *b, uint64_t lo, uint64_t hi)
 {
@@ -261,7 +308,7 @@ static int synth_plt(struct builder *b, Elf *elf, size_t shstrndx)
 	}
 	if (added) {
 		b->t->st.plt_synth = true;
-		qsort(b->fdes, b->nfdes, sizeof(*b->fdes), cmp_fde);
+		fdes_sort(b);
 	}
 	return 0;
 }
@@ -395,10 +442,8 @@ int unwind_table_build(Elf *elf, struct unwind_table *ret)
 		if (r < 0)
 			goto out;
 	}
-	/* No FDE at all (an object without CFI): b.fdes is NULL, which qsort()
-	 * must not be given even with a count of 0. */
 	if (b.nfdes) {
-		qsort(b.fdes, b.nfdes, sizeof(*b.fdes), cmp_fde);
+		fdes_sort(&b);
 		r = synth_plt(&b, elf, shstrndx);
 		if (r < 0)
 			goto out;
