@@ -17,6 +17,7 @@
 
 #include "clock.h"
 #include "demangle.h"
+#include "diskcache.h"
 #include "dwarf_frames.h"
 #include "escape.h"
 #include "prowl_limits.h"
@@ -462,6 +463,17 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 	bytes += intern_mem_bytes(s->keys) + intern_mem_bytes(s->scratch) + kallsyms_bytes(s->ksyms);
 	objcache_get_stats(s->objs, &os);
 	bytes += os.bytes + u64map_mem_bytes(&s->by_obj);
+	{
+		struct diskcache_stats ds;
+
+		diskcache_get_stats(objcache_disk(s->objs), &ds);
+		ret->disk_hits = ds.hits;
+		ret->disk_misses = ds.misses;
+		ret->disk_stores = ds.stores;
+		ret->disk_corrupt = ds.corrupt;
+		ret->disk_evicted = ds.evicted;
+		ret->disk_bytes = ds.bytes;
+	}
 	ret->perfmap_bytes = s->perfmaps.bytes;
 	{
 		struct pycode_stats ps;

@@ -78,6 +78,8 @@ struct symbolizer_stats {
 	bool debuginfod;                   /* fetching is on */
 	uint64_t debuginfod_fetched, debuginfod_missed, debuginfod_failed, debuginfod_evicted;
 	uint64_t debuginfod_cache_bytes;
+	/* The on-disk cache of the shared object cache (diskcache.h): all zero without one. */
+	uint64_t disk_hits, disk_misses, disk_stores, disk_corrupt, disk_evicted, disk_bytes;
 	uint32_t debuginfod_pending;
 };
 

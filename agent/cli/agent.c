@@ -22,6 +22,7 @@
 
 #include "clock.h"
 #include "config.h"
+#include "diskcache.h"
 #include "export_dir.h"
 #include "export_otlp.h"
 #include "export_parca.h"
@@ -29,6 +30,7 @@
 #include "log.h"
 #include "mkdir_p.h"
 #include "metrics.h"
+#include "objcache.h"
 #include "pyresolve.h"
 #include "reload.h"
 #include "sender.h"
@@ -279,6 +281,8 @@ static int catch_up(struct agent *a, uint64_t time_ns)
  * stops after DRAIN_BUDGET_NS: samples arriving faster than they are read (a
  * starved agent, a flood of new processes) must not keep the loop from SIGTERM,
  * /metrics and the window writer; what is left is read in the next rounds. */
+/* Bound of <state_dir>/cache: the unwind tables of a few hundred objects. */
+#define DISK_CACHE_BYTES (64ull << 20)
 #define DRAIN_BUDGET_NS (500ull * 1000 * 1000)
 
 static int end_window(struct agent *a, bool cut)
@@ -489,6 +493,31 @@ static int run(struct agent *a)
 	return 0;
 }
 
+/* Unwind tables are kept in <state_dir>/cache across restarts (diskcache.h),
+ * in the object cache that the symbolizer and the unwinder share. */
+static void open_disk_cache(struct agent *a)
+{
+	struct diskcache *dc;
+	char *dir = NULL;
+	int r = mkdir_p(a->cfg.state_dir, 0700);
+
+	if (r == 0 && asprintf(&dir, "%s/cache", a->cfg.state_dir) < 0)
+		r = -ENOMEM;
+	if (r == 0)
+		r = diskcache_open(dir, DISK_CACHE_BYTES, &dc);
+	if (r < 0) {
+		log_warn("cannot keep unwind tables in %s/cache: %s: they are built again at each start",
+			 a->cfg.state_dir, strerror(-r));
+	} else {
+		a->objs = objcache_shared();
+		if (a->objs)
+			objcache_set_disk(a->objs, dc);
+		else
+			diskcache_free(dc);
+	}
+	free(dir);
+}
+
 int agent_main(int argc, char **argv)
 {
 	struct agent a = { .argc = argc, .argv = argv };
@@ -549,6 +578,7 @@ int agent_main(int argc, char **argv)
 			syo.inflate_max_bytes = a.cfg.limits.debug_inflate_bytes;
 		}
 	}
+	open_disk_cache(&a);
 	r = symbolizer_new(&syo, &a.sym);
 	if (r < 0) {
 		log_error_errno(r, "cannot set up the symbolizer");
@@ -637,6 +667,7 @@ out:
 	rules_free(a.rules);
 	free(a.snap.rules_text);
 	symbolizer_free(a.sym);
+	objcache_unref(a.objs);
 	free(a.debuginfod_cache);
 	free(a.static_labels);
 	agent_config_free(&a.cfg);

@@ -283,6 +283,16 @@ void agent_metrics_render(void *ctx, FILE *f)
 	metrics_emit(f, "prowl_symbol_inflate_fallbacks_total", "counter",
 		     "Compressed debug sections inflated in memory instead (no room or an error).", NULL,
 		     s.sym.inflate_fallbacks);
+	metrics_emit(f, "prowl_disk_cache_lookups_total", "counter",
+		     "Lookups in state_dir/cache (unwind tables kept across restarts), by result.", "result=\"hit\"",
+		     s.sym.disk_hits);
+	metrics_emit(f, "prowl_disk_cache_lookups_total", "counter", NULL, "result=\"miss\"", s.sym.disk_misses);
+	metrics_emit(f, "prowl_disk_cache_lookups_total", "counter", NULL, "result=\"corrupt\"", s.sym.disk_corrupt);
+	metrics_emit(f, "prowl_disk_cache_stores_total", "counter", "Entries written to state_dir/cache.", NULL,
+		     s.sym.disk_stores);
+	metrics_emit(f, "prowl_disk_cache_evictions_total", "counter",
+		     "Entries removed from state_dir/cache to keep it under its size bound.", NULL, s.sym.disk_evicted);
+	metrics_emit(f, "prowl_disk_cache_bytes", "gauge", "Size of state_dir/cache.", NULL, s.sym.disk_bytes);
 	metrics_emit(f, "prowl_perfmap_bytes", "gauge",
 		     "Heap held by the JIT symbols of all processes' perf maps (limits.perfmap_memory).", NULL,
 		     s.sym.perfmap_bytes);

@@ -14,6 +14,7 @@
 struct agent {
 	struct agent_config cfg;
 	char *debuginfod_cache;   /* <state_dir>/debuginfod when debuginfod is on */
+	struct objcache *objs;    /* the shared object cache, holding <state_dir>/cache; or NULL */
 	struct sampler *sampler;
 	struct symbolizer *sym;
 	struct series_table *series;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "diskcache.h"
 #include "intern.h"
 #include "log.h"
 #include "escape.h"
@@ -29,6 +30,7 @@ struct objcache {
 	size_t idle_bytes, bytes;
 	uint32_t next_id;
 	struct objcache_stats st;
+	struct diskcache *disk;    /* products kept across restarts; NULL: none */
 };
 
 static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -595,8 +597,27 @@ void objcache_unref(struct objcache *c)
 	u64map_free(&c->by_ident);
 	u64map_free(&c->by_content);
 	u64map_free(&c->by_id);
+	diskcache_free(c->disk);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
+}
+
+void objcache_set_disk(struct objcache *c, struct diskcache *d)
+{
+	pthread_mutex_lock(&c->lock);
+	diskcache_free(c->disk);
+	c->disk = d;
+	pthread_mutex_unlock(&c->lock);
+}
+
+struct diskcache *objcache_disk(struct objcache *c)
+{
+	struct diskcache *d;
+
+	pthread_mutex_lock(&c->lock);
+	d = c->disk;
+	pthread_mutex_unlock(&c->lock);
+	return d;
 }
 
 bool objcache_mark_broken(struct objcache *c, struct object *o)

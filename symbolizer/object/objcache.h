@@ -96,6 +96,11 @@ static inline bool object_broken(const struct object *o)
 	return __atomic_load_n(&o->broken, __ATOMIC_ACQUIRE);
 }
 
+/* Gives c the on-disk cache d (freed with c, or when another replaces it). */
+struct diskcache;
+void objcache_set_disk(struct objcache *c, struct diskcache *d);
+/* c's on-disk cache, or NULL. */
+struct diskcache *objcache_disk(struct objcache *c);
 void objcache_get_stats(struct objcache *c, struct objcache_stats *ret);
 
 #endif

@@ -1,0 +1,75 @@
+/* table_cache.c: an object's unwind table kept in the on-disk cache (diskcache.h), so that
+ * a restart loads the rows instead of reading the CFI again; checked before it is used. */
+#include "table_cache.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diskcache.h"
+
+/* The entry: this header, then n rows. */
+struct cached_table {
+	uint64_t base, n;
+	struct unwind_table_stats st;
+};
+
+int unwind_table_cached(struct diskcache *dc, const struct object *o, struct unwind_table *ret)
+{
+	struct diskcache_key k;
+	struct cached_table h;
+	void *data;
+	size_t len;
+	int r;
+
+	if (!dc || !diskcache_key_of(o, DISKCACHE_UNWIND, &k))
+		return -ENOENT;
+	r = diskcache_get(dc, &k, &data, &len);
+	if (r < 0)
+		return r;
+	memset(ret, 0, sizeof(*ret));
+	if (len < sizeof(h))
+		goto bad;
+	memcpy(&h, data, sizeof(h));
+	if (h.n > (len - sizeof(h)) / sizeof(*ret->rows) || len != sizeof(h) + h.n * sizeof(*ret->rows))
+		goto bad;
+	ret->rows = malloc(h.n ? h.n * sizeof(*ret->rows) : 1);
+	if (!ret->rows) {
+		free(data);
+		return -ENOMEM;
+	}
+	memcpy(ret->rows, (char *)data + sizeof(h), h.n * sizeof(*ret->rows));
+	free(data);
+	/* BPF's binary search needs rows sorted by pc. */
+	for (uint64_t i = 1; i < h.n; i++)
+		if (ret->rows[i].pc <= ret->rows[i - 1].pc) {
+			unwind_table_free(ret);
+			return -ENOENT;
+		}
+	ret->n = ret->cap = h.n;
+	ret->base = h.base;
+	ret->st = h.st;
+	return 0;
+bad:
+	free(data);
+	return -ENOENT;
+}
+
+void unwind_table_keep(struct diskcache *dc, const struct object *o, const struct unwind_table *t)
+{
+	struct diskcache_key k;
+	struct cached_table h = { .base = t->base, .n = t->n, .st = t->st };
+	size_t rows = t->n * sizeof(*t->rows);
+	char *buf;
+
+	if (!dc || !diskcache_key_of(o, DISKCACHE_UNWIND, &k))
+		return;
+	buf = malloc(sizeof(h) + rows);
+	if (!buf)
+		return;
+	memcpy(buf, &h, sizeof(h));
+	if (rows)
+		memcpy(buf + sizeof(h), t->rows, rows);
+	diskcache_put(dc, &k, buf, sizeof(h) + rows);
+	free(buf);
+}
