@@ -11,7 +11,10 @@
 #include <sys/sysmacros.h>
 
 #include "clock.h"
+#include "diskcache.h"
 #include "log.h"
+#include "objcache.h"
+#include "table_cache.h"
 #include "unwind_table.h"
 
 void table_free(struct unwinder *u, struct table *t)
@@ -144,7 +147,9 @@ static struct table *table_of(struct unwinder *u, struct object *o)
 static void table_build(struct unwinder *u, struct table *t, Elf *elf, const struct obj_file *file)
 {
 	struct unwind_table ut;
+	struct diskcache *dc = objcache_disk(u->objs);
 	uint64_t t0 = clock_mono_ns(), dt;
+	bool cached;
 	int r;
 
 	if (!t->obj->f.nloads) {
@@ -157,7 +162,9 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf, const str
 		t->state = T_FAILED;
 		return;
 	}
-	r = unwind_table_build(elf, &ut);
+	/* A trusted file's table from a previous run, else built (and kept). */
+	cached = unwind_table_cached(dc, t->obj, &ut) == 0;
+	r = cached ? 0 : unwind_table_build(elf, &ut);
 	dt = clock_mono_ns() - t0;
 	u->st.table_build_ns += dt;
 	/* An untrusted file is read with pread(): one that changed meanwhile
@@ -177,10 +184,12 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf, const str
 		return;
 	}
 	u->st.tables_built++;
+	if (!cached)
+		unwind_table_keep(dc, t->obj, &ut);
 	table_store(u, t, &ut);
 	log_debug("unwind: table for %s: %zu rows (%zu KiB), %u FDEs, %u rows BPF cannot use, built in %.2f ms%s",
 		  t->obj->path, ut.n, unwind_table_bytes(&ut) / 1024, ut.st.fdes, ut.st.rows_bad, dt / 1e6,
-		  t->state == T_LOADED ? "" : " (not loaded)");
+		  cached ? " (from state_dir/cache)" : t->state == T_LOADED ? "" : " (not loaded)");
 	unwind_table_free(&ut);
 }
 
