@@ -131,7 +131,9 @@ static int kernel_build_id(struct module *m)
 /* mallinfo2() walks every arena's free lists: it is measured around a module's
  * first HEAP_MEASURED_FIRST lookups after an open (the session, its symbol
  * tables and inflated sections: nearly all of its growth) and around one in
- * HEAP_MEASURE_EVERY after that (a new CU's line table), not around each. */
+ * HEAP_MEASURE_EVERY after that (a new CU's line table), whose growth counts
+ * HEAP_MEASURE_EVERY times (an estimate of the lookups not measured), not
+ * around each. */
 #define HEAP_MEASURED_FIRST 16
 #define HEAP_MEASURE_EVERY 16
 
@@ -159,7 +161,7 @@ static void copy_out(const struct fc_entry *e, struct sym_frame *frames, size_t 
 static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, struct sym_frame *tmp, size_t *ret_n,
 		       uint64_t *ret_group)
 {
-	size_t heap = 0, grown;
+	size_t heap = 0, grown, scale;
 	uint64_t now;
 	bool cold, measure;
 	int r = 0;
@@ -177,15 +179,17 @@ static int frames_miss(struct symbolizer *s, struct module *m, uint64_t addr, st
 		sym_module_touch(s, m);
 		/* What libdw allocates for m (its session, inflated sections, line
 		 * tables and DIE caches) is measured as it grows, for the cap. */
-		measure = cold || m->heap_misses < HEAP_MEASURED_FIRST || m->heap_misses % HEAP_MEASURE_EVERY == 0;
+		/* A sampled lookup stands for the HEAP_MEASURE_EVERY around it. */
+		scale = cold || m->heap_misses < HEAP_MEASURED_FIRST ? 1 : HEAP_MEASURE_EVERY;
+		measure = scale == 1 || m->heap_misses % HEAP_MEASURE_EVERY == 0;
 		m->heap_misses++;
 		if (measure)
 			heap = heap_in_use();
 		r = dwarf_symbolize(m, addr, s->scratch, tmp, SYM_MAX_INLINE, ret_n, ret_group);
 		grown = measure ? heap_in_use() : 0;
 		if (grown > heap && lru_linked(&m->open_link)) {
-			m->heap_bytes += grown - heap;
-			s->open_heap += grown - heap;
+			m->heap_bytes += (grown - heap) * scale;
+			s->open_heap += (grown - heap) * scale;
 		}
 		sym_module_sync(s, m);
 		sym_enforce_open_caps(s, m);

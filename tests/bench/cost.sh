@@ -187,7 +187,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		read -r c1 h1 _ <<<"$(cold_run "$a" "$st")"
 		read -r c2 h2 _ <<<"$(cold_run "$a" "$st")"
 		awk -v r="$r" -v a="$a" -v c1="$c1" -v h1="$h1" -v c2="$c2" -v h2="$h2" \
-			'BEGIN{printf "| %s | %s | %.2f | %.1f | %.2f | %.1f | %.2f |\n", r, a, c1, h1, c2, h2, c1 > 0 ? c2/c1 : 0}' >>"$OUT"
+			'BEGIN{printf "| %s | %s | %.2f | %.1f | %.2f | %.1f | %.2f |\n", r, a, c1, h1, c2, h2, (c1 > 0 ? c2/c1 : 0)}' >>"$OUT"
 	done
 done
 { echo; cat "$TMP/notes" 2>/dev/null; echo "(after the cold runs: \`$(uptime | sed 's/.*load/load/')\`)"; } >>"$OUT"
