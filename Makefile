@@ -46,7 +46,7 @@ CXX      ?= g++
 RUSTC    ?= $(shell command -v rustc 2>/dev/null || ls $(HOME)/.cargo/bin/rustc 2>/dev/null)
 
 .SECONDARY:
-.PHONY: all clean deps test check-quick unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol
+.PHONY: all clean deps test check-quick unit e2e bench bench-cost bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -237,6 +237,12 @@ bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench 
 	tests/bench/perfmap.sh
 	tests/bench/report.sh
 	tests/bench/kube.sh
+	tests/bench/cost.sh $(COST_OLD)
+
+# The agent's steady and cold cost (issue 32's targets) beside an older prowl:
+# make bench-cost COST_OLD=/path/to/old/prowl (without it: the new agent alone).
+bench-cost: all workloads
+	tests/bench/cost.sh $(COST_OLD)
 
 bench-report: all workloads tools
 	tests/bench/report.sh
