@@ -14,7 +14,6 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "objcache.h"
 
 #define DC_MAGIC "prowlc01"
 #define DC_VERSION 1u
@@ -140,19 +139,6 @@ void diskcache_free(struct diskcache *c)
 	close(c->dirfd);
 	pthread_mutex_destroy(&c->lock);
 	free(c);
-}
-
-bool diskcache_key_of(const struct object *o, uint32_t kind, struct diskcache_key *ret)
-{
-	if (!o || !o->trusted || o->image || o->broken)
-		return false;
-	memset(ret, 0, sizeof(*ret));
-	ret->kind = kind;
-	ret->build_id_len = o->f.build_id_len;
-	memcpy(ret->build_id, o->f.build_id, o->f.build_id_len);
-	ret->content_hash = o->f.content_hash;
-	ret->size = o->size;
-	return true;
 }
 
 /* The entry's file name: a hash of the whole key (the header holds the key). */

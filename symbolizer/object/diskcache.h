@@ -15,7 +15,8 @@ enum diskcache_kind {
 };
 
 /* Content identity of a trusted file as the object layer read it from the
- * file prowl opened (trust.h: only root can have written it), never a path. */
+ * file prowl opened (object_disk_key(): only root can have written it), never
+ * a path. */
 struct diskcache_key {
 	uint32_t kind;
 	uint32_t build_id_len;
@@ -31,16 +32,12 @@ struct diskcache_stats {
 };
 
 struct diskcache;
-struct object;
 
 /* Opens (creating it 0700) the cache directory dir, of at most max_bytes.
  * -EPERM when dir is not a directory owned by this user (a symbolic link
  * included): nothing is cached then. */
 int diskcache_open(const char *dir, uint64_t max_bytes, struct diskcache **ret);
 void diskcache_free(struct diskcache *c);
-/* The key of o's kind product; false when o may not be cached (not a
- * trusted file). */
-bool diskcache_key_of(const struct object *o, uint32_t kind, struct diskcache_key *ret);
 /* The entry of k: 0 with *ret_data (malloc'ed) and *ret_len; -ENOENT when
  * there is none (or it failed its checks: it is removed, counted corrupt). */
 int diskcache_get(struct diskcache *c, const struct diskcache_key *k, void **ret_data, size_t *ret_len);

@@ -610,6 +610,19 @@ void objcache_set_disk(struct objcache *c, struct diskcache *d)
 	pthread_mutex_unlock(&c->lock);
 }
 
+bool object_disk_key(const struct object *o, uint32_t kind, struct diskcache_key *ret)
+{
+	if (!o || !o->trusted || o->image || o->broken)
+		return false;
+	memset(ret, 0, sizeof(*ret));
+	ret->kind = kind;
+	ret->build_id_len = o->f.build_id_len;
+	memcpy(ret->build_id, o->f.build_id, o->f.build_id_len);
+	ret->content_hash = o->f.content_hash;
+	ret->size = o->size;
+	return true;
+}
+
 struct diskcache *objcache_disk(struct objcache *c)
 {
 	struct diskcache *d;

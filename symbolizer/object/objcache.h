@@ -101,6 +101,11 @@ struct diskcache;
 void objcache_set_disk(struct objcache *c, struct diskcache *d);
 /* c's on-disk cache, or NULL. */
 struct diskcache *objcache_disk(struct objcache *c);
+/* The key of o's product of that kind in the on-disk cache; false when o may
+ * not be cached: only a trusted file's identity (trust.h) cannot be forged by
+ * another user. */
+struct diskcache_key;
+bool object_disk_key(const struct object *o, uint32_t kind, struct diskcache_key *ret);
 void objcache_get_stats(struct objcache *c, struct objcache_stats *ret);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "diskcache.h"
+#include "objcache.h"
 
 /* The entry: this header, then n rows. */
 struct cached_table {
@@ -22,7 +23,7 @@ int unwind_table_cached(struct diskcache *dc, const struct object *o, struct unw
 	size_t len;
 	int r;
 
-	if (!dc || !diskcache_key_of(o, DISKCACHE_UNWIND, &k))
+	if (!dc || !object_disk_key(o, DISKCACHE_UNWIND, &k))
 		return -ENOENT;
 	r = diskcache_get(dc, &k, &data, &len);
 	if (r < 0)
@@ -62,7 +63,7 @@ void unwind_table_keep(struct diskcache *dc, const struct object *o, const struc
 	size_t rows = t->n * sizeof(*t->rows);
 	char *buf;
 
-	if (!dc || !diskcache_key_of(o, DISKCACHE_UNWIND, &k))
+	if (!dc || !object_disk_key(o, DISKCACHE_UNWIND, &k))
 		return;
 	buf = malloc(sizeof(h) + rows);
 	if (!buf)

@@ -1,5 +1,5 @@
 /* table_cache.h: an object's unwind table kept in the on-disk cache across restarts
- * (only for trusted files: diskcache_key_of()). */
+ * (only for trusted files: object_disk_key()). */
 #ifndef PROWL_TABLE_CACHE_H
 #define PROWL_TABLE_CACHE_H
 

@@ -231,8 +231,8 @@ static void test_user_file_has_no_key(void **state)
 	assert_true(trusted->f.build_id_len > 0);
 	assert_memory_equal(trusted->f.build_id, user->f.build_id, trusted->f.build_id_len);
 	assert_true(trusted->f.content_hash == user->f.content_hash);
-	assert_true(diskcache_key_of(trusted, DISKCACHE_UNWIND, &ka));
-	assert_false(diskcache_key_of(user, DISKCACHE_UNWIND, &kb));
+	assert_true(object_disk_key(trusted, DISKCACHE_UNWIND, &ka));
+	assert_false(object_disk_key(user, DISKCACHE_UNWIND, &kb));
 	object_unref(oc, trusted);
 	object_unref(oc, user);
 	objcache_unref(oc);
