@@ -281,8 +281,9 @@ static int catch_up(struct agent *a, uint64_t time_ns)
  * stops after DRAIN_BUDGET_NS: samples arriving faster than they are read (a
  * starved agent, a flood of new processes) must not keep the loop from SIGTERM,
  * /metrics and the window writer; what is left is read in the next rounds. */
-/* Bound of <state_dir>/cache: the unwind tables of a few hundred objects. */
-#define DISK_CACHE_BYTES (64ull << 20)
+/* Bound of <state_dir>/cache: the unwind tables of a few hundred objects, plus
+ * limits.debug_inflate_size for inflated copies of debug files. */
+#define DISK_CACHE_TABLE_BYTES (64ull << 20)
 #define DRAIN_BUDGET_NS (500ull * 1000 * 1000)
 
 static int end_window(struct agent *a, bool cut)
@@ -504,9 +505,10 @@ static void open_disk_cache(struct agent *a)
 	if (r == 0 && asprintf(&dir, "%s/cache", a->cfg.state_dir) < 0)
 		r = -ENOMEM;
 	if (r == 0)
-		r = diskcache_open(dir, DISK_CACHE_BYTES, &dc);
+		r = diskcache_open(dir, DISK_CACHE_TABLE_BYTES + a->cfg.limits.debug_inflate_bytes, &dc);
 	if (r < 0) {
-		log_warn("cannot keep unwind tables in %s/cache: %s: they are built again at each start",
+		log_warn("cannot keep unwind tables in %s/cache: %s: they are built again at each start, and debug "
+			 "sections inflated again",
 			 a->cfg.state_dir, strerror(-r));
 	} else {
 		a->objs = objcache_shared();

@@ -284,7 +284,7 @@ void agent_metrics_render(void *ctx, FILE *f)
 		     "Compressed debug sections inflated in memory instead (no room or an error).", NULL,
 		     s.sym.inflate_fallbacks);
 	metrics_emit(f, "prowl_disk_cache_lookups_total", "counter",
-		     "Lookups in state_dir/cache (unwind tables kept across restarts), by result.", "result=\"hit\"",
+		     "Lookups in state_dir/cache (unwind tables and inflated debug files kept across restarts), by result.", "result=\"hit\"",
 		     s.sym.disk_hits);
 	metrics_emit(f, "prowl_disk_cache_lookups_total", "counter", NULL, "result=\"miss\"", s.sym.disk_misses);
 	metrics_emit(f, "prowl_disk_cache_lookups_total", "counter", NULL, "result=\"corrupt\"", s.sym.disk_corrupt);

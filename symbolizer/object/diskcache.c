@@ -18,8 +18,6 @@
 #define DC_MAGIC "prowlc01"
 #define DC_VERSION 1u
 #define DC_SUFFIX ".pc"
-/* Entries larger than this are not kept: a sanity bound, not the budget. */
-#define DC_MAX_ENTRY (256u << 20)
 
 struct dc_header {
 	char magic[8];
@@ -152,10 +150,11 @@ static void entry_name(const struct diskcache_key *k, char *buf, size_t len)
 	snprintf(buf, len, "%u-%016" PRIx64 DC_SUFFIX, k->kind, h);
 }
 
-static int read_all(int fd, void *buf, size_t len)
+/* len bytes of fd from offset at. */
+static int read_all(int fd, void *buf, size_t len, off_t at)
 {
 	for (size_t off = 0; off < len;) {
-		ssize_t n = read(fd, (char *)buf + off, len - off);
+		ssize_t n = pread(fd, (char *)buf + off, len - off, at + (off_t)off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -172,57 +171,181 @@ static void drop_entry(struct diskcache *c, const char *name, uint64_t size)
 		c->st.bytes = c->st.bytes > size ? c->st.bytes - size : 0;
 }
 
-int diskcache_get(struct diskcache *c, const struct diskcache_key *k, void **ret_data, size_t *ret_len)
+/* Removes k's entry, which failed a check, and counts it. */
+static void entry_bad(struct diskcache *c, const struct diskcache_key *k)
 {
-	struct dc_header h;
+	char name[64];
+	struct stat st;
+
+	entry_name(k, name, sizeof(name));
+	c->st.corrupt++;
+	drop_entry(c, name, fstatat(c->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 ? (uint64_t)st.st_size : 0);
+}
+
+/* Opens k's entry and checks what can be checked before its payload: owner,
+ * mode, one link, the header (at the start, or a trailer at the end), its
+ * length and the name its key hashes to. Under c's lock. 0 with *ret_fd and
+ * *ret_h; -ENOENT: no entry of k (a miss); -EBADMSG: a bad entry, removed. */
+static int entry_open(struct diskcache *c, const struct diskcache_key *k, bool trailer, int *ret_fd,
+		      struct dc_header *ret_h)
+{
+	struct dc_header *h = ret_h;
 	char name[64], hname[64];
 	struct stat st;
-	void *data = NULL;
-	int fd, r = -ENOENT;
+	int fd;
 
-	if (!c)
-		return -ENOENT;
 	entry_name(k, name, sizeof(name));
-	pthread_mutex_lock(&c->lock);
 	fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		c->st.misses++;
-		goto out;
+		return -ENOENT;
 	}
-	/* Only what this user wrote, alone, of the size its header says. */
 	if (fstat(fd, &st) < 0 || !owned_private(&st, S_IFREG) || st.st_nlink != 1 ||
-	    (uint64_t)st.st_size < sizeof(h) || read_all(fd, &h, sizeof(h)) < 0 ||
-	    memcmp(h.magic, DC_MAGIC, sizeof(h.magic)) || h.version != DC_VERSION ||
-	    h.len > DC_MAX_ENTRY || (uint64_t)st.st_size != sizeof(h) + h.len)
-		goto corrupt;
-	entry_name(&h.key, hname, sizeof(hname));
+	    (uint64_t)st.st_size < sizeof(*h) ||
+	    pread(fd, h, sizeof(*h), trailer ? st.st_size - (off_t)sizeof(*h) : 0) != (ssize_t)sizeof(*h) ||
+	    memcmp(h->magic, DC_MAGIC, sizeof(h->magic)) || h->version != DC_VERSION || h->len > c->max_bytes ||
+	    (uint64_t)st.st_size != sizeof(*h) + h->len)
+		goto bad;
+	entry_name(&h->key, hname, sizeof(hname));
 	if (strcmp(hname, name))
-		goto corrupt; /* a key the file's name does not come from */
-	if (memcmp(&h.key, k, sizeof(*k))) { /* another key with the same name hash */
+		goto bad; /* a key the file's name does not come from */
+	if (memcmp(&h->key, k, sizeof(*k))) { /* another key with the same name hash */
+		close(fd);
 		c->st.misses++;
-		goto out;
+		return -ENOENT;
 	}
+	*ret_fd = fd;
+	return 0;
+bad:
+	close(fd);
+	entry_bad(c, k);
+	return -EBADMSG;
+}
+
+int diskcache_get(struct diskcache *c, const struct diskcache_key *k, void **ret_data, size_t *ret_len)
+{
+	struct dc_header h;
+	void *data;
+	int fd, r;
+
+	if (!c)
+		return -ENOENT;
+	pthread_mutex_lock(&c->lock);
+	r = entry_open(c, k, false, &fd, &h);
+	if (r < 0)
+		goto out;
 	data = malloc(h.len ? h.len : 1);
 	if (!data) {
+		close(fd);
 		r = -ENOMEM;
 		goto out;
 	}
-	if (read_all(fd, data, h.len) < 0 || (uint32_t)crc32(0, data, (uInt)h.len) != h.crc)
-		goto corrupt;
+	if (read_all(fd, data, h.len, sizeof(h)) < 0 || (uint32_t)crc32(0, data, (uInt)h.len) != h.crc) {
+		free(data);
+		close(fd);
+		entry_bad(c, k);
+		r = -ENOENT;
+		goto out;
+	}
 	futimens(fd, NULL); /* recently used */
+	close(fd);
 	c->st.hits++;
 	*ret_data = data;
 	*ret_len = h.len;
-	data = NULL;
-	r = 0;
-	goto out;
-corrupt:
-	c->st.corrupt++;
-	drop_entry(c, name, fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0);
 out:
-	if (fd >= 0)
+	pthread_mutex_unlock(&c->lock);
+	return r == -EBADMSG ? -ENOENT : r;
+}
+
+static void evict(struct diskcache *c);
+
+/* crc32 of fd's first len bytes. */
+static int crc_of(int fd, uint64_t len, uint32_t *ret)
+{
+	static __thread char buf[1 << 16];
+	uLong crc = crc32(0, NULL, 0);
+
+	for (uint64_t off = 0; off < len;) {
+		size_t want = len - off < sizeof(buf) ? (size_t)(len - off) : sizeof(buf);
+		ssize_t n = pread(fd, buf, want, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		crc = crc32(crc, (const Bytef *)buf, (uInt)n);
+		off += (uint64_t)n;
+	}
+	*ret = (uint32_t)crc;
+	return 0;
+}
+
+int diskcache_open_file(struct diskcache *c, const struct diskcache_key *k)
+{
+	struct dc_header h;
+	uint32_t crc;
+	int fd, r;
+
+	if (!c)
+		return -ENOENT;
+	pthread_mutex_lock(&c->lock);
+	/* A trailer: the file's bytes come first, as they are mapped. */
+	r = entry_open(c, k, true, &fd, &h);
+	if (r == 0 && (crc_of(fd, h.len, &crc) < 0 || crc != h.crc)) {
 		close(fd);
-	free(data);
+		entry_bad(c, k);
+		r = -ENOENT;
+	}
+	if (r == 0) {
+		futimens(fd, NULL);
+		c->st.hits++;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return r < 0 ? -ENOENT : fd;
+}
+
+int diskcache_keep_file(struct diskcache *c, const struct diskcache_key *k, int fd)
+{
+	struct dc_header h = { .version = DC_VERSION, .key = *k };
+	char name[64], tmp[96], proc[64];
+	struct stat st;
+	uint64_t old = 0;
+	int r = 0;
+
+	if (!c)
+		return -EINVAL;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_nlink != 0)
+		return -EINVAL; /* only an unnamed file of prowl's own */
+	if ((uint64_t)st.st_size + sizeof(h) > c->max_bytes)
+		return -EFBIG;
+	memcpy(h.magic, DC_MAGIC, sizeof(h.magic));
+	h.len = (uint64_t)st.st_size;
+	r = crc_of(fd, h.len, &h.crc);
+	if (r < 0)
+		return r;
+	if (pwrite(fd, &h, sizeof(h), (off_t)h.len) != (ssize_t)sizeof(h))
+		return errno ? -errno : -EIO;
+	entry_name(k, name, sizeof(name));
+	snprintf(tmp, sizeof(tmp), "tmp.%d.%s", (int)getpid(), name);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	pthread_mutex_lock(&c->lock);
+	unlinkat(c->dirfd, tmp, 0);
+	if (fchmod(fd, 0600) < 0 || linkat(AT_FDCWD, proc, c->dirfd, tmp, AT_SYMLINK_FOLLOW) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (fstatat(c->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		old = (uint64_t)st.st_size;
+	if (renameat(c->dirfd, tmp, c->dirfd, name) < 0) {
+		r = -errno;
+		unlinkat(c->dirfd, tmp, 0);
+		goto out;
+	}
+	c->st.stores++;
+	c->st.bytes = c->st.bytes - (old < c->st.bytes ? old : c->st.bytes) + sizeof(h) + h.len;
+	if (c->st.bytes > c->max_bytes)
+		evict(c);
+out:
 	pthread_mutex_unlock(&c->lock);
 	return r;
 }
@@ -262,7 +385,7 @@ int diskcache_put(struct diskcache *c, const struct diskcache_key *k, const void
 
 	if (!c)
 		return -EINVAL;
-	if (len > DC_MAX_ENTRY || sizeof(h) + len > c->max_bytes)
+	if (sizeof(h) + len > c->max_bytes)
 		return -EFBIG;
 	memcpy(h.magic, DC_MAGIC, sizeof(h.magic));
 	h.crc = (uint32_t)crc32(0, data, (uInt)len);

@@ -12,6 +12,7 @@
 /* What an entry holds; part of its key. */
 enum diskcache_kind {
 	DISKCACHE_UNWIND = 1, /* an unwind table's rows (unwind_table.h) */
+	DISKCACHE_INFLATED,   /* an object file with its debug sections inflated (inflate.h) */
 };
 
 /* Content identity of a trusted file as the object layer read it from the
@@ -44,6 +45,13 @@ int diskcache_get(struct diskcache *c, const struct diskcache_key *k, void **ret
 /* Stores data as k's entry (replacing one), evicting the least recently
  * used entries beyond the bound. 0 or -errno (nothing stored). */
 int diskcache_put(struct diskcache *c, const struct diskcache_key *k, const void *data, size_t len);
+/* A descriptor of k's file entry (its bytes from offset 0, then a trailer that
+ * ELF readers ignore), checked in full (crc32); -ENOENT when there is none or
+ * it failed its checks (removed, counted corrupt). */
+int diskcache_open_file(struct diskcache *c, const struct diskcache_key *k);
+/* Keeps the unnamed file fd (O_TMPFILE, on the cache's filesystem) as k's
+ * entry: appends the trailer and links it in. fd stays usable. */
+int diskcache_keep_file(struct diskcache *c, const struct diskcache_key *k, int fd);
 void diskcache_get_stats(struct diskcache *c, struct diskcache_stats *ret);
 
 #endif

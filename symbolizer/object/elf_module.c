@@ -12,8 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "diskcache.h"
 #include "inflate.h"
 #include "log.h"
+#include "objcache.h"
+#include "trust.h"
 
 static const char *base_name(const char *path)
 {
@@ -161,26 +164,51 @@ static void set_layout(struct module *m)
 	m->pub.offset = text->offset;
 }
 
+/* The key of src's inflated copy in the on-disk cache: only when m's object
+ * is trusted and so is the file at src (root's, not writable by others: a
+ * debug file is another file than the object's), by the content hash and size
+ * of that very file and m's build id. */
+static bool inflated_key(const struct module *m, int src_fd, const struct stat *st, struct diskcache_key *ret)
+{
+	if (!m->objs || !obj_owner_trusted(st->st_uid, st->st_mode) ||
+	    !object_disk_key(m->obj, DISKCACHE_INFLATED, ret) ||
+	    obj_content_hash_fd(src_fd, (uint64_t)st->st_size, &ret->content_hash) < 0)
+		return false;
+	ret->size = (uint64_t)st->st_size;
+	return true;
+}
+
 int module_inflate_fd(struct module *m, int src_fd)
 {
 	struct inflate_budget *b = m->inflate;
+	struct diskcache *dc = m->objs ? objcache_disk(m->objs) : NULL;
+	struct diskcache_key k;
 	struct stat st;
 	uint64_t left;
+	bool keyed;
 	int fd;
 
 	if (!b || !b->dir || fstat(src_fd, &st) < 0)
 		return -1;
-	/* The copy holds the original file and the inflated sections. */
-	left = b->max > b->used ? b->max - b->used : 0;
-	left = left > (uint64_t)st.st_size ? left - (uint64_t)st.st_size : 0;
-	fd = elf_inflate_debug(src_fd, b->dir, left);
-	if (fd == -ENODATA || fd == -ENOEXEC)
-		return -1;
+	/* A copy a previous run (or an earlier open) inflated. */
+	keyed = dc && inflated_key(m, src_fd, &st, &k);
+	fd = keyed ? diskcache_open_file(dc, &k) : -ENOENT;
 	if (fd < 0) {
-		if (fd != -EFBIG)
-			log_debug("%s: cannot inflate its debug sections in %s: %s", m->path, b->dir, strerror(-fd));
-		b->fallbacks++;
-		return -1;
+		/* The copy holds the original file and the inflated sections. */
+		left = b->max > b->used ? b->max - b->used : 0;
+		left = left > (uint64_t)st.st_size ? left - (uint64_t)st.st_size : 0;
+		fd = elf_inflate_debug(src_fd, b->dir, left);
+		if (fd == -ENODATA || fd == -ENOEXEC)
+			return -1;
+		if (fd < 0) {
+			if (fd != -EFBIG)
+				log_debug("%s: cannot inflate its debug sections in %s: %s", m->path, b->dir,
+					  strerror(-fd));
+			b->fallbacks++;
+			return -1;
+		}
+		if (keyed)
+			diskcache_keep_file(dc, &k, fd);
 	}
 	if (fstat(fd, &st) == 0) {
 		m->inflated_bytes += (uint64_t)st.st_size;

@@ -190,6 +190,45 @@ static void test_size_bound(void **state)
 	run_cmd("rm -rf %s", cdir);
 }
 
+/* A file entry: an unnamed file kept, found again whole, refused once damaged. */
+static void test_file_entries(void **state)
+{
+	struct diskcache *c;
+	struct diskcache_key k = key(300);
+	char data[70000], back[sizeof(data)], f[512];
+	int fd, got;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (char)(i * 13);
+	assert_int_equal(diskcache_open(cdir, 1 << 20, &c), 0);
+	assert_int_equal(diskcache_open_file(c, &k), -ENOENT);
+	fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, sizeof(data)), (ssize_t)sizeof(data));
+	assert_int_equal(diskcache_keep_file(c, &k, fd), 0);
+	close(fd);
+	/* Only an unnamed file can be kept. */
+	only_entry(f, sizeof(f));
+	fd = open(f, O_RDWR);
+	assert_int_equal(diskcache_keep_file(c, &k, fd), -EINVAL);
+	close(fd);
+	diskcache_free(c);
+	assert_int_equal(diskcache_open(cdir, 1 << 20, &c), 0);
+	got = diskcache_open_file(c, &k);
+	assert_true(got >= 0);
+	assert_int_equal(pread(got, back, sizeof(back), 0), (ssize_t)sizeof(back));
+	assert_memory_equal(back, data, sizeof(data));
+	close(got);
+	assert_int_equal(stats(c).hits, 1);
+	assert_int_equal(run_cmd("printf X | dd of=%s bs=1 seek=60000 conv=notrunc status=none", f), 0);
+	assert_int_equal(diskcache_open_file(c, &k), -ENOENT);
+	assert_int_equal(stats(c).corrupt, 1);
+	assert_int_equal(access(f, F_OK), -1);
+	diskcache_free(c);
+	run_cmd("rm -rf %s", cdir);
+}
+
 static char user_dir[sizeof(dir) + 8], user_copy[sizeof(dir) + 16];
 
 static int user_copies_true(void *arg)
@@ -246,6 +285,7 @@ int main(void)
 		cmocka_unit_test(test_round_trip_and_restart),
 		cmocka_unit_test(test_bad_entries),
 		cmocka_unit_test(test_size_bound),
+		cmocka_unit_test(test_file_entries),
 		cmocka_unit_test(test_user_file_has_no_key),
 	};
 
