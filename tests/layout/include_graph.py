@@ -2,6 +2,7 @@
 # include_graph.py: builds prowl's include graph from the sources (#include "x.h" resolved
 # as the compiler does: the file's own folder, then the Makefile's -I order) and fails on
 # any circle between folders or between modules (x.c + x.h), naming the files that close it,
+# on an include of another folder's x_priv.h,
 # and on any include of a folder in a LATER row of README.md's stage table ("How it works":
 # each stage builds only on the rows above it, lib/ and bpf/ under all), naming the include.
 import os
@@ -91,6 +92,17 @@ def against_order(file_edges, rows, names):
     return n
 
 
+def private_outside(file_edges):
+    """Prints each include of a private header (x_priv.h) from another folder; returns how many."""
+    n = 0
+    for a, b in file_edges:
+        if b.endswith("_priv.h") and os.path.dirname(a) != os.path.dirname(b):
+            n += 1
+            print("private header included from another folder: %s includes %s (a header other folders "
+                  "read is an interface: name it for what it holds)" % (a, b))
+    return n
+
+
 def circles(graph):
     """Strongly connected components of more than one node (Tarjan, iterative)."""
     index, low, on, stack, comps, n = {}, {}, set(), [], [], [0]
@@ -160,7 +172,8 @@ def self_test():
     through the -I path), a module circle (a/p.h -> a/q.h, a/q.c -> a/p.h)
     and a private half (a/x_priv.h -> a/x.h, no circle) must give three circles: the
     folder circle is a module circle (a/x <-> b/y) too. Against the stage table (a above
-    b above c): b/y.c -> a/x.h is fine, a/x.c -> b/y.h and b/z.c -> c/w.h are not."""
+    b above c): b/y.c -> a/x.h is fine, a/x.c -> b/y.h and b/z.c -> c/w.h are not; nor is
+    b/v.c -> a/x_priv.h (a private header of another folder)."""
     import contextlib
     import io
     import tempfile
@@ -172,6 +185,7 @@ def self_test():
         "bpf/shared.h": "",
         "a/x.h": "", "a/x_priv.h": '#include "x.h"\n', "a/x.c": '#include "x_priv.h"\n#include "y.h"\n',
         "b/y.h": "", "b/y.c": '#include "x.h"\n', "b/z.c": '#include "w.h"\n', "c/w.h": "",
+        "b/v.c": '#include "x_priv.h"\n',
         "a/p.h": '#include "q.h"\n', "a/q.h": "", "a/q.c": '#include "p.h"\n',
     }
     with tempfile.TemporaryDirectory() as tree:
@@ -191,9 +205,10 @@ def self_test():
             "include circle between modules: a/p <-> a/q", "a/q.c includes a/p.h", "3 circle(s)",
             "include against the stage order: a/x.c includes b/y.h (stage \"first\"",
             "include against the stage order: b/z.c includes c/w.h (stage \"second\"",
-            "2 include(s) against the stage order"]
+            "private header included from another folder: b/v.c includes a/x_priv.h",
+            "3 include(s) against the stage order"]
     missing = [w for w in want if w not in text]
-    if rc != 1 or missing or "a/x_priv" in text or "b/y.c includes a/x.h (stage" in text:
+    if rc != 1 or missing or "a/x_priv.h includes" in text or "b/y.c includes a/x.h (stage" in text:
         print("include_graph: the self-test's circles were not reported as expected:\n" + text)
         return 1
     return 0
@@ -214,13 +229,14 @@ def check():
     rows, names = stage_rows(os.path.join(ROOT, "README.md"), dirs + ["bpf"])
     n = report("folders", os.path.dirname, file_edges)
     n += report("modules", module, file_edges)
-    against = against_order(file_edges, rows, names)
+    against = against_order(file_edges, rows, names) + private_outside(file_edges)
     if n:
         print("include_graph: %d circle(s); folders and modules must depend one way "
               "(README.md, \"How it works\")" % n)
     if against:
-        print("include_graph: %d include(s) against the stage order; a folder includes only from its "
-              "own row and the rows above it in README.md's stage table (lib/ and bpf/ from neither)" % against)
+        print("include_graph: %d include(s) against the stage order or of another folder's private header; "
+              "a folder includes only from its own row and the rows above it in README.md's stage table "
+              "(lib/ and bpf/ from neither)" % against)
     if n or against:
         return 1
     print("include_graph: %d includes, no circle between folders or modules, none against the stage "
