@@ -166,7 +166,7 @@ run_fuzz() { # $1 = the libFuzzer build (make O=build-fuzz FUZZ=1 fuzzers)
 }
 
 # The include graph (tests/layout/include_graph.py): folders and modules depend one
-# way. Once per run, before the builds: it reads the sources, not a build.
+# way, in the order of README.md's stage table. Once per run, before the builds: it reads the sources, not a build.
 run_layout() {
 	local out
 	echo "== include graph"
@@ -182,7 +182,7 @@ run_layout() {
 		echo "$out"
 	else
 		failed=$((failed + 1))
-		failures+=("include_graph (circles: see above)")
+		failures+=("include_graph (circles or includes against the stage order: see above)")
 		echo "$out"
 	fi
 }
