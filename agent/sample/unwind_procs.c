@@ -23,7 +23,6 @@ void proc_free(struct uproc *p)
 	free(p);
 }
 
-
 static bool is_64bit_process(struct unwinder *u, uint32_t pid)
 {
 	char path[64];

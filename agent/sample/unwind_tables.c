@@ -22,7 +22,6 @@ void table_free(struct unwinder *u, struct table *t)
 	free(t);
 }
 
-
 /* Drops the least recently used table that no process maps, and with it the
  * unwinder's reference to its object (a process mapping it again brings both
  * back). */
