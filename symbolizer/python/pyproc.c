@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "pydebugoff.h"
 #include "pyversions.h"
 
 int py_proc_fill(const struct py_elf *pe, uint64_t bias, uint32_t gen, struct prowl_py_proc *ret)
@@ -76,6 +77,18 @@ int py_proc_register(const struct maps_io *io, uint32_t pid, const struct py_elf
 		*logged = true;
 		return r;
 	}
+	/* 3.13+ says where its fields are: a build that disagrees with the table (another
+	 * configuration, a patched CPython) is not walked. */
+	char why[128];
+
+	r = py_debug_offsets_check(pid, pp.runtime, py_proc_layout(&pp), why, sizeof(why));
+	if (r == -EPROTO && !*logged)
+		log_warn("python: %s is CPython %u.%u, but its process %" PRIu32 " lays its frames out otherwise "
+			 "(%s): its processes get native frames only", path, pe->major, pe->minor, pid, why);
+	if (r == -EPROTO)
+		*logged = true;
+	if (r < 0)
+		return r;
 	r = io->py_proc_set(io->ctx, pid, &pp);
 	if (r < 0)
 		return r;

@@ -17,7 +17,7 @@ import pytest
 
 import pyfetch
 from conftest import BUILD, ROOT, pprof_raw, run_prowl, start, stop
-from test_python import python_frames
+from test_python import EVAL, python_frames
 
 PYENV = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
 WORK = os.path.join(ROOT, "tests", "workloads", "python", "pyversions.py")
@@ -193,6 +193,33 @@ def test_python27_is_logged_once(tmp_path):
     assert raw.total() > 20, raw.total()  # of ~590 on idle cores: the host may be busy
     no_python_frames(raw)
     assert raw.share("PyEval_EvalFrameEx") > 0.9, raw.share("PyEval_EvalFrameEx")
+
+
+# A CPython 3.13 that moves one field of its own _Py_DebugOffsets before it spins: what a
+# build laid out otherwise (or a process lying about itself) looks like to prowl.
+GARBLE = """
+import ctypes, sys, time
+rt = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
+ctypes.c_uint64.from_address(rt + 8 * 25).value += 8  # thread_state.native_thread_id
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    pass
+"""
+
+
+def test_debug_offsets_mismatch_gives_native_frames(tmp_path):
+    """3.13 publishes _Py_DebugOffsets; one that disagrees with prowl's table gets one
+    warning line naming the field and both offsets, and native frames only."""
+    py = pyenv_python("3.13")
+    res, raw, (pid,) = record_pids(tmp_path, [["chrt", "-f", "1", py, "-c", GARBLE]], "garbled", 2)
+    lines = [l for l in res.stderr.splitlines() if l.strip()]
+    lib = os.path.realpath(os.path.join(os.path.dirname(py), "..", "lib", "libpython3.13.so.1.0"))
+    assert lines == [f"prowl: warning: python: {lib} is CPython 3.13, but its process {pid} lays its frames out "
+                     "otherwise (ts_native_tid is at 168, prowl's table says 160): its processes get native "
+                     "frames only"], lines
+    assert raw.total() > 20, raw.total()
+    no_python_frames(raw)
+    assert raw.share(EVAL) > 0.9, raw.share(EVAL)
 
 
 FORGED = r"""
