@@ -10,6 +10,13 @@
 #include "pydebugoff.h"
 #include "pyversions.h"
 
+/* A version taken from the file name that the object's symbols contradict: 3.11+
+ * exports Py_Version, 3.6 has no _PyRuntime. The name is not trusted then. */
+static bool py_name_contradicted(const struct py_elf *pe)
+{
+	return pe->version_from_name && pe->major == 3 && (pe->minor >= 11 || (pe->minor == 6 && pe->runtime));
+}
+
 int py_proc_fill(const struct py_elf *pe, uint64_t bias, uint32_t gen, struct prowl_py_proc *ret)
 {
 	const struct py_layout *l = py_layout_for(pe->major, pe->minor);
@@ -17,7 +24,7 @@ int py_proc_fill(const struct py_elf *pe, uint64_t bias, uint32_t gen, struct pr
 	uint64_t root = !l ? 0 : l->rt_interp_head == PROWL_PY_NONE ? pe->interp_head : pe->runtime;
 
 	memset(ret, 0, sizeof(*ret));
-	if (!pe->found || !root || !l)
+	if (!pe->found || !root || !l || py_name_contradicted(pe))
 		return -EPROTONOSUPPORT;
 	*ret = (struct prowl_py_proc){
 		.runtime = root + bias,
@@ -61,13 +68,17 @@ int py_proc_register(const struct maps_io *io, uint32_t pid, const struct py_elf
 		char known[128];
 
 		py_layouts_known(known, sizeof(known));
-		if (!*logged && pe->major && l && l->rt_interp_head == PROWL_PY_NONE)
+		if (!*logged && pe->major && l && l->rt_interp_head == PROWL_PY_NONE && !pe->interp_head)
 			log_warn("python: %s is named CPython %u.%u but has no interp_head (its symbol, or the "
 				 "variable PyInterpreterState_Head() reads): its processes get native frames only",
 				 path, pe->major, pe->minor);
-		else if (!*logged && pe->major && l)
+		else if (!*logged && pe->major && l && l->rt_interp_head != PROWL_PY_NONE && !pe->runtime)
 			log_warn("python: %s is named CPython %u.%u but exports no _PyRuntime: its processes get "
 				 "native frames only", path, pe->major, pe->minor);
+		else if (!*logged && l && py_name_contradicted(pe))
+			log_warn("python: %s is named CPython %u.%u but its symbols say otherwise (%s): its processes "
+				 "get native frames only", path, pe->major, pe->minor,
+				 pe->minor >= 11 ? "no Py_Version, which 3.11 and later export" : "a _PyRuntime, which 3.6 lacks");
 		else if (!*logged && pe->major)
 			log_warn("python: %s is CPython %u.%u, whose frames prowl cannot read (it reads %s): its "
 				 "processes get native frames only", path, pe->major, pe->minor, known);

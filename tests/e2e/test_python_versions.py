@@ -10,6 +10,7 @@ forged "python3.11" without _PyRuntime is named as such. The sanitizer pass runs
 import glob
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -195,6 +196,50 @@ def test_python27_is_logged_once(tmp_path):
     assert raw.share("PyEval_EvalFrameEx") > 0.9, raw.share("PyEval_EvalFrameEx")
 
 
+NAMED_SPIN = """
+import time
+def spin_here(end):
+    while time.monotonic() < end:
+        pass
+spin_here(time.monotonic() + 60)
+"""
+
+
+def test_venv_and_any_prefix(tmp_path):
+    """The version of an interpreter without Py_Version (3.9, 3.10) comes from its
+    libpython's name wherever it lies: a venv's python (a symlink to pyenv's) and
+    pyenv's python3.10 loading a copy of its libpython from another prefix are both
+    named with their version and walked."""
+    py39, py310 = pyenv_python("3.9"), pyenv_python("3.10")
+    subprocess.run([py39, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    venv_py = tmp_path / "venv" / "bin" / "python"
+    assert os.path.islink(venv_py)
+    lib310 = os.path.realpath(os.path.join(os.path.dirname(py310), "..", "lib", "libpython3.10.so.1.0"))
+    prefix = tmp_path / "opt" / "any-prefix" / "lib"
+    prefix.mkdir(parents=True)
+    shutil.copy(lib310, prefix)
+    procs = [start([str(venv_py), "-c", NAMED_SPIN]),
+             start([py310, "-c", NAMED_SPIN], env=dict(os.environ, LD_LIBRARY_PATH=str(prefix)))]
+    try:
+        time.sleep(1.0)
+        assert all(p.poll() is None for p in procs)
+        maps = open(f"/proc/{procs[1].pid}/maps").read()
+        assert str(prefix / "libpython3.10.so.1.0") in maps  # the copy, not pyenv's
+        out = tmp_path / "prefix.pb.gz"
+        res = run_prowl(["record", "-p", f"{procs[0].pid},{procs[1].pid}", "-d", "2", "-v", "-o", str(out)])
+        assert res.returncode == 0, res.stderr[-2000:]
+    finally:
+        for p in procs:
+            stop(p)
+    assert re.search(r"CPython 3\.9 in \S*/libpython3\.9\.so\.1\.0", res.stderr), res.stderr[-2000:]
+    assert f"CPython 3.10 in {prefix}/libpython3.10.so.1.0" in res.stderr, res.stderr[-2000:]
+    raw = pprof_raw(str(out))
+    for p in procs:
+        mine = lambda s: s["labels"].get("pid") == str(p.pid)
+        assert raw.total(mine) > 10, raw.total(mine)
+        assert raw.share("spin_here", mine) > 0.9, raw.share("spin_here", mine)
+
+
 # A CPython 3.13 that moves one field of its own _Py_DebugOffsets before it spins: what a
 # build laid out otherwise (or a process lying about itself) looks like to prowl.
 GARBLE = """
@@ -223,8 +268,12 @@ def test_debug_offsets_mismatch_gives_native_frames(tmp_path):
 
 
 FORGED = r"""
+#include <stdlib.h>
 #include <time.h>
-char PyCode_Type[416];                      /* CPython's code type, and no _PyRuntime */
+char PyCode_Type[416];                      /* CPython's code type */
+#ifdef RUNTIME
+char _PyRuntime[1024];                      /* and a _PyRuntime, but no Py_Version */
+#endif
 int main(int argc, char **argv) {
     time_t end = time(0) + atoi(argv[1]);
     while (time(0) < end) PyCode_Type[0]++;
@@ -233,16 +282,21 @@ int main(int argc, char **argv) {
 """
 
 
-def test_forged_name_without_runtime_is_one_plain_line(tmp_path, unprivileged):
-    """Any user can name a program python3.11 and export PyCode_Type without a
-    _PyRuntime: one warning line that says just that (not that 3.11 is unreadable),
-    native frames, no marker."""
+@pytest.mark.parametrize("name,define,says", [
+    ("python3.11", "-DNONE", "is named CPython 3.11 but exports no _PyRuntime"),
+    ("python3.12", "-DRUNTIME", "is named CPython 3.12 but its symbols say otherwise (no Py_Version, which 3.11 "
+                                "and later export)"),
+])
+def test_forged_name_is_one_plain_line(tmp_path, unprivileged, name, define, says):
+    """Any user can name a program python3.11 and export PyCode_Type (and _PyRuntime):
+    the name is not believed where the symbols contradict it. One warning line that says
+    just that (not that the version is unreadable), native frames, no marker."""
     d = tmp_path / "u"
     d.mkdir(mode=0o755)
     os.chmod(tmp_path, 0o755)
-    (d / "f.c").write_text("#include <stdlib.h>\n" + FORGED)
-    exe = d / "python3.11"
-    subprocess.run(["cc", "-O1", "-rdynamic", "-o", str(exe), str(d / "f.c")], check=True)
+    (d / "f.c").write_text(FORGED)
+    exe = d / name
+    subprocess.run(["cc", "-O1", define, "-rdynamic", "-o", str(exe), str(d / "f.c")], check=True)
     p = unprivileged.popen([str(exe), "60"])
     try:
         time.sleep(0.5)
@@ -252,8 +306,7 @@ def test_forged_name_without_runtime_is_one_plain_line(tmp_path, unprivileged):
     finally:
         stop(p)
     lines = [l for l in res.stderr.splitlines() if l.strip()]
-    assert lines == [f"prowl: warning: python: {exe} is named CPython 3.11 but exports no _PyRuntime: its "
-                     "processes get native frames only"], lines
+    assert lines == [f"prowl: warning: python: {exe} {says}: its processes get native frames only"], lines
     raw = pprof_raw(str(out))
     assert raw.total() > 20, raw.total()
     no_python_frames(raw)
