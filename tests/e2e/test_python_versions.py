@@ -16,8 +16,11 @@ import time
 
 import pytest
 
+import otlp_check
 import pyfetch
+from agentlib import Agent
 from conftest import BUILD, ROOT, pprof_raw, run_prowl, start, stop
+from receiver import Receiver
 from test_python import EVAL, python_frames
 
 PYENV = os.environ.get("PYENV_ROOT", os.path.expanduser("~/.pyenv"))
@@ -178,6 +181,56 @@ def test_version_acceptance(tmp_path, version):
     assert not any(f.startswith("[python:") for s in raw.samples for f in raw.frames(s))
     check_split(raw, split_pid)
     check_stacks(raw, stacks_pid)
+
+
+OTLP_VERSIONS = ["3.8", "3.12", "3.14-debian"]
+
+
+@pytest.mark.slow
+def test_agent_otlp_on_three_versions(tmp_path):
+    """One agent exporting OTLP while the split runs on 3.8, 3.12 and 3.14 at once: each
+    process's profiles hold hot60, hot20 and zlib20 as python frames of mapping
+    [python] with pyversions.py and a line inside the function, in >= 95 % of its
+    samples; zlib20's native zlib frames stay native."""
+    runs = [interpreter(v) for v in OTLP_VERSIONS]
+    rx = Receiver().start()
+    agent = Agent(tmp_path, ["--otlp-url", rx.url + "/", "--interval", "2s", "-F", "199"])
+    procs = []
+    try:
+        # The workloads first: their start (imports, the split's data) is not the split.
+        procs = [start(exe + [WORK, "split", "14"], env=env) for exe, env in runs]
+        time.sleep(1.5)
+        agent.start()
+        time.sleep(5)
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+        for p in procs:
+            stop(p)
+        rx.stop()
+    profs = [prof for r in rx.requests for prof in otlp_check.check(r.body)]
+    lines = open(WORK).read().splitlines()
+    spans = {}
+    for i, l in enumerate(lines):
+        m = re.match(r"^def (\w+)\(", l)
+        if m:
+            spans[m.group(1)] = i + 1
+    for version, p in zip(OTLP_VERSIONS, procs):
+        mine = [s for prof in profs if prof["resource"].get("process.pid") == p.pid for s in prof["samples"]]
+        n = sum(s["value"] for s in mine)
+        assert n > 20, (version, n)
+        hot = 0
+        for s in mine:
+            for f in s["frames"]:
+                if f["function"] in ("hot60", "hot20", "zlib20", "split"):
+                    assert (f["frame_type"], f["mapping"], f["file"]) == ("python", "[python]", WORK), (version, f)
+                    assert spans[f["function"]] <= f["line"] < spans[f["function"]] + 12, (version, f)
+                elif f["function"] in ("deflate", "compress2", "deflate_slow"):
+                    assert f["frame_type"] == "native", (version, f)
+            hot += s["value"] if {"hot60", "hot20", "zlib20"} & set(s["stack"]) else 0
+        assert hot / n >= 0.95, (version, hot, n)
+        for f in ("hot60", "hot20", "zlib20"):
+            assert any(f in s["stack"] for s in mine), (version, f)
 
 
 def test_python27_is_logged_once(tmp_path):
