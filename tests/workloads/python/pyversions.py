@@ -3,7 +3,9 @@ syntax of later versions), issue 27. Usage: pyversions.py MODE SECONDS
   split   hot60, hot20 and zlib20 take 60, 20 and 20 % of each 30 ms cycle (deadlines);
           zlib20 spends its time in zlib.compress
   stacks  thread "one" runs t_one -> rec() at depth 100 -> spin_one, thread "two" runs
-          t_two -> rec() at depth 300 -> spin_two"""
+          t_two -> rec() at depth 300 -> spin_two
+  rec30   main -> rec() at depth 27 -> spin_one: 30 Python frames with <module> (the
+          BPF cost benchmark, tests/bench/python.sh)"""
 import random
 import sys
 import threading
@@ -90,6 +92,8 @@ def main():
         split(secs)
     elif mode == "stacks":
         stacks(secs)
+    elif mode == "rec30":
+        rec(27, time.monotonic() + secs, spin_one)
     else:
         sys.exit("unknown mode " + mode)
 
