@@ -72,30 +72,34 @@ step pid "$B/prowl" record -q -p "$W" -F "$F" -d "${S}s" -o "$T/pid.folded"
 emit_file pid.folded "$T/pid.folded"
 stop_workload
 
-# CPython: Debian 12's python3.11 (libpython linked in) in a 2:1 split of py_a and py_b,
-# its Python frames read by the BPF walk (kmatrix.py puts it and its encodings in the guest).
+# CPython: Debian 12's python3.11 (libpython linked in) in a 2:1 split of py_a and py_b (by
+# work, not deadlines: a guest's vCPU is preempted on a busy host), its Python frames read by
+# the BPF walk (kmatrix.py puts it and its encodings in the guest).
 PY=/usr/bin/python3.11
 if [ -x "$PY" ]; then
 	cat >"$T/pysplit.py" <<'EOF'
 import time
 
 
-def py_a(end):
-    while time.monotonic() < end:
-        pass
+def py_a(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
 
 
-def py_b(end):
-    while time.monotonic() < end:
-        pass
+def py_b(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
 
 
 def main():
     stop = time.monotonic() + 600
     while time.monotonic() < stop:
-        t = time.monotonic()
-        py_a(t + 0.010)
-        py_b(t + 0.015)
+        py_a(20000)
+        py_b(10000)
 
 
 main()
