@@ -16,7 +16,7 @@ PY=/usr/bin/python3.11
 [ -x "$PY" ] || { echo "python.sh: error: $PY is missing: apt-get install python3.11" >&2; exit 1; }
 S=${PY_BENCH_SECONDS:-10}
 TMP=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 W=tests/workloads/python
 
 cost_of() { # $1 = label, $2 = on|off, then the workload's command: BPF cost per sample
