@@ -196,12 +196,13 @@ def test_agent_otlp_on_three_versions(tmp_path):
     rx = Receiver().start()
     agent = Agent(tmp_path, ["--otlp-url", rx.url + "/", "--interval", "2s", "-F", "199"])
     procs = []
+
     try:
         # The workloads first: their start (imports, the split's data) is not the split.
-        procs = [start(exe + [WORK, "split", "14"], env=env) for exe, env in runs]
+        procs = [start(exe + [WORK, "split", "40"], env=env) for exe, env in runs]
         time.sleep(1.5)
         agent.start()
-        time.sleep(5)
+        time.sleep(8)
         assert agent.stop() == 0, agent.log()
     finally:
         agent.kill()
@@ -216,7 +217,10 @@ def test_agent_otlp_on_three_versions(tmp_path):
         if m:
             spans[m.group(1)] = i + 1
     for version, p in zip(OTLP_VERSIONS, procs):
-        mine = [s for prof in profs if prof["resource"].get("process.pid") == p.pid for s in prof["samples"]]
+        # Samples taken before the agent had loaded the process (it was running before the
+        # agent) say so and are not the walk's.
+        mine = [s for prof in profs if prof["resource"].get("process.pid") == p.pid for s in prof["samples"]
+                if not any(f.startswith("[truncated: frame pointers only, process not loaded") for f in s["stack"])]
         n = sum(s["value"] for s in mine)
         assert n > 20, (version, n)
         hot = 0
@@ -228,9 +232,10 @@ def test_agent_otlp_on_three_versions(tmp_path):
                 elif f["function"] in ("deflate", "compress2", "deflate_slow"):
                     assert f["frame_type"] == "native", (version, f)
             hot += s["value"] if {"hot60", "hot20", "zlib20"} & set(s["stack"]) else 0
-        assert hot / n >= 0.95, (version, hot, n)
+        assert hot / n >= 0.95, (version, hot, n, [s["stack"][:8] for s in mine
+                                                   if not {"hot60", "hot20", "zlib20"} & set(s["stack"])][:3])
         for f in ("hot60", "hot20", "zlib20"):
-            assert any(f in s["stack"] for s in mine), (version, f)
+            assert any(f in s["stack"] for s in mine), (version, f, n, [s["stack"][:6] for s in mine][:8])
 
 
 def test_python27_is_logged_once(tmp_path):
