@@ -15,7 +15,7 @@
 #include "intern.h"
 #include "log.h"
 
-void proc_free(struct uproc *p)
+void unw_proc_free(struct uproc *p)
 {
 	if (!p)
 		return;
@@ -39,7 +39,7 @@ static bool is_64bit_process(struct unwinder *u, uint32_t pid)
 	return !(n == (ssize_t)sizeof(ident) && memcmp(ident, ELFMAG, SELFMAG) == 0 && ident[EI_CLASS] == ELFCLASS32);
 }
 
-struct uproc *proc_get(struct unwinder *u, uint32_t pid)
+struct uproc *unw_proc_get(struct unwinder *u, uint32_t pid)
 {
 	uint64_t v;
 
@@ -70,9 +70,9 @@ static void proc_release(struct unwinder *u, struct uproc *p)
 	}
 }
 
-void proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf)
+void unw_proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf)
 {
-	struct uproc *p = proc_get(u, pid);
+	struct uproc *p = unw_proc_get(u, pid);
 
 	if (delete_bpf) {
 		u->io->proc_del(u->io->ctx, pid);
@@ -83,7 +83,7 @@ void proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf)
 		return;
 	proc_release(u, p);
 	u64map_del(&u->procs, pid);
-	proc_free(p);
+	unw_proc_free(p);
 	u->st.procs--;
 }
 
@@ -148,13 +148,13 @@ static void py_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm
 	free(v);
 }
 
-int proc_load(struct unwinder *u, uint32_t pid, bool force)
+int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
 {
 	struct procmaps pm = {};
 	struct prowl_unwind_map *ents = NULL;
 	struct table **tabs = NULL;
 	struct prowl_unwind_proc val;
-	struct uproc *p = proc_get(u, pid);
+	struct uproc *p = unw_proc_get(u, pid);
 	char path[64];
 	uint32_t first = 0;
 	uint64_t sig, failed_at, now = clock_mono_ns();
@@ -170,7 +170,7 @@ int proc_load(struct unwinder *u, uint32_t pid, bool force)
 	snprintf(path, sizeof(path), "%s/%" PRIu32 "/maps", u->proc_root, pid);
 	f = fopen(path, "re");
 	if (!f) {
-		proc_drop(u, pid, true);
+		unw_proc_drop(u, pid, true);
 		return -ESRCH;
 	}
 	u->st.maps_reads++;
@@ -179,7 +179,7 @@ int proc_load(struct unwinder *u, uint32_t pid, bool force)
 	if (r < 0 || pm.n == 0) {
 		/* Gone meanwhile (an empty file), or a kernel thread. */
 		procmaps_free(&pm);
-		proc_drop(u, pid, true);
+		unw_proc_drop(u, pid, true);
 		return r < 0 ? r : -ESRCH;
 	}
 	sig = maps_signature(&pm);
@@ -207,7 +207,7 @@ int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		/* 32-bit code: the kernel's frame-pointer walk knows its frame layout. */
 		procmaps_free(&pm);
 		if (p)
-			proc_drop(u, pid, false);
+			unw_proc_drop(u, pid, false);
 		val = (struct prowl_unwind_proc){ PROWL_PROC_FP, 0 };
 		return u->io->proc_set(u->io->ctx, pid, &val);
 	}
@@ -229,9 +229,9 @@ int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		m->end = e->end;
 		m->kind = PROWL_MAP_FP;
 		if (e->kind == PM_VDSO)
-			t = vdso_table(u);
+			t = unw_vdso_table(u);
 		else if (e->kind == PM_FILE)
-			t = file_table(u, pid, e, &unreadable);
+			t = unw_file_table(u, pid, e, &unreadable);
 		if (!t) {
 			if (unreadable)
 				m->kind = PROWL_MAP_NO_TABLE;

@@ -66,21 +66,21 @@ struct unwinder {
 
 /* ---- unwind_tables.c ---- */
 
-void table_free(struct unwinder *u, struct table *t); /* accepts NULL */
+void unw_table_free(struct unwinder *u, struct table *t); /* accepts NULL */
 /* The vdso's table (this process's image: the same in every 64-bit process), or NULL. */
-struct table *vdso_table(struct unwinder *u);
+struct table *unw_vdso_table(struct unwinder *u);
 /* The table of the file mapped at e by pid, built and loaded on first use, or NULL;
  * *ret_unreadable when the file is there but prowl could not open it. */
-struct table *file_table(struct unwinder *u, uint32_t pid, const struct pm_entry *e, bool *ret_unreadable);
+struct table *unw_file_table(struct unwinder *u, uint32_t pid, const struct pm_entry *e, bool *ret_unreadable);
 
 /* ---- unwind_procs.c ---- */
 
-void proc_free(struct uproc *p); /* accepts NULL */
-struct uproc *proc_get(struct unwinder *u, uint32_t pid);
+void unw_proc_free(struct uproc *p); /* accepts NULL */
+struct uproc *unw_proc_get(struct unwinder *u, uint32_t pid);
 /* Forgets pid; delete_bpf: its entries in the BPF maps too. */
-void proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf);
+void unw_proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf);
 /* Reads pid's executable mappings and publishes them. force: publish even when
  * they did not change (BPF lost the entry). Returns 0 or a negative errno. */
-int proc_load(struct unwinder *u, uint32_t pid, bool force);
+int unw_proc_load(struct unwinder *u, uint32_t pid, bool force);
 
 #endif
