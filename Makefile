@@ -175,11 +175,13 @@ $(O)/tools/pprof:
 
 # The OpenTelemetry Collector at one pinned release (tests/tools/otelcol: main.go, go.mod,
 # go.sum), the real OTLP backend of tests/e2e/test_collector.py. Test tooling, not prowl:
-# its modules come from the Go module proxy into the Go module cache; when the proxy
-# cannot be reached it leaves $@.skip with the reason and the tests skip saying it.
-OTELCOL_SRC := $(addprefix tests/tools/otelcol/,main.go go.mod go.sum build.sh)
+# built once per machine into the tool cache (tests/tools/golib.sh), its modules from the
+# Go module proxy; when the proxy cannot be reached it leaves $@.skip with the reason and
+# the tests skip saying it.
+GOTOOL_LIB := tests/tools/golib.sh tests/tools/unzip_checked.py
+OTELCOL_SRC := $(addprefix tests/tools/otelcol/,main.go go.mod go.sum build.sh) $(GOTOOL_LIB)
 $(O)/tools/otelcol: $(OTELCOL_SRC)
-	GOCACHE=$(abspath $(O))/gocache-otelcol tests/tools/otelcol/build.sh $(abspath $@)
+	tests/tools/otelcol/build.sh $(abspath $@)
 
 otelcol: $(O)/tools/otelcol
 
