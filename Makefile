@@ -46,7 +46,7 @@ CXX      ?= g++
 RUSTC    ?= $(shell command -v rustc 2>/dev/null || ls $(HOME)/.cargo/bin/rustc 2>/dev/null)
 
 .SECONDARY:
-.PHONY: all clean deps test check-quick unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol
+.PHONY: all clean deps test check-quick unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol servers
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -184,6 +184,18 @@ $(O)/tools/otelcol: $(OTELCOL_SRC)
 	tests/tools/otelcol/build.sh $(abspath $@)
 
 otelcol: $(O)/tools/otelcol
+
+# The real Pyroscope and Parca servers (pinned releases of their Go modules, built as their
+# own main modules) and the Kubernetes API server (tests/tools/kube-apiserver): the same
+# tool cache, the same skip when the proxy cannot be reached.
+$(O)/tools/pyroscope: tests/tools/pyroscope/build.sh $(GOTOOL_LIB)
+	tests/tools/pyroscope/build.sh $(abspath $@)
+$(O)/tools/parca: tests/tools/parca/build.sh $(GOTOOL_LIB)
+	tests/tools/parca/build.sh $(abspath $@)
+$(O)/tools/kube-apiserver: $(addprefix tests/tools/kube-apiserver/,main.go go.mod go.sum build.sh) $(GOTOOL_LIB)
+	tests/tools/kube-apiserver/build.sh $(abspath $@)
+
+servers: $(O)/tools/pyroscope $(O)/tools/parca $(O)/tools/kube-apiserver
 
 tools: $(O)/tools/pprof
 

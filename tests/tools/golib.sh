@@ -33,13 +33,16 @@ gotool_safe() {
 	done
 }
 
-# gotool_begin NAME OUT SRC FILE...: sets GOTOOL_ROOT, GOTOOL_BIN (the cached binary) and
-# the Go caches; when GOTOOL_BIN is there already, copies it to OUT and exits 0.
+# gotool_begin NAME OUT SRC FILE...: sets GOTOOL_ROOT, GOTOOL_BIN (the cached binary),
+# GOTOOL_LOG (a scratch file for go's output) and the Go caches; when GOTOOL_BIN is there already, copies it to OUT and exits 0.
 gotool_begin() {
 	local name=$1 out=$2 src=$3 key why
 	shift 3
 	GOTOOL_NAME=$name
 	GOTOOL_OUT=$out
+	GOTOOL_SRC=$src
+	GOTOOL_LOG=$(mktemp)
+	trap 'rm -f "$GOTOOL_LOG"' EXIT
 	GOTOOL_ROOT=$(gotool_root)
 	rm -f "$out.skip"
 	mkdir -p "$(dirname "$out")"
@@ -124,4 +127,39 @@ gotool_failed() {
 # gotool_done BUILT: moves the fresh binary into the cache, then to OUT.
 gotool_done() {
 	mkdir -p "$(dirname "$GOTOOL_BIN")" && mv "$1" "$GOTOOL_BIN" && gotool_install
+}
+
+# gotool_module MODULE VERSION H1 DEST: the module's source at VERSION from the proxy
+# (checked by go against the checksum database, and here against the pinned H1), copied
+# writable to DEST, for a program built as its own main module (with its replaces).
+gotool_module() {
+	local mod=$1 ver=$2 want=$3 dest=$4 json dir sum
+	json=$(cd / && GOFLAGS=-mod=mod "$GO" mod download -json "$mod@$ver" 2>&1)
+	dir=$(sed -n 's/^\t"Dir": "\(.*\)",$/\1/p' <<<"$json")
+	sum=$(sed -n 's/^\t"Sum": "\(.*\)",$/\1/p' <<<"$json")
+	if [ -z "$dir" ]; then
+		echo "$json" >"$GOTOOL_LOG"
+		gotool_failed "$GOTOOL_LOG" "$mod"
+	fi
+	if [ "$sum" != "$want" ]; then
+		echo "$GOTOOL_NAME: $mod@$ver has hash $sum, not the pinned $want: check the pin in $GOTOOL_SRC" >&2
+		exit 1
+	fi
+	rm -rf "$dest" && mkdir -p "$(dirname "$dest")" && cp -r "$dir" "$dest" && chmod -R u+w "$dest"
+}
+
+# gotool_build DIR PKG PROBE: builds PKG in the main module at DIR into the cache and OUT
+# (GOWORK=off: a release's go.work names folders its module zip leaves out), or ends as
+# gotool_failed says (PROBE: a module path of the tool). Exits in every case.
+gotool_build() {
+	local dir=$1 pkg=$2 probe=$3 t0
+	t0=$(date +%s)
+	if (cd "$dir" && GOWORK=off GOTOOLCHAIN=auto GOFLAGS=-mod=readonly \
+		"$GO" build -trimpath -o "$GOTOOL_BIN.tmp" "$pkg") >"$GOTOOL_LOG" 2>&1; then
+		gotool_done "$GOTOOL_BIN.tmp"
+		echo "$GOTOOL_NAME: built $GOTOOL_BIN in $(( $(date +%s) - t0 )) s with $("$GO" env GOVERSION)"
+		exit 0
+	fi
+	rm -f "$GOTOOL_BIN.tmp"
+	gotool_failed "$GOTOOL_LOG" "$probe"
 }

@@ -9,14 +9,4 @@ src=$(cd "$(dirname "$0")" && pwd)
 gotool_begin otelcol "$1" "$src" go.mod go.sum main.go build.sh
 # The pinned release needs the Go of go.mod's go line.
 gotool_go "$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$src/go.mod")"
-cd "$src"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-t0=$(date +%s)
-if GOTOOLCHAIN=auto GOFLAGS=-mod=readonly "$GO" build -trimpath -o "$GOTOOL_BIN.tmp" . >"$log" 2>&1; then
-	gotool_done "$GOTOOL_BIN.tmp"
-	echo "otelcol: built $GOTOOL_BIN in $(( $(date +%s) - t0 )) s with $("$GO" env GOVERSION)"
-	exit 0
-fi
-rm -f "$GOTOOL_BIN.tmp"
-gotool_failed "$log" go.opentelemetry.io/collector/otelcol
+gotool_build "$src" . go.opentelemetry.io/collector/otelcol
