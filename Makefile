@@ -195,7 +195,7 @@ $(O)/tools/parca: tests/tools/parca/build.sh $(GOTOOL_LIB)
 $(O)/tools/kube-apiserver: $(addprefix tests/tools/kube-apiserver/,main.go go.mod go.sum build.sh) $(GOTOOL_LIB)
 	tests/tools/kube-apiserver/build.sh $(abspath $@)
 
-servers: $(O)/tools/pyroscope $(O)/tools/parca $(O)/tools/kube-apiserver
+servers: $(O)/tools/pyroscope
 
 tools: $(O)/tools/pprof
 
@@ -206,7 +206,7 @@ deps:
 
 # The whole suite: normal build (with the test tooling: pprof and the Collector), then
 # the same tests under ASan+UBSan, then 15 s of each fuzzer.
-test: all unit workloads tools otelcol
+test: all unit workloads tools otelcol servers
 	$(MAKE) O=build-san SAN=1 all unit workloads
 	@mkdir -p build-san/tools && cp $(O)/tools/pprof build-san/tools/pprof
 	$(MAKE) O=build-fuzz FUZZ=1 fuzzers
