@@ -149,13 +149,14 @@ gotool_module() {
 }
 
 # gotool_build DIR PKG PROBE: builds PKG in the main module at DIR into the cache and OUT
-# (GOWORK=off: a release's go.work names folders its module zip leaves out), or ends as
+# (GOWORK=off: a release's go.work names folders its module zip leaves out; the linker
+# flags in GOTOOL_LDFLAGS, if any), or ends as
 # gotool_failed says (PROBE: a module path of the tool). Exits in every case.
 gotool_build() {
 	local dir=$1 pkg=$2 probe=$3 t0
 	t0=$(date +%s)
 	if (cd "$dir" && GOWORK=off GOTOOLCHAIN=auto GOFLAGS=-mod=readonly \
-		"$GO" build -trimpath -o "$GOTOOL_BIN.tmp" "$pkg") >"$GOTOOL_LOG" 2>&1; then
+		"$GO" build -trimpath ${GOTOOL_LDFLAGS:+-ldflags="$GOTOOL_LDFLAGS"} -o "$GOTOOL_BIN.tmp" "$pkg") >"$GOTOOL_LOG" 2>&1; then
 		gotool_done "$GOTOOL_BIN.tmp"
 		echo "$GOTOOL_NAME: built $GOTOOL_BIN in $(( $(date +%s) - t0 )) s with $("$GO" env GOVERSION)"
 		exit 0
