@@ -91,7 +91,7 @@ class Run:
     """One agent run: WriteRaw to the stand-in, pprof to its directory."""
 
 
-def agent_run(d, url):
+def agent_run(d, url, windows=3):
     cfg = d / "agent.yaml"
     cfg.write_text(f"exporters:\n  dir:\n    enabled: true\n  parca:\n    url: {url}\n")
     exe, svc = private_cpusplit(d)
@@ -100,7 +100,7 @@ def agent_run(d, url):
                       "--label", "namespace=shop", "--label", "pod=web-1"])
     try:
         agent.start()
-        wait_windows(agent, svc, 3)
+        wait_windows(agent, svc, windows)
         rc = agent.stop()
     finally:
         agent.kill()
@@ -151,7 +151,7 @@ def run(server, tmp_path_factory):
                    "v0.21.0 answers with 404 (its JSON gateway, mounted under /api, never matches); it takes "
                    "gRPC or gRPC-web")
 def test_agent_export_reaches_parca(server, tmp_path):
-    agent, _, rc = agent_run(tmp_path, server.url)
+    agent, _, rc = agent_run(tmp_path, server.url, windows=1)
     assert rc == 0, agent.log()
     bad = [l for l in agent.log_lines() if 'msg="parca:' in l]
     assert not bad, "\n".join(bad)
