@@ -195,7 +195,7 @@ $(O)/tools/parca: tests/tools/parca/build.sh $(GOTOOL_LIB)
 $(O)/tools/kube-apiserver: $(addprefix tests/tools/kube-apiserver/,main.go go.mod go.sum build.sh) $(GOTOOL_LIB)
 	tests/tools/kube-apiserver/build.sh $(abspath $@)
 
-servers: $(O)/tools/pyroscope $(O)/tools/parca
+servers: $(O)/tools/pyroscope $(O)/tools/parca $(O)/tools/kube-apiserver
 
 tools: $(O)/tools/pprof
 
