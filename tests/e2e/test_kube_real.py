@@ -20,15 +20,16 @@ from test_pod_labels import FREQ, NODE, ONLY_WORKLOADS, has_process, ingests, wa
 def kube(tmp_path_factory):
     d = tmp_path_factory.mktemp("kube")
     etcd = Etcd(d).start(timeout=60)
-    api = KubeApi(d, etcd)
     try:
-        api.start(timeout=120)
-        api.apply_packaging()
-        token = d / "token"
-        token.write_text(api.token("prowl", "prowl"))
-        yield type("Kube", (), {"d": d, "etcd": etcd, "api": api, "token_file": token})()
+        api = KubeApi(d, etcd).start(timeout=120)  # fails (or skips) here without the binary
+        try:
+            api.apply_packaging()
+            token = d / "token"
+            token.write_text(api.token("prowl", "prowl"))
+            yield type("Kube", (), {"d": d, "etcd": etcd, "api": api, "token_file": token})()
+        finally:
+            api.stop()
     finally:
-        api.stop()
         etcd.stop()
 
 
