@@ -46,7 +46,7 @@ CXX      ?= g++
 RUSTC    ?= $(shell command -v rustc 2>/dev/null || ls $(HOME)/.cargo/bin/rustc 2>/dev/null)
 
 .SECONDARY:
-.PHONY: all clean deps test check-quick unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol
+.PHONY: all clean deps test check-quick unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol servers
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -175,13 +175,27 @@ $(O)/tools/pprof:
 
 # The OpenTelemetry Collector at one pinned release (tests/tools/otelcol: main.go, go.mod,
 # go.sum), the real OTLP backend of tests/e2e/test_collector.py. Test tooling, not prowl:
-# its modules come from the Go module proxy into the Go module cache; when the proxy
-# cannot be reached it leaves $@.skip with the reason and the tests skip saying it.
-OTELCOL_SRC := $(addprefix tests/tools/otelcol/,main.go go.mod go.sum build.sh)
+# built once per machine into the tool cache (tests/tools/golib.sh), its modules from the
+# Go module proxy; when the proxy cannot be reached it leaves $@.skip with the reason and
+# the tests skip saying it.
+GOTOOL_LIB := tests/tools/golib.sh tests/tools/unzip_checked.py
+OTELCOL_SRC := $(addprefix tests/tools/otelcol/,main.go go.mod go.sum build.sh) $(GOTOOL_LIB)
 $(O)/tools/otelcol: $(OTELCOL_SRC)
-	GOCACHE=$(abspath $(O))/gocache-otelcol tests/tools/otelcol/build.sh $(abspath $@)
+	tests/tools/otelcol/build.sh $(abspath $@)
 
 otelcol: $(O)/tools/otelcol
+
+# The real Pyroscope and Parca servers (pinned releases of their Go modules, built as their
+# own main modules) and the Kubernetes API server (tests/tools/kube-apiserver): the same
+# tool cache, the same skip when the proxy cannot be reached.
+$(O)/tools/pyroscope: tests/tools/pyroscope/build.sh $(GOTOOL_LIB)
+	tests/tools/pyroscope/build.sh $(abspath $@)
+$(O)/tools/parca: tests/tools/parca/build.sh $(GOTOOL_LIB)
+	tests/tools/parca/build.sh $(abspath $@)
+$(O)/tools/kube-apiserver: $(addprefix tests/tools/kube-apiserver/,main.go go.mod go.sum build.sh) $(GOTOOL_LIB)
+	tests/tools/kube-apiserver/build.sh $(abspath $@)
+
+servers: $(O)/tools/pyroscope $(O)/tools/parca $(O)/tools/kube-apiserver
 
 tools: $(O)/tools/pprof
 
@@ -192,7 +206,7 @@ deps:
 
 # The whole suite: normal build (with the test tooling: pprof and the Collector), then
 # the same tests under ASan+UBSan, then 15 s of each fuzzer.
-test: all unit workloads tools otelcol
+test: all unit workloads tools otelcol servers
 	$(MAKE) O=build-san SAN=1 all unit workloads
 	@mkdir -p build-san/tools && cp $(O)/tools/pprof build-san/tools/pprof
 	$(MAKE) O=build-fuzz FUZZ=1 fuzzers
