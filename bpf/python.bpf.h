@@ -106,12 +106,11 @@ static __always_inline __u32 py_ns_tid(__u32 tid)
  * x86_64 (3.6-3.10's thread_id). */
 static __always_inline __u64 py_thread_key(const struct prowl_py_proc *pp, __u32 tid)
 {
-	if (pp->flags & PROWL_PYP_PTHREAD) {
-		struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase), pthread = -(__u64)((pp->flags / PROWL_PYP_PTHREAD) & 1);
 
-		return BPF_CORE_READ(task, thread.fsbase);
-	}
-	return py_ns_tid(tid);
+	/* Both, then one chosen by arithmetic: a branch would double the verifier's paths. */
+	return (fsbase & pthread) | ((__u64)py_ns_tid(tid) & ~pthread);
 }
 
 /* The id that thread state ts holds (as py_thread_key() gives it), or -1. */
@@ -119,7 +118,8 @@ static __always_inline __u64 py_ts_key(const struct prowl_py_proc *pp, __u64 ts)
 {
 	__u64 v = 0;
 
-	if (bpf_probe_read_user(&v, (pp->flags & PROWL_PYP_PTHREAD) ? 8 : 4, (const void *)(ts + pp->ts_native_tid)) < 0)
+	/* 4 or 8 bytes, by arithmetic: a branch here would double the verifier's paths. */
+	if (bpf_probe_read_user(&v, 4 + 4 * ((pp->flags / PROWL_PYP_PTHREAD) & 1), (const void *)(ts + pp->ts_native_tid)) < 0)
 		return (__u64)-1;
 	return v;
 }
@@ -170,8 +170,8 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 {
 	struct prowl_py_proc *pp = bpf_map_lookup_elem(&py_procs, &tgid);
 	struct py_state *ps;
-	__u32 zero = 0, n;
-	__u64 ts, fp;
+	__u32 zero = 0, n, entry_all, shift;
+	__u64 ts, fp, objframe, low_mask, base_mask;
 	int i;
 
 	if (!pp)
@@ -183,6 +183,17 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 	ps->reason = PROWL_PY_OK;
 	ps->is_python = 1;
 	ps->gen = pp->gen;
+	/* One formula for both kinds of frame, so that the loop has no branch on the
+	 * version (each would double the verifier's states): lasti = (raw - base) >> shift
+	 * where raw is the frame's instruction field. 3.11+: raw is the instruction
+	 * pointer, base the code's first instruction, shift 1 (2-byte code units). 3.6-3.10:
+	 * raw is the 32-bit f_lasti (-1 comes out above 2^31: no instruction), base 0,
+	 * shift 1 where it counts bytes (3.6-3.9), 0 on 3.10; and every frame is an entry. */
+	objframe = pp->flags & PROWL_PYP_FRAMEOBJ;
+	low_mask = ~0ull >> (objframe * 32);
+	base_mask = objframe - 1;
+	shift = 1 - (__u32)(objframe & ~((__u64)pp->flags / PROWL_PYP_LASTI_BYTES));
+	entry_all = (__u32)objframe << 31;
 	ts = py_thread_state(pp, tgid, tid, py_thread_key(pp, tid), &ps->reason);
 	if (!ts)
 		return ps;
@@ -194,7 +205,7 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 	 * known constant on every path otherwise). */
 	for (i = 0; i < PROWL_MAX_PY + 8; i++) {
 		struct prowl_pyframe f;
-		__u64 code, instr;
+		__u64 code, instr, base;
 		__u8 owner;
 
 		if (!fp)
@@ -223,20 +234,13 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 		}
 		f.code = code;
 		f.lasti = PROWL_PYF_LASTI_NONE;
-		if (pp->flags & PROWL_PYP_FRAMEOBJ) {
-			/* One evaluation per frame object; f_lasti is -1 before the first instruction. */
-			__s32 l = *(__s32 *)&ps->frame[PY_OFF(pp->fr_instr)];
-
-			if (l >= 0)
-				f.lasti = (pp->flags & PROWL_PYP_LASTI_BYTES) ? (__u32)l / 2 : (__u32)l;
+		instr = *(__u64 *)&ps->frame[PY_OFF(pp->fr_instr)] & low_mask;
+		base = (code + pp->co_code) & base_mask;
+		if (instr >= base && instr - base < (1ull << 31))
+			f.lasti = (__u32)((instr - base) >> (shift & 1));
+		f.lasti |= entry_all;
+		if (pp->fr_is_entry != PROWL_PY_NONE && ps->frame[PY_OFF(pp->fr_is_entry)])
 			f.lasti |= PROWL_PYF_ENTRY;
-		} else {
-			instr = *(__u64 *)&ps->frame[PY_OFF(pp->fr_instr)];
-			if (instr >= code + pp->co_code && instr - (code + pp->co_code) < (1ull << 31))
-				f.lasti = (__u32)((instr - (code + pp->co_code)) / 2);
-			if (pp->fr_is_entry != PROWL_PY_NONE && ps->frame[PY_OFF(pp->fr_is_entry)])
-				f.lasti |= PROWL_PYF_ENTRY;
-		}
 		f.firstlineno = 0;
 		bpf_probe_read_user(&f.firstlineno, sizeof(f.firstlineno), (const void *)(code + pp->co_firstlineno));
 		ps->frames[py_slot(n)] = f;
