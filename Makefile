@@ -16,7 +16,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
 	    -D_GNU_SOURCE -DPROWL_VERSION='"$(VERSION)"' -DPROWL_GIT_REV='"$(GIT_REV)"'
 # Source folders: each stage's folder and its sub-folders (see README.md, "How it works").
-SRC_DIRS := lib lib/containers symbolizer symbolizer/names symbolizer/object symbolizer/unwind symbolizer/python \
+SRC_DIRS := lib lib/containers symbolizer symbolizer/names symbolizer/object symbolizer/unwind symbolizer/python symbolizer/java \
             agent agent/cli agent/config agent/sample agent/resolve agent/labels \
             agent/aggregate agent/encode agent/export agent/metrics agent/analyse
 INCLUDES := -I$(O) -I$(O)/proto -Ibpf $(addprefix -I,$(SRC_DIRS))
@@ -183,7 +183,13 @@ $(O)/tools/otelcol: $(OTELCOL_SRC)
 
 otelcol: $(O)/tools/otelcol
 
-tools: $(O)/tools/pprof
+# What prowl reads of a live JVM's serviceability tables, as an image file (tests/unit's
+# captured JVM metadata and the fuzzer's seed were made with it).
+$(O)/tools/jvm_capture: tests/tools/jvm/jvm_capture.c $(LIB_OBJS) $(PROTO_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS)
+
+tools: $(O)/tools/pprof $(O)/tools/jvm_capture
 
 unit: $(UNIT_BINS)
 

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "elfsyms.h"
+
 /* Reads 4 bytes at virtual address addr from the section that holds it. */
 static int read_u32_at(Elf *elf, uint64_t addr, uint32_t *ret)
 {
@@ -47,40 +49,35 @@ static bool version_from_name(const char *path, uint8_t *major, uint8_t *minor)
 	return true;
 }
 
+struct scan {
+	struct py_elf *p;
+	uint64_t *py_version;
+};
+
+static void on_symbol(void *ctx, const char *name, const GElf_Sym *sym)
+{
+	struct scan *sc = ctx;
+	struct py_elf *p = sc->p;
+
+	if (name[0] != '_' && name[0] != 'P')
+		return;
+	if (strcmp(name, "_PyRuntime") == 0)
+		p->runtime = sym->st_value;
+	else if (strcmp(name, "PyCode_Type") == 0)
+		p->code_type = sym->st_value;
+	else if (strcmp(name, "PyUnicode_Type") == 0)
+		p->unicode_type = sym->st_value;
+	else if (strcmp(name, "PyBytes_Type") == 0)
+		p->bytes_type = sym->st_value;
+	else if (strcmp(name, "Py_Version") == 0 && (sym->st_size == 4 || sym->st_size == 8))
+		*sc->py_version = sym->st_value; /* unsigned int on 3.11, 3.12; unsigned long on 3.13 */
+}
+
 static void scan_symtab(Elf *elf, Elf_Scn *scn, struct py_elf *p, uint64_t *py_version)
 {
-	GElf_Shdr sh;
-	Elf_Data *d;
-	size_t n;
+	struct scan sc = { p, py_version };
 
-	if (!gelf_getshdr(scn, &sh) || !sh.sh_entsize)
-		return;
-	d = elf_getdata(scn, NULL);
-	if (!d)
-		return;
-	n = d->d_size / sh.sh_entsize;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Sym sym;
-		const char *name;
-
-		if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
-			continue;
-		if (GELF_ST_TYPE(sym.st_info) != STT_OBJECT)
-			continue;
-		name = elf_strptr(elf, sh.sh_link, sym.st_name);
-		if (!name || (name[0] != '_' && name[0] != 'P'))
-			continue;
-		if (strcmp(name, "_PyRuntime") == 0)
-			p->runtime = sym.st_value;
-		else if (strcmp(name, "PyCode_Type") == 0)
-			p->code_type = sym.st_value;
-		else if (strcmp(name, "PyUnicode_Type") == 0)
-			p->unicode_type = sym.st_value;
-		else if (strcmp(name, "PyBytes_Type") == 0)
-			p->bytes_type = sym.st_value;
-		else if (strcmp(name, "Py_Version") == 0 && (sym.st_size == 4 || sym.st_size == 8))
-			*py_version = sym.st_value; /* unsigned int on 3.11, 3.12; unsigned long on 3.13 */
-	}
+	elf_each_data_symbol(elf, scn, on_symbol, &sc);
 }
 
 int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)
