@@ -29,6 +29,7 @@
 #include "log.h"
 #include "mkdir_p.h"
 #include "metrics.h"
+#include "jvmname.h"
 #include "pyresolve.h"
 #include "reload.h"
 #include "sender.h"
@@ -590,6 +591,7 @@ int agent_main(int argc, char **argv)
 	if (sampler_open(&so, &a.sampler) < 0)
 		goto out;
 	py_resolver_set_io(symbolizer_python(a.sym), sampler_maps_io(a.sampler));
+	jvm_namer_set_io(symbolizer_java(a.sym), sampler_maps_io(a.sampler));
 	if (start_metrics(&a, &a.cfg) < 0)
 		goto out;
 

@@ -33,6 +33,7 @@
 #define RECORD_INFLATE_MAX (512ull << 20)
 /* Where record caches fetched debug files (it runs as root, like the agent). */
 #define RECORD_DEBUGINFOD_CACHE "/var/cache/prowl/debuginfod"
+#include "jvmname.h"
 #include "pyresolve.h"
 #include "symbolizer.h"
 
@@ -695,6 +696,7 @@ int record_main(int argc, char **argv)
 	if (sampler_open(&sampopts, &c.sampler) < 0)
 		goto out;
 	py_resolver_set_io(symbolizer_python(c.sym), sampler_maps_io(c.sampler));
+	jvm_namer_set_io(symbolizer_java(c.sym), sampler_maps_io(c.sampler));
 	for (size_t i = 0; i < o.npids; i++) {
 		sampler_add_pid(c.sampler, o.pids[i]);
 		symbolizer_add_process(c.sym, o.pids[i]);

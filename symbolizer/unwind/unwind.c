@@ -32,6 +32,7 @@
 #include "log.h"
 #include "objcache.h"
 #include "procmaps.h"
+#include "jvmproc.h"
 #include "pyproc.h"
 #include "u64map.h"
 #include "unwind_table.h"
@@ -56,6 +57,7 @@ struct table {
 	uint32_t refs;          /* mapping entries of known processes */
 	uint64_t last_used_ns, failed_ns;
 	struct py_elf py;       /* CPython's _PyRuntime and types, when it has them */
+	struct jvm_file *jvm;   /* HotSpot's libjvm: its symbols and metadata (NULL: not one) */
 	bool py_logged;         /* its unsupported version was logged */
 };
 
@@ -67,6 +69,7 @@ struct uproc {
 	uint64_t sig;                  /* signature of the executable mappings */
 	uint64_t loaded_ns;
 	uint64_t backoff_ns;           /* after refreshes that found nothing new */
+	bool java_pending;             /* a JVM whose code cache was not set up yet */
 };
 
 struct unwinder {
@@ -84,6 +87,7 @@ struct unwinder {
 	struct u64map failed;        /* pid -> time of a capacity failure */
 	uint64_t next_sweep_ns;
 	uint32_t py_gen;             /* last prowl_py_proc.gen given out */
+	uint32_t java_gen;           /* last prowl_java_proc.gen given out */
 	bool logged_rows_full, logged_maps_full, logged_procs_full;
 	struct unwind_stats st;
 };
@@ -121,6 +125,7 @@ static void table_free(struct unwinder *u, struct table *t)
 	if (!t)
 		return;
 	object_unref(u->objs, t->obj);
+	free(t->jvm);
 	free(t);
 }
 
@@ -286,6 +291,12 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf, const str
 	}
 	if (!u->opts.python_off && u->io->py_proc_set)
 		py_detect_elf(elf, t->obj->path, &t->py);
+	if (!u->opts.java_off && u->io->java_proc_set && !t->jvm) {
+		struct jvm_elf je;
+
+		if (jvm_detect_elf(elf, &je) == 0 && je.found && (t->jvm = calloc(1, sizeof(*t->jvm))))
+			t->jvm->elf = je;
+	}
 	if (object_broken(t->obj)) {
 		t->state = T_FAILED;
 		return;
@@ -522,6 +533,26 @@ static void py_register(struct unwinder *u, uint32_t pid, const struct procmaps 
 	u->io->py_proc_del(u->io->ctx, pid);
 }
 
+/* Tells the BPF Java walk about a JVM: the mapping of libjvm's first page gives
+ * its load bias. Returns true while the JVM is starting (ask again later). */
+static bool jvm_register(struct unwinder *u, uint32_t pid, const struct procmaps *pm, struct table **tabs)
+{
+	if (!u->io->java_proc_set || u->opts.java_off)
+		return false;
+	for (size_t i = 0; i < pm->n; i++) {
+		const struct pm_entry *e = &pm->v[i];
+		struct table *t = tabs[i];
+		const struct obj_load *l;
+
+		if (!t || !t->jvm || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
+			continue;
+		return jvm_proc_register(u->io, pid, t->jvm, obj_load_bias(l, e->start, e->offset), ++u->java_gen,
+					 t->obj->path) == -EAGAIN;
+	}
+	u->io->java_proc_del(u->io->ctx, pid);
+	return false;
+}
+
 static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 {
 	struct procmaps pm = {};
@@ -532,7 +563,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 	char path[64];
 	uint32_t first = 0;
 	uint64_t sig, failed_at, now = clock_mono_ns();
-	bool is64;
+	bool is64, java_pending;
 	FILE *f;
 	int r;
 
@@ -559,6 +590,8 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 	sig = maps_signature(&pm);
 	if (p && p->sig == sig && p->map_count) {
 		p->loaded_ns = now;
+		if (p->java_pending && p->ntables == pm.n)
+			p->java_pending = jvm_register(u, pid, &pm, p->tables);
 		if (force) {
 			val = (struct prowl_unwind_proc){ p->map_first, p->map_count };
 			u->io->proc_set(u->io->ctx, pid, &val);
@@ -635,6 +668,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		goto undo;
 	}
 	py_register(u, pid, &pm, tabs);
+	java_pending = jvm_register(u, pid, &pm, tabs);
 	r = u->io->maps_write(u->io->ctx, first, ents, pm.n);
 	if (r < 0) {
 		extent_release(&u->maps, first, (uint32_t)pm.n);
@@ -671,6 +705,7 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 	p->sig = sig;
 	p->loaded_ns = now;
 	p->backoff_ns = 0;
+	p->java_pending = java_pending;
 	tabs = NULL;
 	r = 0;
 	goto out;

@@ -1,24 +1,36 @@
-// Split.java: three methods that take 50 %, 30 % and 20 % of one thread's CPU time, each
-// through a small helper (mix), for prowl's Java tests. Usage: java Split.java SECONDS
-// (run from source: no class file to build). The split is by work units, so it holds
-// interpreted (-Xint) and compiled alike: each call does the same loop of mix().
+// Split.java: three methods that take 50 %, 30 % and 20 % of one thread's CPU time, for
+// prowl's Java tests. Usage: java Split.java SECONDS [THREADS] (run from source: no class
+// file to build). Each method runs its own loop of mix(), 5, 3 and 2 units per round, so
+// the split holds interpreted (-Xint) and compiled alike; a round takes milliseconds, so
+// main stays cold and the three are compiled on their own (not inlined into main).
 public class Split {
-    static long sink;
+    static volatile long sink;
+    static final int UNIT = 200_000;
 
     static long mix(long x) {
-        return x * 6364136223846793005L + 1442695040888963407L; // the busy line of every method
+        return x * 6364136223846793005L + 1442695040888963407L;
     }
 
-    static long work(int units) {
+    static void fifty() {
         long x = sink;
-        for (int i = 0; i < units * 2000; i++)
-            x = mix(x);
-        return x;
+        for (int i = 0; i < 5 * UNIT; i++)
+            x = mix(x); // fifty's busy line
+        sink = x;
     }
 
-    static void fifty() { sink += work(5); }
-    static void thirty() { sink += work(3); }
-    static void twenty() { sink += work(2); }
+    static void thirty() {
+        long x = sink;
+        for (int i = 0; i < 3 * UNIT; i++)
+            x = mix(x); // thirty's busy line
+        sink = x;
+    }
+
+    static void twenty() {
+        long x = sink;
+        for (int i = 0; i < 2 * UNIT; i++)
+            x = mix(x); // twenty's busy line
+        sink = x;
+    }
 
     public static void main(String[] args) {
         long end = System.nanoTime() + (long)(Double.parseDouble(args[0]) * 1e9);
@@ -29,6 +41,5 @@ public class Split {
             thirty();
             twenty();
         }
-        System.out.println(sink);
     }
 }
