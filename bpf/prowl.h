@@ -198,7 +198,8 @@ struct prowl_java_proc {
 	__u8 heap_block;           /* sizeof(HeapBlock): the blob follows it */
 	__u16 cb_name, cb_frame_size, cb_frame_complete, cb_code;
 	__u16 nm_compile_id, m_const_method, const_method_size;
-	__u16 _pad[2];
+	__u16 jdk_major;           /* Abstract_VM_Version::_vm_major_version (user space) */
+	__u16 _pad;
 	/* Read by user space only (naming, symbolizer/java/jvmname.c). */
 	__u16 nm_method, cm_constants, cm_name_index, cm_sig_index, cm_code_size, cm_flags;
 	__u16 cp_holder, cp_size, cp_source_file; /* PROWL_JAVA_NONE: in InstanceKlass (ik_source_file) */

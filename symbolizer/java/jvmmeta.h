@@ -57,7 +57,8 @@ struct jvm_mem {
 	X(SYM_BODY, "Symbol", "_body")                             \
 	X(AI_CODE, "AbstractInterpreter", "_code")                 \
 	X(SQ_BUFFER, "StubQueue", "_stub_buffer")                  \
-	X(SQ_LIMIT, "StubQueue", "_buffer_limit")
+	X(SQ_LIMIT, "StubQueue", "_buffer_limit")                  \
+	X(VM_MAJOR, "Abstract_VM_Version", "_vm_major_version")
 
 /* The type sizes read, X(id, type name). */
 #define JVM_TYPES(X)                         \

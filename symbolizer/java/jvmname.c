@@ -70,20 +70,23 @@ void jvm_namer_stats(const struct jvm_namer *r, struct jvm_namer_stats *ret)
 
 /* ---- the line number table ---- */
 
-/* HotSpot's UNSIGNED5 integer (CompressedReadStream::read_int): bytes below 192
- * end it, each later byte weighs 64 times more; at most 5 bytes. */
-static int read_u5(const uint8_t *tab, size_t len, size_t *pos, uint32_t *ret)
+/* HotSpot's compressed integer (CompressedReadStream::read_int): each byte weighs
+ * 64 times the one before, a byte below L ends it, at most 5 bytes. Since JDK 20
+ * (UNSIGNED5) every byte is stored plus X = 1, so none is zero, and L is 191. */
+#define U5_NEW_JDK 20
+
+static int read_u5(const uint8_t *tab, size_t len, size_t *pos, unsigned int x, uint32_t *ret)
 {
-	uint32_t sum = 0, shift = 0;
+	uint32_t sum = 0, shift = 0, l = 192 - x;
 
 	for (int i = 0; i < 5; i++) {
 		uint32_t b;
 
-		if (*pos >= len)
+		if (*pos >= len || tab[*pos] < x)
 			return -1;
-		b = tab[(*pos)++];
+		b = tab[(*pos)++] - x;
 		sum += b << shift;
-		if (b < 192)
+		if (b < l)
 			break;
 		shift += 6;
 	}
@@ -91,18 +94,19 @@ static int read_u5(const uint8_t *tab, size_t len, size_t *pos, uint32_t *ret)
 	return 0;
 }
 
-static int read_signed(const uint8_t *tab, size_t len, size_t *pos, int32_t *ret)
+static int read_signed(const uint8_t *tab, size_t len, size_t *pos, unsigned int x, int32_t *ret)
 {
 	uint32_t v;
 
-	if (read_u5(tab, len, pos, &v) < 0)
+	if (read_u5(tab, len, pos, x, &v) < 0)
 		return -1;
 	*ret = (int32_t)((v >> 1) ^ -(v & 1));
 	return 0;
 }
 
-int jvm_line_for_bci(const uint8_t *tab, size_t len, uint32_t bci)
+int jvm_line_for_bci(const uint8_t *tab, size_t len, uint32_t bci, unsigned int jdk_major)
 {
+	unsigned int x = jdk_major >= U5_NEW_JDK;
 	int64_t cur_bci = 0, cur_line = 0;
 	int best = 0;
 	size_t pos = 0;
@@ -115,7 +119,7 @@ int jvm_line_for_bci(const uint8_t *tab, size_t len, uint32_t bci)
 		if (b == 0xff) {
 			int32_t db, dl;
 
-			if (read_signed(tab, len, &pos, &db) < 0 || read_signed(tab, len, &pos, &dl) < 0)
+			if (read_signed(tab, len, &pos, x, &db) < 0 || read_signed(tab, len, &pos, x, &dl) < 0)
 				return 0;
 			cur_bci += db;
 			cur_line += dl;
@@ -240,7 +244,7 @@ static int read_method(uint32_t pid, const struct prowl_java_proc *jp, uint64_t 
 
 		for (size_t len = LINES_MAX; len >= 64; len /= 8)
 			if (peek(pid, at, tab, len) == 0) {
-				e->line = jvm_line_for_bci(tab, len, bci);
+				e->line = jvm_line_for_bci(tab, len, bci, jp->jdk_major);
 				break;
 			}
 	}

@@ -41,8 +41,9 @@ int jvm_namer_frame(struct jvm_namer *r, uint32_t pid, uint32_t gen, const struc
 void jvm_namer_stats(const struct jvm_namer *r, struct jvm_namer_stats *ret);
 
 /* The line of bytecode index bci in a compressed line number table tab[0..len)
- * (HotSpot's: pairs of bci and line deltas, a zero byte ends it); 0 when the table
+ * (HotSpot's: pairs of bci and line deltas, a zero byte ends it; jdk_major picks
+ * the integer coding, JDK 20's UNSIGNED5 keeps zero bytes out); 0 when the table
  * says nothing for bci or is garbled. Pure: for tests and fuzzers. */
-int jvm_line_for_bci(const uint8_t *tab, size_t len, uint32_t bci);
+int jvm_line_for_bci(const uint8_t *tab, size_t len, uint32_t bci, unsigned int jdk_major);
 
 #endif

@@ -73,6 +73,12 @@ int jvm_proc_fill(const struct jvm_mem *mem, const struct jvm_meta *m, uint64_t 
 	    !fits16(m->type_size[JVM_T_CONSTANT_POOL]))
 		return -EBADMSG;
 
+	if (HAS(VM_MAJOR)) {
+		int32_t major = 0;
+
+		if (rd32(mem, F(VM_MAJOR) + bias, &major) == 0 && major > 0 && major < 1000)
+			ret->jdk_major = (uint16_t)major;
+	}
 	/* The code heaps: CodeCache::_heaps, a GrowableArray<CodeHeap*>. Not set up
 	 * yet while the JVM starts: registered, not ready. */
 	if (rd64(mem, F(CC_HEAPS) + bias, &heaps) < 0)
