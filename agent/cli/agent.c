@@ -414,6 +414,9 @@ static void apply_config(struct agent *a, struct agent_config nc)
 	if (nc.python != a->cfg.python)
 		log_warn("python: turned %s in the configuration; that takes effect when the agent restarts",
 			 nc.python ? "on" : "off");
+	if (nc.java != a->cfg.java)
+		log_warn("java: turned %s in the configuration; that takes effect when the agent restarts",
+			 nc.java ? "on" : "off");
 	sampler_set_idle(a->sampler, nc.idle);
 	sampler_set_include_self(a->sampler, nc.include_self);
 	apply_logging(&nc);
@@ -587,6 +590,7 @@ int agent_main(int argc, char **argv)
 		.unwind_names = { "limits.unwind_table_rows", "limits.unwind_mappings", "limits.unwind_processes" },
 		.drop_pids = true,
 		.python_off = !a.cfg.python,
+		.java_off = !a.cfg.java,
 	};
 	if (sampler_open(&so, &a.sampler) < 0)
 		goto out;
