@@ -1,0 +1,125 @@
+"""test_java.py: Java stacks (issue 28). Real HotSpot JVMs of this machine (OpenJDK 17
+from Debian, Temurin 25), no JVM flags but -Xint where named, sampled by the real BPF
+program and read back with Google's pprof: the JVM's code cache frames become
+package.Class.method (interpreted: with file and line), the stacks reach the thread's
+root through them, and --java=off leaves the [jit] frames. One JVM per (JDK, mode),
+shared by the module's tests: a JVM is slow to start."""
+import os
+import select
+import subprocess
+import time
+
+import pytest
+
+from conftest import BUILD, pprof_raw, run_prowl, stop
+
+JDKS = {
+    "openjdk17": "/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
+    "temurin25": "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java",
+}
+CLASSES = os.path.join(BUILD, "workloads", "java")
+SPLIT = {"Split.fifty": 0.50, "Split.thirty": 0.30, "Split.twenty": 0.20}
+# Split.java's lines: mix's body, and each method's loop (head and the call of mix).
+MIX_LINE = 11
+LOOP_LINES = {"Split.fifty": {16, 17}, "Split.thirty": {23, 24}, "Split.twenty": {30, 31}}
+ROOTS = {"__clone3", "__clone", "clone", "clone3", "start_thread"}
+
+pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(CLASSES, "Split.class")),
+                                reason="Split.class not built (make workloads needs a javac)")
+
+_jvms = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _stop_jvms():
+    yield
+    for p in _jvms.values():
+        stop(p)
+
+
+def jvm(jdk, *flags):
+    """A running Split JVM of jdk with flags, started once per module."""
+    java = JDKS[jdk]
+    if not os.access(java, os.X_OK):
+        pytest.skip(f"{java} is not installed")
+    key = (jdk,) + flags
+    if key not in _jvms:
+        p = subprocess.Popen([java, *flags, "-cp", CLASSES, "Split", "600"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL)
+        _jvms[key] = p
+        ready, _, _ = select.select([p.stdout], [], [], 60)
+        assert ready and p.stdout.readline() == b"ready\n", "the JVM did not start"
+        time.sleep(1)  # in its loop, hot methods compiled (default mode)
+    return _jvms[key]
+
+
+def record(tmp_path, p, name, extra=()):
+    out = tmp_path / f"{name}.pb.gz"
+    res = run_prowl(["record", "-p", str(p.pid), "-F", "999", "-d", "4", "--per-thread", "-q", "-o", str(out)]
+                    + list(extra))
+    assert res.returncode == 0, res.stderr
+    return pprof_raw(str(out), "-symbolize=none")
+
+
+def java_lines(raw, s):
+    """(function, file, line) of the [java] frames of sample s, leaf first."""
+    jm = {mid for mid, m in raw.mappings.items() if m["file"] == "[java]"}
+    out = []
+    for lid in s["locs"]:
+        if raw.locations[lid]["mapping"] in jm:
+            out.extend(raw.locations[lid]["lines"])
+    return out
+
+
+def main_thread(s):
+    """The thread that runs Split.main (the launcher's main thread waits in join)."""
+    return s["labels"].get("thread_name") == "java"
+
+
+def assert_split_and_root(raw):
+    total = raw.total(main_thread)
+    assert total > 200, f"only {total} samples of the Java main thread"
+    shares = {f: raw.share(f, main_thread) for f in SPLIT}
+    print({k: round(v, 3) for k, v in shares.items()})
+    for f, want in SPLIT.items():
+        assert abs(shares[f] - want) <= 0.05, (f, shares)
+    rooted = raw.total(lambda s: main_thread(s) and raw.frames(s)[-1] in ROOTS)
+    assert rooted / total >= 0.95, f"{rooted} of {total} samples reach the thread's root"
+    # Through the Java frames: Split.main is under every rooted sample of the work.
+    assert raw.share("Split.main", main_thread) >= 0.95
+
+
+@pytest.mark.parametrize("jdk", JDKS)
+def test_split_compiled(tmp_path, jdk):
+    """Default flags (tiered C1/C2): the three methods' shares within 5 points, and 95 %
+    of the samples reach the thread's root through the compiled Java frames."""
+    raw = record(tmp_path, jvm(jdk), "split")
+    assert_split_and_root(raw)
+    assert any(m["file"] == "[java]" for m in raw.mappings.values())
+
+
+@pytest.mark.parametrize("jdk", JDKS)
+def test_split_interpreted_file_and_line(tmp_path, jdk):
+    """-Xint: the same split and roots; every interpreted frame of the three methods
+    names Split.java and a line of its loop, and mix the line of its body."""
+    raw = record(tmp_path, jvm(jdk, "-Xint"), "xint")
+    assert_split_and_root(raw)
+    checked = lined = 0
+    for s in raw.samples:
+        for fn, file, line in java_lines(raw, s):
+            if fn in LOOP_LINES or fn == "Split.mix":
+                assert file == "Split.java", (fn, file)
+                checked += s["values"][0]
+                if line:
+                    assert line in LOOP_LINES.get(fn, {MIX_LINE}), (fn, line)
+                    lined += s["values"][0]
+    assert checked > 300 and lined / checked >= 0.85, (lined, checked)
+
+
+def test_java_off_leaves_jit_frames(tmp_path):
+    """--java=off: no Java names, the JVM's code is [jit] again."""
+    raw = record(tmp_path, jvm("openjdk17"), "off", extra=["--java", "off"])
+    names = {f for s in raw.samples for f in raw.frames(s)}
+    assert not any(n.startswith("Split.") for n in names)
+    assert not any(m["file"] == "[java]" for m in raw.mappings.values())
+    assert "[jit]" in names
