@@ -156,6 +156,11 @@ $(O)/workloads/fakepy: tests/workloads/python/fakepy.c
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -rdynamic -o $@ $<
 
+# The forged JVM: its serviceability symbols must be in .dynsym, as libjvm's are.
+$(O)/workloads/fakejvm: tests/workloads/java/fakejvm.c
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -rdynamic -o $@ $<
+
 # A workload that includes another is rebuilt with it.
 $(O)/workloads/split532_fp: tests/workloads/split532.c
 
@@ -172,7 +177,7 @@ $(O)/workloads/java/%.class: tests/workloads/java/%.java
 	@mkdir -p $(@D)
 	$(JAVAC) --release 17 -g -d $(@D) $<
 
-workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy
+workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy $(O)/workloads/fakejvm
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
 # independent reader the tests check prowl's pprof output with.
