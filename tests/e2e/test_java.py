@@ -11,7 +11,10 @@ import time
 
 import pytest
 
+import otlp_check
+from agentlib import Agent
 from conftest import BUILD, pprof_raw, run_prowl, stop
+from receiver import Receiver
 
 JDKS = {
     "openjdk17": "/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
@@ -123,3 +126,37 @@ def test_java_off_leaves_jit_frames(tmp_path):
     assert not any(n.startswith("Split.") for n in names)
     assert not any(m["file"] == "[java]" for m in raw.mappings.values())
     assert "[jit]" in names
+
+
+def test_agent_otlp_java_frame_type(tmp_path):
+    """The agent exports the Java frames over OTLP (the strict checker reads them):
+    mapping [java], frame type java, native frames native; the split holds, and the
+    name cache shows in /metrics."""
+    p = jvm("openjdk17")
+    rx = Receiver().start()
+    agent = Agent(tmp_path, ["--otlp-url", rx.url + "/", "--interval", "2s", "-F", "499"])
+    try:
+        agent.start()
+        time.sleep(6)
+        m = agent.metrics()
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+        rx.stop()
+    profs = [prof for r in rx.requests for prof in otlp_check.check(r.body)]
+    mine = [s for prof in profs for s in prof["samples"] if "Split.main" in s["stack"]]
+    n = sum(s["value"] for s in mine)
+    assert n > 150, n
+    for s in mine:
+        for f in s["frames"]:
+            if f["function"].startswith("Split."):
+                assert (f["frame_type"], f["mapping"]) == ("java", "[java]"), f
+            elif f["function"] in ("JavaCalls::call_helper", "start_thread"):
+                assert f["frame_type"] == "native", f
+    for f, want in SPLIT.items():
+        share = sum(s["value"] for s in mine if f in s["stack"]) / n
+        assert abs(share - want) <= 0.05, (f, share)
+    assert m.get("prowl_java_names") >= 4, m.text
+    assert m.get("prowl_java_name_lookups_total", result="hit") > m.get("prowl_java_name_lookups_total",
+                                                                         result="miss") >= 4
+    assert p.poll() is None
