@@ -5,6 +5,7 @@
  *   blob    a code blob named "nmethod" with a frame size of 2^31 words
  *   interp  an interpreter frame whose Method's names hold ';' and a newline, and a
  *           caller's sp below its own (a loop)
+ *   nometa  tables without CodeCache::_heaps: metadata prowl cannot use
  * Usage: fakejvm MODE SECONDS. Built with -rdynamic (the symbols must be in .dynsym). */
 #include <stddef.h>
 #include <stdint.h>
@@ -164,8 +165,10 @@ int main(int argc, char **argv)
 		method[1] = (uint64_t)cmethod;         /* _constMethod */
 		frame[8 - 3] = (uint64_t)method;       /* bp - 3 slots: Method* */
 		frame[8 - 1] = 8;                      /* bp - 1: the sender's sp, garbage */
+	} else if (strcmp(mode, "nometa") == 0) {
+		structs[0].field = "_heaps_gone";
 	} else {
-		fprintf(stderr, "usage: fakejvm segmap|blob|interp SECONDS\n");
+		fprintf(stderr, "usage: fakejvm segmap|blob|interp|nometa SECONDS\n");
 		return 2;
 	}
 	memcpy(code, loop, sizeof(loop));
