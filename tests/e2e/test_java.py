@@ -160,3 +160,20 @@ def test_agent_otlp_java_frame_type(tmp_path):
     assert m.get("prowl_java_name_lookups_total", result="hit") > m.get("prowl_java_name_lookups_total",
                                                                          result="miss") >= 4
     assert p.poll() is None
+
+
+def test_jvm_started_after_prowl(tmp_path):
+    """record -- java ...: the JVM starts after prowl and is registered once its code
+    cache is set up (BPF asks again while it starts): of the samples in its code cache,
+    95 % have Java frames, not [jit]."""
+    java = JDKS["openjdk17"]
+    if not os.access(java, os.X_OK):
+        pytest.skip(f"{java} is not installed")
+    out = tmp_path / "cmd.pb.gz"
+    res = run_prowl(["record", "-F", "499", "-q", "-o", str(out), "--", java, "-cp", CLASSES, "Split", "4"])
+    assert res.returncode == 0, res.stderr
+    raw = pprof_raw(str(out), "-symbolize=none")
+    in_cache = raw.total(lambda s: bool(java_lines(raw, s)) or "[jit]" in raw.frames(s))
+    jit = raw.total(lambda s: "[jit]" in raw.frames(s))
+    assert in_cache > 150 and jit / in_cache <= 0.05, (jit, in_cache)
+    assert raw.share("Split.main") > 0.5
