@@ -6,6 +6,7 @@ root through them, and --java=off leaves the [jit] frames. One JVM per (JDK, mod
 shared by the module's tests: a JVM is slow to start."""
 import os
 import select
+import signal
 import subprocess
 import time
 
@@ -177,3 +178,35 @@ def test_jvm_started_after_prowl(tmp_path):
     jit = raw.total(lambda s: "[jit]" in raw.frames(s))
     assert in_cache > 150 and jit / in_cache <= 0.05, (jit, in_cache)
     assert raw.share("Split.main") > 0.5
+
+
+def test_container_mount_and_pid_namespaces(tmp_path):
+    """The JVM in a mount namespace of its own (its JDK and class at a path the host
+    does not have) and a PID namespace: libjvm is read through /proc/PID/root, and the
+    split is found as on the host."""
+    java_home = os.path.dirname(os.path.dirname(JDKS["openjdk17"]))
+    d = "/opt/prowl-jct"
+    os.makedirs(d, exist_ok=True)
+    inner = (f"mount -t tmpfs tmpfs {d} && mkdir {d}/jdk {d}/app && mount --bind {java_home} {d}/jdk && "
+             f"cp {CLASSES}/Split.class {d}/app/ && exec {d}/jdk/bin/java -cp {d}/app Split 30")
+    p = subprocess.Popen(["unshare", "--mount", "--pid", "--fork", "sh", "-c", inner],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        kids = []
+        for _ in range(50):
+            time.sleep(0.2)
+            kids = subprocess.run(["pgrep", "-f", f"^{d}/jdk/bin/java "], capture_output=True,
+                                  text=True).stdout.split()
+            if kids:
+                break
+        assert kids, "the namespaced JVM did not start"
+        time.sleep(2)
+        out = tmp_path / "ct.pb.gz"
+        res = run_prowl(["record", "-p", kids[0], "-F", "999", "-d", "4", "--per-thread", "-q", "-o", str(out)])
+        assert res.returncode == 0, res.stderr
+    finally:
+        for k in kids:  # the namespace's first process: killing unshare leaves it
+            os.kill(int(k), signal.SIGKILL)
+        stop(p)
+    raw = pprof_raw(str(out), "-symbolize=none")
+    assert_split_and_root(raw)
