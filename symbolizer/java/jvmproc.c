@@ -10,6 +10,7 @@
 #include "log.h"
 
 #define F(id) (m->field[JVM_F_##id])
+#define JVM_META_TRIES 4 /* reads of a libjvm's metadata before it counts as unreadable */
 #define HAS(id) jvm_has_field(m, JVM_F_##id)
 
 static int rd64(const struct jvm_mem *mem, uint64_t addr, uint64_t *ret)
@@ -140,6 +141,13 @@ int jvm_proc_register(const struct maps_io *io, uint32_t pid, struct jvm_file *j
 		r = jvm_meta_read(&mem, &jf->elf, bias, &jf->meta, NULL, NULL);
 		if (r == -ESRCH)
 			return r; /* gone: the next process that maps it reads it */
+		if (r == -EFAULT && ++jf->faults < JVM_META_TRIES) {
+			/* libjvm mapped but not relocated yet (dlopen under way): ask again */
+			struct prowl_java_proc starting = { .gen = gen };
+
+			r = io->java_proc_set(io->ctx, pid, &starting);
+			return r < 0 ? r : -EAGAIN;
+		}
 		jf->meta_state = r < 0 ? r : 1;
 		if (r == -ENOENT)
 			log_warn("java: %s lacks %s in its serviceability tables: its processes get native frames "

@@ -19,6 +19,7 @@ struct jvm_file {
 	struct jvm_meta meta;
 	int meta_state; /* 0: not read yet, 1: read, < 0: the error reading it */
 	bool logged;    /* its one warning was given */
+	uint8_t faults; /* reads of the metadata that found memory unreadable */
 };
 
 /* Fills *ret for pid, which maps jf's libjvm with load bias `bias`, from mem.
