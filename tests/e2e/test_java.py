@@ -41,14 +41,15 @@ def _stop_jvms():
         stop(p)
 
 
-def jvm(jdk, *flags):
-    """A running Split JVM of jdk with flags, started once per module."""
+def jvm(jdk, *flags, mode=()):
+    """A running Split JVM of jdk with flags (and Split's mode arguments), started once
+    per module."""
     java = JDKS[jdk]
     if not os.access(java, os.X_OK):
         pytest.skip(f"{java} is not installed")
-    key = (jdk,) + flags
+    key = (jdk,) + flags + tuple(mode)
     if key not in _jvms:
-        p = subprocess.Popen([java, *flags, "-cp", CLASSES, "Split", "600"], stdout=subprocess.PIPE,
+        p = subprocess.Popen([java, *flags, "-cp", CLASSES, "Split", "600", *mode], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL)
         _jvms[key] = p
         ready, _, _ = select.select([p.stdout], [], [], 60)
@@ -210,3 +211,20 @@ def test_container_mount_and_pid_namespaces(tmp_path):
         stop(p)
     raw = pprof_raw(str(out), "-symbolize=none")
     assert_split_and_root(raw)
+
+
+def test_two_threads_name_their_own_methods(tmp_path):
+    """Thread alpha runs only fifty, beta only twenty: each thread's samples name its
+    own method, never the other's."""
+    raw = record(tmp_path, jvm("openjdk17", mode=["threads"]), "threads")
+    seen = {"alpha": 0, "beta": 0}
+    own = {"alpha": "Split.fifty", "beta": "Split.twenty"}
+    for s in raw.samples:
+        t = s["labels"].get("thread_name")
+        if t not in own:
+            continue
+        fr = raw.frames(s)
+        other = own["beta" if t == "alpha" else "alpha"]
+        assert other not in fr and "Split.thirty" not in fr, (t, fr)
+        seen[t] += s["values"][0] if own[t] in fr else 0
+    assert seen["alpha"] > 100 and seen["beta"] > 100, seen

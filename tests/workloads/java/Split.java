@@ -1,6 +1,6 @@
 // Split.java: three methods that take 50 %, 30 % and 20 % of one thread's CPU time, for
-// prowl's Java tests. Usage: java Split.java SECONDS [THREADS] (run from source: no class
-// file to build). Each method runs its own loop of mix(), 5, 3 and 2 units per round, so
+// prowl's Java tests. Usage: java Split SECONDS, or java Split SECONDS threads: then thread
+// "alpha" runs only fifty() and thread "beta" only twenty(). Each method runs its own loop of mix(), 5, 3 and 2 units per round, so
 // the split holds interpreted (-Xint) and compiled alike; a round takes milliseconds, so
 // main stays cold and the three are compiled on their own (not inlined into main).
 public class Split {
@@ -34,6 +34,15 @@ public class Split {
 
     public static void main(String[] args) {
         long end = System.nanoTime() + (long)(Double.parseDouble(args[0]) * 1e9);
+        if (args.length > 1 && args[1].equals("threads")) {
+            Thread a = new Thread(() -> { while (System.nanoTime() < end) fifty(); }, "alpha");
+            Thread b = new Thread(() -> { while (System.nanoTime() < end) twenty(); }, "beta");
+            a.start();
+            b.start();
+            System.out.println("ready");
+            System.out.flush();
+            return;
+        }
         System.out.println("ready");
         System.out.flush();
         while (System.nanoTime() < end) {
