@@ -606,6 +606,8 @@ static int proc_load(struct unwinder *u, uint32_t pid, bool force)
 			until = now + p->backoff_ns;
 			u->io->req_time_set(u->io->ctx, pid, until);
 		}
+		if (p->java_pending) /* a JVM still starting: ask again soon, not backing off */
+			u->io->req_time_set(u->io->ctx, pid, now + BACKOFF_MIN_NS);
 		procmaps_free(&pm);
 		return 0;
 	}
