@@ -1,6 +1,7 @@
 // Split.java: three methods that take 50 %, 30 % and 20 % of one thread's CPU time, for
 // prowl's Java tests. Usage: java Split SECONDS, or java Split SECONDS threads: then thread
-// "alpha" runs only fifty() and thread "beta" only twenty(). Each method runs its own loop of mix(), 5, 3 and 2 units per round, so
+// "alpha" runs only fifty() and thread "beta" only twenty(); or java Split SECONDS deep:
+// the three under 30 frames of deep() (BPF cost per sample, BENCHMARKS.md). Each method runs its own loop of mix(), 5, 3 and 2 units per round, so
 // the split holds interpreted (-Xint) and compiled alike; a round takes milliseconds, so
 // main stays cold and the three are compiled on their own (not inlined into main).
 public class Split {
@@ -32,6 +33,18 @@ public class Split {
         sink = x;
     }
 
+    static void deep(int n, long end) {
+        if (n > 0) {
+            deep(n - 1, end);
+            return;
+        }
+        while (System.nanoTime() < end) {
+            fifty();
+            thirty();
+            twenty();
+        }
+    }
+
     public static void main(String[] args) {
         long end = System.nanoTime() + (long)(Double.parseDouble(args[0]) * 1e9);
         if (args.length > 1 && args[1].equals("threads")) {
@@ -41,6 +54,12 @@ public class Split {
             b.start();
             System.out.println("ready");
             System.out.flush();
+            return;
+        }
+        if (args.length > 1 && args[1].equals("deep")) {
+            System.out.println("ready");
+            System.out.flush();
+            deep(30, end);
             return;
         }
         System.out.println("ready");
