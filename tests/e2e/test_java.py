@@ -23,11 +23,24 @@ JDKS = {
 }
 CLASSES = os.path.join(BUILD, "workloads", "java")
 SPLIT = {"Split.fifty": 0.50, "Split.thirty": 0.30, "Split.twenty": 0.20}
-# Split.java's lines: mix's body, each method's body, and its loop (the head and the
-# call of mix) where nearly all of its time goes.
-MIX_LINE = 11
-BODY_LINES = {"Split.fifty": range(15, 20), "Split.thirty": range(22, 27), "Split.twenty": range(29, 34)}
-LOOP_LINES = {"Split.fifty": {16, 17}, "Split.thirty": {23, 24}, "Split.twenty": {30, 31}}
+SOURCE = os.path.join(os.path.dirname(__file__), "..", "workloads", "java", "Split.java")
+
+
+def _source_lines():
+    """From Split.java's text: mix's return line, each method's body (its declaration's
+    next line to its closing brace) and its loop (the for head and the call of mix)."""
+    text = open(SOURCE).read().splitlines()
+    mix = next(i + 1 for i, l in enumerate(text) if l.strip().startswith("return x *"))
+    body, loop = {}, {}
+    for name in ("fifty", "thirty", "twenty"):
+        start = next(i + 1 for i, l in enumerate(text) if l.strip() == f"static void {name}() {{")
+        end = next(i + 1 for i in range(start, len(text)) if text[i].strip() == "}")
+        body[f"Split.{name}"] = range(start + 1, end + 1)
+        loop[f"Split.{name}"] = {i + 1 for i in range(start, end) if text[i].strip().startswith(("for (", "x = mix"))}
+    return mix, body, loop
+
+
+MIX_LINE, BODY_LINES, LOOP_LINES = _source_lines()
 ROOTS = {"__clone3", "__clone", "clone", "clone3", "start_thread"}
 
 pytestmark = pytest.mark.skipif(not os.path.exists(os.path.join(CLASSES, "Split.class")),
