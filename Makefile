@@ -16,7 +16,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
 	    -D_GNU_SOURCE -DPROWL_VERSION='"$(VERSION)"' -DPROWL_GIT_REV='"$(GIT_REV)"'
 # Source folders: each stage's folder and its sub-folders (see README.md, "How it works").
-SRC_DIRS := lib lib/containers symbolizer symbolizer/names symbolizer/object symbolizer/unwind symbolizer/python \
+SRC_DIRS := lib lib/containers symbolizer symbolizer/names symbolizer/object symbolizer/unwind symbolizer/python symbolizer/java \
             agent agent/cli agent/config agent/sample agent/resolve agent/labels \
             agent/aggregate agent/encode agent/export agent/metrics agent/analyse
 INCLUDES := -I$(O) -I$(O)/proto -Ibpf $(addprefix -I,$(SRC_DIRS))
@@ -54,7 +54,7 @@ $(O)/vmlinux.h:
 	@test -r /sys/kernel/btf/vmlinux || { echo "error: /sys/kernel/btf/vmlinux missing: the build host's kernel must have BTF (CONFIG_DEBUG_INFO_BTF=y)"; exit 1; }
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-$(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/unwind.bpf.h bpf/python.bpf.h bpf/prowl.h $(O)/vmlinux.h
+$(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/unwind.bpf.h bpf/python.bpf.h bpf/java.bpf.h bpf/prowl.h $(O)/vmlinux.h
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -I$(O) -Ibpf -c $< -o $@
 
 $(O)/prowl.skel.h: $(O)/prowl.bpf.o
@@ -156,6 +156,11 @@ $(O)/workloads/fakepy: tests/workloads/python/fakepy.c
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -rdynamic -o $@ $<
 
+# The forged JVM: its serviceability symbols must be in .dynsym, as libjvm's are.
+$(O)/workloads/fakejvm: tests/workloads/java/fakejvm.c
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -rdynamic -o $@ $<
+
 # A workload that includes another is rebuilt with it.
 $(O)/workloads/split532_fp: tests/workloads/split532.c
 
@@ -165,7 +170,14 @@ $(O)/workloads/libtrunc.so: tests/workloads/trunc_lib/first.c tests/workloads/tr
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -shared -fPIC -o $@ $^
 
-workloads: $(WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy
+# The Java workloads, compiled for JDK 17 (newer JVMs run them too) when a javac is here.
+JAVAC ?= $(firstword $(wildcard /usr/lib/jvm/java-17-openjdk-amd64/bin/javac) $(shell command -v javac 2>/dev/null))
+JAVA_WORKLOADS := $(if $(JAVAC),$(patsubst tests/workloads/java/%.java,$(O)/workloads/java/%.class,$(wildcard tests/workloads/java/*.java)))
+$(O)/workloads/java/%.class: tests/workloads/java/%.java
+	@mkdir -p $(@D)
+	$(JAVAC) --release 17 -g -d $(@D) $<
+
+workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy $(O)/workloads/fakejvm
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
 # independent reader the tests check prowl's pprof output with.
@@ -197,7 +209,14 @@ $(O)/tools/kube-apiserver: $(addprefix tests/tools/kube-apiserver/,main.go go.mo
 
 servers: $(O)/tools/pyroscope $(O)/tools/parca $(O)/tools/kube-apiserver
 
-tools: $(O)/tools/pprof
+
+# What prowl reads of a live JVM's serviceability tables, as an image file (tests/unit's
+# captured JVM metadata and the fuzzer's seed were made with it).
+$(O)/tools/jvm_capture: tests/tools/jvm/jvm_capture.c $(LIB_OBJS) $(PROTO_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS)
+
+tools: $(O)/tools/pprof $(O)/tools/jvm_capture
 
 unit: $(UNIT_BINS)
 

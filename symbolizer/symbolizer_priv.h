@@ -12,6 +12,7 @@
 #include "lru.h"
 #include "objcache.h"
 #include "perfmap.h"
+#include "jvmname.h"
 #include "pyresolve.h"
 #include "procmaps.h"
 #include "symbolizer.h"
@@ -57,6 +58,7 @@ struct symbolizer {
 	struct perfmap_budget perfmaps;
 	struct dbgd *dbgd;        /* NULL: no debuginfod */
 	struct py_resolver *py;   /* Python frames (python/pyresolve.c) */
+	struct jvm_namer *java;   /* Java frames (java/jvmname.c) */
 	size_t proc_bytes, mod_bytes;
 	struct symbolizer_stats st;
 };

@@ -61,7 +61,7 @@ run_unit() { # $1 = build dir
 # HTTP answers, Go tables, cgroup names, interpreter memory). The rest runs on the
 # normal build only.
 SAN_E2E=(test_untrusted test_hostile test_rules_hostile test_agent_inputs test_agent_faults test_report test_debuginfod
-	test_kubernetes test_jit test_names test_go test_containers test_python test_python_versions)
+	test_kubernetes test_jit test_names test_go test_containers test_python test_python_versions test_java_hostile)
 
 # make check-quick's e2e tests: one per stage of the README's stage table, each a few
 # seconds, so the inner loop stays under 5 minutes. A stage that moves keeps its line here.

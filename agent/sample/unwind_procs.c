@@ -78,6 +78,8 @@ void unw_proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf)
 		u->io->proc_del(u->io->ctx, pid);
 		if (u->io->py_proc_del)
 			u->io->py_proc_del(u->io->ctx, pid);
+		if (u->io->java_proc_del)
+			u->io->java_proc_del(u->io->ctx, pid);
 	}
 	if (!p)
 		return;
@@ -148,6 +150,26 @@ static void py_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm
 	free(v);
 }
 
+/* Tells the BPF Java walk about a JVM (jvmproc.h): the mapping of libjvm's first
+ * page gives its load bias. Returns true while the JVM is starting (ask again later). */
+static bool jvm_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm, struct table **tabs)
+{
+	if (!u->io->java_proc_set || u->opts.java_off)
+		return false;
+	for (size_t i = 0; i < pm->n; i++) {
+		const struct pm_entry *e = &pm->v[i];
+		struct table *t = tabs[i];
+		const struct obj_load *l;
+
+		if (!t || !t->jvm || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
+			continue;
+		return jvm_proc_register(u->io, pid, t->jvm, obj_load_bias(l, e->start, e->offset), ++u->java_gen,
+					 t->obj->path) == -EAGAIN;
+	}
+	u->io->java_proc_del(u->io->ctx, pid);
+	return false;
+}
+
 int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
 {
 	struct procmaps pm = {};
@@ -158,7 +180,7 @@ int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
 	char path[64];
 	uint32_t first = 0;
 	uint64_t sig, failed_at, now = clock_mono_ns();
-	bool is64;
+	bool is64, java_pending;
 	FILE *f;
 	int r;
 
@@ -185,6 +207,8 @@ int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
 	sig = maps_signature(&pm);
 	if (p && p->sig == sig && p->map_count) {
 		p->loaded_ns = now;
+		if (p->java_pending && p->ntables == pm.n)
+			p->java_pending = jvm_offer(u, pid, &pm, p->tables);
 		if (force) {
 			val = (struct prowl_unwind_proc){ p->map_first, p->map_count };
 			u->io->proc_set(u->io->ctx, pid, &val);
@@ -199,6 +223,8 @@ int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
 			until = now + p->backoff_ns;
 			u->io->req_time_set(u->io->ctx, pid, until);
 		}
+		if (p->java_pending) /* a JVM still starting: ask again soon, not backing off */
+			u->io->req_time_set(u->io->ctx, pid, now + BACKOFF_MIN_NS);
 		procmaps_free(&pm);
 		return 0;
 	}
@@ -261,6 +287,7 @@ int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
 		goto undo;
 	}
 	py_offer(u, pid, &pm, tabs);
+	java_pending = jvm_offer(u, pid, &pm, tabs);
 	r = u->io->maps_write(u->io->ctx, first, ents, pm.n);
 	if (r < 0) {
 		extent_release(&u->maps, first, (uint32_t)pm.n);
@@ -297,6 +324,7 @@ int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
 	p->sig = sig;
 	p->loaded_ns = now;
 	p->backoff_ns = 0;
+	p->java_pending = java_pending;
 	tabs = NULL;
 	r = 0;
 	goto out;

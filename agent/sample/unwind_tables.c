@@ -19,6 +19,7 @@ void unw_table_free(struct unwinder *u, struct table *t)
 	if (!t)
 		return;
 	object_unref(u->objs, t->obj);
+	free(t->jvm);
 	free(t);
 }
 
@@ -152,6 +153,12 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf, const str
 	}
 	if (py_proc_wanted(u->io, u->opts.python_off))
 		py_detect_elf(elf, t->obj->path, &t->py);
+	if (!u->opts.java_off && u->io->java_proc_set && !t->jvm) {
+		struct jvm_elf je;
+
+		if (jvm_detect_elf(elf, &je) == 0 && je.found && (t->jvm = calloc(1, sizeof(*t->jvm))))
+			t->jvm->elf = je;
+	}
 	if (object_broken(t->obj)) {
 		t->state = T_FAILED;
 		return;

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "extent.h"
+#include "jvmproc.h"
 #include "objcache.h"
 #include "procmaps.h"
 #include "pyproc.h"
@@ -33,6 +34,7 @@ struct table {
 	uint64_t last_used_ns, failed_ns;
 	struct py_elf py;       /* CPython's _PyRuntime and types, when it has them */
 	bool py_logged;         /* its unsupported version was logged */
+	struct jvm_file *jvm;   /* HotSpot's libjvm: its symbols and metadata (NULL: not one) */
 };
 
 struct uproc {
@@ -43,6 +45,7 @@ struct uproc {
 	uint64_t sig;                  /* signature of the executable mappings */
 	uint64_t loaded_ns;
 	uint64_t backoff_ns;           /* after refreshes that found nothing new */
+	bool java_pending;             /* a JVM whose code cache was not set up yet */
 };
 
 struct unwinder {
@@ -60,6 +63,7 @@ struct unwinder {
 	struct u64map failed;        /* pid -> time of a capacity failure */
 	uint64_t next_sweep_ns;
 	uint32_t py_gen;             /* last prowl_py_proc.gen given out */
+	uint32_t java_gen;           /* last prowl_java_proc.gen given out */
 	bool logged_rows_full, logged_maps_full, logged_procs_full;
 	struct unwind_stats st;
 };
