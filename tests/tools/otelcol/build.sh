@@ -1,11 +1,15 @@
 #!/bin/bash
-# build.sh: builds the test suite's OpenTelemetry Collector (main.go, pinned by go.mod and
-# go.sum) into $1, fetching its modules from the Go module proxy into the Go module cache.
-# Usage: build.sh OUT   -- exit 0 and OUT built; or exit 0, no OUT and OUT.skip holding the
-# reason when the module proxy cannot be reached; or exit 1 with one line saying what to do.
+# build.sh: builds the test suite's Go tooling (by default the OpenTelemetry Collector, main.go
+# here, pinned by go.mod and go.sum) into $1, its modules from the Go module proxy.
+# Usage: build.sh OUT [DIR PACKAGE]   -- DIR holds the go.mod/go.sum pinning PACKAGE (default:
+# this folder and its main package). Exit 0 and OUT built; or exit 0, no OUT and OUT.skip
+# holding the reason when the module proxy cannot be reached; or exit 1 saying what to do.
 set -u
 out=$1
-src=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "${2:-$(dirname "$0")}" && pwd)
+pkg=${3:-.}
+probe=${3:-go.opentelemetry.io/collector/otelcol}
+name=$(basename "$out")
 rm -f "$out.skip"
 mkdir -p "$(dirname "$out")"
 # The pinned release needs Go >= 1.26 (go.mod's go line); Go >= 1.21 fetches that
@@ -33,7 +37,7 @@ if [ -z "$go" ]; then
 			! sum=$(curl -sSf --max-time 30 "$proxy/sumdb/sum.golang.org/lookup/golang.org/toolchain@$mv" 2>&1); then
 			rm -f "$dir/tc.zip"
 			echo "the Go module proxy cannot be reached for Go $gov (${why#curl: }${sum#curl: }), and no Go >= 1.21 is installed" >"$out.skip"
-			echo "otelcol: not built, tests that need it skip: $(cat "$out.skip")" >&2
+			echo "$name: not built, tests that need it skip: $(cat "$out.skip")" >&2
 			exit 0
 		fi
 		want=$(awk -v m="golang.org/toolchain" -v v="$mv" '$1 == m && $2 == v {print $3}' <<<"$sum")
@@ -50,19 +54,19 @@ cd "$src"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 t0=$(date +%s)
-if GOTOOLCHAIN=auto GOFLAGS=-mod=readonly "$go" build -trimpath -o "$out.tmp" . >"$log" 2>&1; then
+if GOTOOLCHAIN=auto GOFLAGS=-mod=readonly "$go" build -trimpath -o "$out.tmp" "$pkg" >"$log" 2>&1; then
 	mv "$out.tmp" "$out"
-	echo "otelcol: built $out in $(( $(date +%s) - t0 )) s with $("$go" env GOVERSION)"
+	echo "$name: built $out in $(( $(date +%s) - t0 )) s with $("$go" env GOVERSION)"
 	exit 0
 fi
 rm -f "$out.tmp"
 # Failed: a skip only when the proxy is unreachable, a failure otherwise.
 if [ "$proxy" != off ] && [ "$proxy" != direct ] &&
-	! why=$(curl -sS -o /dev/null --max-time 15 "$proxy/go.opentelemetry.io/collector/otelcol/@v/list" 2>&1); then
-	echo "the Go module proxy $proxy cannot be reached (${why#curl: }) and the Collector's modules are not all in $("$go" env GOMODCACHE)" >"$out.skip"
-	echo "otelcol: not built, tests that need it skip: $(cat "$out.skip")" >&2
+	! why=$(curl -sS -o /dev/null --max-time 15 "$proxy/$probe/@v/list" 2>&1); then
+	echo "the Go module proxy $proxy cannot be reached (${why#curl: }) and the modules of $probe are not all in $("$go" env GOMODCACHE)" >"$out.skip"
+	echo "$name: not built, tests that need it skip: $(cat "$out.skip")" >&2
 	exit 0
 fi
 tail -20 "$log" >&2
-echo "otelcol: go build failed in $src (see above)" >&2
+echo "$name: go build failed in $src (see above)" >&2
 exit 1
