@@ -19,6 +19,7 @@ STATS=$(sysctl -n kernel.bpf_stats_enabled)
 cleanup() {
 	local p
 	for p in "${BG_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	wait 2>/dev/null || true
 	sysctl -qw kernel.bpf_stats_enabled="$STATS"
 	rm -rf "$TMP"
 }
@@ -105,7 +106,7 @@ for r in $(seq 1 "$R"); do
 		a0=$(ticks $PROWL) b0=$(ticks $PEER) c0=$(bpf_ns $PROWL) d0=$(bpf_ns $PEER)
 		perf_pid=
 		if [ "$w" != py ]; then
-			perf record -q --call-graph dwarf -F "$HZ" -p "$W" -o "$TMP/perf.$w.$r.data" -- sleep "$S" >/dev/null 2>&1 &
+			perf record -q --no-buildid --call-graph dwarf -F "$HZ" -p "$W" -o "$TMP/perf.$w.$r.data" -- sleep "$S" >/dev/null 2>&1 &
 			perf_pid=$!
 		fi
 		nap "$S"
@@ -124,6 +125,8 @@ nap 12  # the last windows reach both outputs (5 s windows, the peer's 20 % jitt
 PEAK_PROWL=$(kib $PROWL VmHWM) PEAK_PEER=$(kib $PEER VmHWM)
 kill -INT $PROWL $PEER
 wait $PROWL $PEER 2>/dev/null || true
+bg_forget $PROWL
+bg_forget $PEER
 for f in "$TMP"/perf.*.data; do
 	[ -e "$f" ] && perf script -i "$f" -F pid,ip,sym,dso >"${f%.data}.txt" 2>/dev/null || true
 done

@@ -20,19 +20,28 @@ ROOTS = {"_start", "__clone3", "clone3", "__clone", "clone"}
 
 class Frame:
     def __init__(self, name, file="", addr=0):
-        self.name, self.file, self.addr = name, file, addr
+        # "gzip+0x3df0" (prowl: a function's start from the unwind tables, no symbol),
+        # "[unknown]" or "[truncated...]" is not a function name.
+        real = name and not name.startswith("[") and not re.search(r"\+0x[0-9a-f]+$", name)
+        self.name, self.file, self.addr = (name if real else ""), file, addr
 
 
-def prowl_samples(d, pid):
-    """(count, frames leaf first) of pid's samples in the agent's pprof windows in d."""
+_RAW = {}
+
+
+def prowl_samples(d, pid, comm="**"):
+    """(count, frames leaf first) of pid's samples in the agent's pprof windows in d (the
+    directory exporter keeps each service, here the program's name, in its own folder)."""
     from conftest import Raw  # the e2e tests' reader of pprof -raw
     out = []
-    for f in sorted(glob.glob(os.path.join(d, "**", "*.pb.gz"), recursive=True)):
-        res = subprocess.run([os.path.join(BUILD, "tools", "pprof"), "-raw", "-symbolize=none", f],
-                             capture_output=True, text=True, timeout=120)
-        if res.returncode:
+    for f in sorted(glob.glob(os.path.join(d, comm, "*.pb.gz"), recursive=True)):
+        if f not in _RAW:
+            res = subprocess.run([os.path.join(BUILD, "tools", "pprof"), "-raw", "-symbolize=none", f],
+                                 capture_output=True, text=True, timeout=120)
+            _RAW[f] = Raw(res.stdout) if res.returncode == 0 else None
+        raw = _RAW[f]
+        if raw is None:
             continue
-        raw = Raw(res.stdout)
         for s in raw.samples:
             if s["labels"].get("pid") != str(pid):
                 continue
@@ -47,7 +56,8 @@ def prowl_samples(d, pid):
 
 
 def otel_samples(path, pid):
-    """The same from the Collector's file exporter output (4-byte length, ProfilesData)."""
+    """The same from the Collector's file exporter output (4-byte length, ProfilesData);
+    pid None: every sample, as (pid, count, frames)."""
     data = open(path, "rb").read() if os.path.exists(path) else b""
     out, i = [], 0
     while i + 4 <= len(data):
@@ -80,7 +90,7 @@ def otel_samples(path, pid):
                     for s in prof.all("samples"):
                         sattrs = dict(attr(ai) for ai in s.all("attribute_indices"))
                         spid = sattrs.get("process.pid", rattrs.get("process.pid"))
-                        if str(spid) != str(pid):
+                        if pid is not None and str(spid) != str(pid):
                             continue
                         fr = []
                         for li in stacks[s.int("stack_index")].all("location_indices"):
@@ -92,7 +102,7 @@ def otel_samples(path, pid):
                                 name = strs[funcs[ln.int("function_index")].int("name_strindex")] if ln else ""
                                 fr.append(Frame(name, file, loc.int("address")))
                         n = len(s.all("timestamps_unix_nano")) or sum(s.all("values")) or 1
-                        out.append((n, fr))
+                        out.append((n, fr) if pid is not None else (spid, n, fr))
     return out
 
 
@@ -105,7 +115,7 @@ def perf_samples(path, pid):
                 out.append((1, cur))
             cur, keep = [], False
             continue
-        if not line.startswith((" ", "\t")):
+        if re.match(r"^\s*\d+\s*$", line):  # a sample's header: its pid
             keep = line.split()[0] == str(pid)
             continue
         m = re.match(r"\s*([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$", line)
@@ -139,9 +149,9 @@ def load_maps(path):
 
 
 def resolve(frames, maps):
-    """Names for the peer's unnamed native frames (it leaves naming to a backend, and names
-    a mapping by its file name only): the symbol eu-addr2line finds in the process's file,
-    or _start at the ELF entry point."""
+    """Names for unnamed native frames, the same way for every profiler (the peer leaves
+    naming to a backend and names a mapping by its file name only): the symbol
+    eu-addr2line finds in the process's file, or _start at the ELF entry point."""
     want = {}
     for f in frames:
         path = f.file if f.file.startswith("/") else maps.get(f.file, "")
@@ -166,7 +176,7 @@ def summary(kind, samples, split, maps=None):
     total = sum(n for n, _ in samples)
     frames = [f for _, fr in samples for f in fr]
     named = sum(1 for f in frames if f.name) / len(frames) if frames else 0.0
-    extra = resolve(frames, load_maps(maps)) if kind == "otel" else {}
+    extra = resolve(frames, load_maps(maps))
     name = lambda f: f.name or extra.get((f.file, f.addr), "")  # noqa: E731
     rooted = sum(n for n, fr in samples if fr and name(fr[-1]) in ROOTS)
     shares = {}

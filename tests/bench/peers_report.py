@@ -21,11 +21,22 @@ def ratio(a, b):
     return f"{a / b:.2f}" if b else "n/a"
 
 
-def quality(kind, path, pid, split, maps):
-    read = {"prowl": pp.prowl_samples, "otel": pp.otel_samples, "perf": pp.perf_samples}[kind]
+COMM = {"c": "split532", "py": "python3.11", "stripped": "gzip"}
+_OTEL = {}
+
+
+def quality(kind, path, pid, split, maps, comm):
     if not os.path.exists(path):
         return None
-    return pp.summary(kind, read(path, pid), split, maps)
+    if kind == "prowl":
+        samples = pp.prowl_samples(path, pid, comm)
+    elif kind == "otel":  # decoded once: protoc takes seconds on a large file
+        if path not in _OTEL:
+            _OTEL[path] = pp.otel_samples(path, None)
+        samples = [(n, fr) for p, n, fr in _OTEL[path] if str(p) == str(pid)]
+    else:
+        samples = pp.perf_samples(path, pid)
+    return pp.summary(kind, samples, split, maps)
 
 
 def fmt_q(q, split):
@@ -66,7 +77,7 @@ def main(argv):
             srcs.append(("perf --call-graph dwarf", "perf", os.path.join(d, f"perf.{w}.{r['round']}.txt")))
         for label, kind, path in srcs:
             print(f"| {NAMES[w]}{' (want ' + want + ')' if want else ''} | {r['round']} | {label} | "
-                  f"{fmt_q(quality(kind, path, pid, split, os.path.join(d, f'maps.{pid}')), split)} |")
+                  f"{fmt_q(quality(kind, path, pid, split, os.path.join(d, f'maps.{pid}'), COMM[w]), split)} |")
 
 
 if __name__ == "__main__":
