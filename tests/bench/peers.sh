@@ -59,8 +59,9 @@ service:
 EOF
 "$B/tools/otelcol" --config "$TMP/otelcol.yaml" --feature-gates=service.profilesSupport >"$TMP/otelcol.log" 2>&1 &
 BG_PIDS+=($!)
+MPORT=$(port)
 "$B/prowl" agent --state-dir "$TMP/state" --dir "$TMP/prowl" --interval 5s -F "$HZ" \
-	--metrics-address "127.0.0.1:$(port)" >"$TMP/prowl.log" 2>&1 &
+	--metrics-address "127.0.0.1:$MPORT" >"$TMP/prowl.log" 2>&1 &
 PROWL=$!
 BG_PIDS+=($PROWL)
 "$TMP/memlock_ok" "$B/tools/ebpf-profiler" -collection-agent "127.0.0.1:$GRPC" -disable-tls \
@@ -78,6 +79,9 @@ until grep -qs "agent started" "$TMP/prowl.log" && [ -s "$TMP/otel.pb" ]; do
 done
 echo "peers.sh: both agents ready after $(($(date +%s) - t0)) s ($(uptime))" >&2
 
+lost() { # samples prowl's ring buffer could not take, so far
+	curl -s --max-time 10 "http://127.0.0.1:$MPORT/metrics" | awk '$1 == "prowl_lost_samples_total" {print $2}'
+}
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }          # user + sys, all threads
 bpf_ns() { # run_time_ns summed over the BPF programs whose fds $1 holds
 	local f
@@ -95,7 +99,7 @@ start_workload() { # $1 = c | py | stripped; sets W
 	W=$!
 	BG_PIDS+=($W)
 }
-printf 'workload\tround\tpid\tprowl_ms\tpeer_ms\tprowl_bpf_ns\tpeer_bpf_ns\tprowl_rss\tpeer_rss\tload\n' >"$TMP/rows.tsv"
+printf 'workload\tround\tpid\tprowl_ms\tpeer_ms\tprowl_bpf_ns\tpeer_bpf_ns\tprowl_rss\tpeer_rss\tload\tprowl_lost\n' >"$TMP/rows.tsv"
 for r in $(seq 1 "$R"); do
 	order=(c py stripped)
 	order=("${order[@]:$((r - 1)) % 3}" "${order[@]:0:$((r - 1)) % 3}")
@@ -103,17 +107,17 @@ for r in $(seq 1 "$R"); do
 		start_workload "$w"
 		nap 3  # both agents learn the new process
 		cp "/proc/$W/maps" "$TMP/maps.$W"  # the peer names mappings by file name only
-		a0=$(ticks $PROWL) b0=$(ticks $PEER) c0=$(bpf_ns $PROWL) d0=$(bpf_ns $PEER)
+		a0=$(ticks $PROWL) b0=$(ticks $PEER) c0=$(bpf_ns $PROWL) d0=$(bpf_ns $PEER) l0=$(lost)
 		perf_pid=
 		if [ "$w" != py ]; then
 			perf record -q --no-buildid --call-graph dwarf -F "$HZ" -p "$W" -o "$TMP/perf.$w.$r.data" -- sleep "$S" >/dev/null 2>&1 &
 			perf_pid=$!
 		fi
 		nap "$S"
-		a1=$(ticks $PROWL) b1=$(ticks $PEER) c1=$(bpf_ns $PROWL) d1=$(bpf_ns $PEER)
-		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$r" "$W" $(((a1 - a0) * 10)) $(((b1 - b0) * 10)) \
+		a1=$(ticks $PROWL) b1=$(ticks $PEER) c1=$(bpf_ns $PROWL) d1=$(bpf_ns $PEER) l1=$(lost)
+		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$w" "$r" "$W" $(((a1 - a0) * 10)) $(((b1 - b0) * 10)) \
 			$((c1 - c0)) $((d1 - d0)) "$(kib $PROWL VmRSS)" "$(kib $PEER VmRSS)" \
-			"$(cut -d' ' -f1-3 /proc/loadavg)" >>"$TMP/rows.tsv"
+			"$(cut -d' ' -f1-3 /proc/loadavg)" $((${l1:-0} - ${l0:-0})) >>"$TMP/rows.tsv"
 		[ -z "$perf_pid" ] || wait "$perf_pid" || true
 		kill "$W" 2>/dev/null || true
 		wait "$W" 2>/dev/null || true

@@ -51,13 +51,13 @@ def main(argv):
     rows = list(csv.DictReader(open(os.path.join(d, "rows.tsv")), delimiter="\t"))
     print(f"#### Cost per {secs} s workload window, both agents at {hz} Hz, side by side\n")
     print("| workload | round | load (1/5/15 min) | agent CPU ms prowl / peer | ratio | BPF run time ms prowl / peer "
-          "| ratio | RSS MiB prowl / peer |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| ratio | RSS MiB prowl / peer | prowl's lost samples |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         a, b, c, e = (int(r[k]) for k in ("prowl_ms", "peer_ms", "prowl_bpf_ns", "peer_bpf_ns"))
         print(f"| {r['workload']} | {r['round']} | {r['load']} | {a} / {b} | {ratio(a, b)} | "
               f"{c / 1e6:.1f} / {e / 1e6:.1f} | {ratio(c, e)} | "
-              f"{int(r['prowl_rss']) / 1024:.1f} / {int(r['peer_rss']) / 1024:.1f} |")
+              f"{int(r['prowl_rss']) / 1024:.1f} / {int(r['peer_rss']) / 1024:.1f} | {r['prowl_lost']} |")
     tot = lambda k: sum(int(r[k]) for r in rows)  # noqa: E731
     print(f"\nAll windows: agent CPU ratio {ratio(tot('prowl_ms'), tot('peer_ms'))}, BPF run time ratio "
           f"{ratio(tot('prowl_bpf_ns'), tot('peer_bpf_ns'))}; RSS steady (median of the windows) "
