@@ -214,8 +214,8 @@ test: all unit workloads tools otelcol pyspy
 	$(MAKE) O=build-fuzz FUZZ=1 fuzzers
 	FUZZ_BUILD=build-fuzz tests/run.sh $(O) build-san
 
-# The inner loop (under 5 minutes): the unit tests and the e2e files that feed prowl
-# untrusted input, without their long captures, on the normal build only.
+# The inner loop (under 5 minutes): the unit tests and one e2e test per stage
+# (QUICK_E2E in tests/run.sh), on the normal build only.
 check-quick: all unit workloads tools
 	tests/run.sh --quick $(O)
 

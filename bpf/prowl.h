@@ -110,7 +110,7 @@ static inline const struct prowl_ureason_text *prowl_ureason_text(unsigned int r
 					     * whether it reached the thread's entry */
 
 
-/* ---- CPython (3.11-3.13) ----
+/* ---- CPython (3.6-3.14) ----
  * User space finds CPython processes and writes, per tgid, where _PyRuntime is
  * and the offsets of the fields the walk reads (symbolizer/python/pyversions.c
  * holds them per version, taken from CPython's headers). BPF finds the sampled
@@ -119,7 +119,14 @@ static inline const struct prowl_ureason_text *prowl_ureason_text(unsigned int r
 #define PROWL_MAX_PY      128 /* Python frames kept per sample */
 #define PROWL_PY_THREADS  64  /* thread states looked at to find the sampled thread */
 #define PROWL_PY_NONE     0xffff /* an offset the version does not have */
-#define PROWL_PY_FRAME_READ 72  /* bytes of an interpreter frame read at once */
+#define PROWL_PY_FRAME_READ 127 /* most bytes of a frame read at once (prowl_py_proc.fr_read) */
+
+/* prowl_py_proc.flags */
+#define PROWL_PYP_FRAMEOBJ    1 /* 3.6-3.10: a PyFrameObject chain; each frame is one evaluation and
+                                 * fr_instr is the offset of the int f_lasti */
+#define PROWL_PYP_LASTI_BYTES 2 /* f_lasti counts bytes (3.6-3.9), not code units (3.10) */
+#define PROWL_PYP_PTHREAD     4 /* ts_native_tid is thread_id, the thread's pthread_self()
+                                 * (its fs base), not a native thread id (3.6-3.10) */
 
 struct prowl_py_proc {
 	__u64 runtime;          /* address of _PyRuntime in the process */
@@ -128,16 +135,18 @@ struct prowl_py_proc {
 	__u16 is_threads_head;  /* PyInterpreterState.threads.head */
 	__u16 ts_next;          /* PyThreadState.next */
 	__u16 ts_native_tid;    /* PyThreadState.native_thread_id */
-	__u16 ts_frame;         /* PyThreadState.cframe (3.11, 3.12) or .current_frame (3.13) */
+	__u16 ts_frame;         /* PyThreadState.frame (3.6-3.10), .cframe (3.11, 3.12) or
+	                         * .current_frame (3.13+) */
 	__u16 cf_current_frame; /* _PyCFrame.current_frame; PROWL_PY_NONE on 3.13 */
-	__u16 fr_code;          /* _PyInterpreterFrame.f_code / f_executable */
-	__u16 fr_previous;
-	__u16 fr_instr;         /* prev_instr (3.11, 3.12) or instr_ptr (3.13) */
+	__u16 fr_code;          /* _PyInterpreterFrame.f_code / f_executable; PyFrameObject.f_code */
+	__u16 fr_previous;      /* previous; PyFrameObject.f_back */
+	__u16 fr_instr;         /* prev_instr (3.11, 3.12) or instr_ptr (3.13+); f_lasti before */
 	__u16 fr_is_entry;      /* 3.11's is_entry; PROWL_PY_NONE after */
 	__u16 fr_owner;         /* owner: 3 (FRAME_OWNED_BY_CSTACK) marks an entry shim on 3.12+ */
 	__u16 co_firstlineno;   /* PyCodeObject.co_firstlineno */
-	__u16 co_code;          /* PyCodeObject.co_code_adaptive: the first instruction */
-	__u16 _pad[2];
+	__u16 co_code;          /* PyCodeObject.co_code_adaptive: the first instruction (3.11+) */
+	__u16 flags;            /* PROWL_PYP_* */
+	__u16 fr_read;          /* bytes of a frame to read, <= PROWL_PY_FRAME_READ */
 	__u32 gen;              /* changes with every (re)registration of the process */
 	__u32 _pad2;
 	/* Read by user space only: the type objects that a code object, its names

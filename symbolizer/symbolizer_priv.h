@@ -1,5 +1,6 @@
-/* symbolizer_priv.h: the symbolizer's state, shared by its two halves: symbolizer.c
- * (processes, kernel, frames) and modules.c (the modules and their open state). */
+/* symbolizer_priv.h: the symbolizer's state, private to symbolizer/ and shared by its four
+ * files: symbolizer.c (kernel, frames), processes.c (process maps), modules.c (the modules
+ * and their open state) and frame_names.c (the names they hand out). */
 #ifndef PROWL_SYMBOLIZER_PRIV_H
 #define PROWL_SYMBOLIZER_PRIV_H
 

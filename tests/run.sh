@@ -8,8 +8,8 @@
 # check breaks is still in the sources (tests/mutation.sh --check); lists every skipped test
 # with its reason and ends with "N passed, N failed, N skipped".
 # Usage: tests/run.sh [--quick] [BUILD_DIR...]   (default: build build-san)
-# --quick (make check-quick, the inner loop): the unit tests and the SAN_E2E files
-# without their long captures, on each build; no kernel matrix, no fuzzing.
+# --quick (make check-quick, the inner loop): the unit tests and one e2e test per stage
+# (QUICK_E2E), on each build; no kernel matrix, no fuzzing.
 set -u
 cd "$(dirname "$0")/.."
 # The sanitizer build stops at the first undefined behaviour, so the test fails.
@@ -63,12 +63,40 @@ run_unit() { # $1 = build dir
 SAN_E2E=(test_untrusted test_hostile test_rules_hostile test_agent_inputs test_agent_faults test_report test_debuginfod
 	test_kubernetes test_jit test_names test_go test_containers test_python test_python_versions)
 
-run_e2e() { # $1 = build dir, $2 = "quick" for the sanitizer subset without the long captures
+# make check-quick's e2e tests: one per stage of the README's stage table, each a few
+# seconds, so the inner loop stays under 5 minutes. A stage that moves keeps its line here.
+QUICK_E2E=(
+	test_record.py::test_usage_errors_exit_2              # commands
+	test_record.py::test_cpu_split_matches_design         # sample
+	test_unwind.py::test_recursion_depth_100_complete     # unwind
+	test_python.py::test_c_extension_frames_under_the_python_caller # python
+	test_record.py::test_compressed_debug_sections_inflate_into_unnamed_files # objects
+	test_record.py::test_symbols_agree_with_eu_addr2line  # resolve
+	test_names.py::test_cpp_templates_full_and_none       # resolve: names
+	test_containers.py::test_every_shape_gets_its_container_id # label
+	test_agent.py::test_all_exporters_agree               # aggregate, encode, export
+	test_agent.py::test_metrics_endpoint                  # serve
+	test_report.py::test_diff_json_agrees_with_pprof      # read back
+	test_hostile.py::test_symlink_in_the_state_directory_is_not_followed # hostile input
+)
+
+run_e2e() { # $1 = build dir, $2 = "quick" for the sanitizer subset without the long captures,
+	# "stages" for QUICK_E2E
 	local line p f e s log="$1/e2e.log" quick=0 files=(tests/e2e) t
 	if [ "$2" = quick ]; then
 		quick=1
 		files=()
 		for t in "${SAN_E2E[@]}"; do [ -f "tests/e2e/$t.py" ] && files+=("tests/e2e/$t.py"); done
+	elif [ "$2" = stages ]; then
+		files=()
+		for t in "${QUICK_E2E[@]}"; do
+			if [ ! -f "tests/e2e/${t%%::*}" ]; then
+				failed=$((failed + 1))
+				failures+=("QUICK_E2E names tests/e2e/${t%%::*}, which is gone: update tests/run.sh")
+				continue
+			fi
+			files+=("tests/e2e/$t")
+		done
 	fi
 	echo "== end-to-end tests ($1)"
 	if [ "$(id -u)" != 0 ]; then
@@ -138,7 +166,7 @@ run_fuzz() { # $1 = the libFuzzer build (make O=build-fuzz FUZZ=1 fuzzers)
 }
 
 # The include graph (tests/layout/include_graph.py): folders and modules depend one
-# way. Once per run, before the builds: it reads the sources, not a build.
+# way, in the order of README.md's stage table. Once per run, before the builds: it reads the sources, not a build.
 run_layout() {
 	local out
 	echo "== include graph"
@@ -154,7 +182,7 @@ run_layout() {
 		echo "$out"
 	else
 		failed=$((failed + 1))
-		failures+=("include_graph (circles: see above)")
+		failures+=("include_graph (circles or includes against the stage order: see above)")
 		echo "$out"
 	fi
 }
@@ -193,7 +221,7 @@ for d in "${dirs[@]}"; do
 	fi
 	run_unit "$d"
 	if [ $only_quick = 1 ]; then
-		run_e2e "$d" quick
+		run_e2e "$d" stages
 		continue
 	fi
 	case "$d" in

@@ -1,6 +1,7 @@
 /* aggregate.c: interns mappings, functions, locations, stacks and label sets and
  * counts samples per (label set, stack); memory grows with distinct keys only. */
-#include "aggregate_priv.h"
+#include "aggregate.h"
+#include "profile_data.h"
 
 #include <errno.h>
 #include <stdlib.h>

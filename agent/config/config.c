@@ -22,7 +22,7 @@
 #include "netaddr.h"
 #include "labels/discover.h"
 #include "parse.h"
-#include "unwind.h"
+#include "unwinder.h"
 #include "url.h"
 
 

@@ -7,7 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "aggregate_priv.h"
+#include "aggregate.h"
+#include "profile_data.h"
 #include "intern.h"
 #include "otlp_profiles_service.pb-c.h"
 

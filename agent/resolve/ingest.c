@@ -519,7 +519,7 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 		}
 	}
 	/* Python frames the native stack had no activation left for (it was cut short). */
-	if (!stop && (r = py_merge_rest(py, &sink, s, py_i, g->locs, &n)) < 0)
+	if (!stop && (r = py_merge_rest(py, &sink, s, py_i, g->locs, &n, &stop)) < 0)
 		return r;
 	if (stop) {
 		/* The Python marker ends the stack. */

@@ -9,7 +9,7 @@
 
 #include <linux/types.h>
 #include "prowl.h"
-#include "unwind.h"
+#include "unwinder.h"
 
 struct sampler;
 

@@ -4,6 +4,7 @@
 #define PROWL_PYPROC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include <linux/types.h>
@@ -22,6 +23,24 @@ int py_proc_fill(const struct py_elf *pe, uint64_t bias, uint32_t gen, struct pr
  * Returns 0 or a negative errno. */
 int py_proc_register(const struct maps_io *io, uint32_t pid, const struct py_elf *pe, uint64_t bias, uint32_t gen,
 		     const char *path, bool *logged);
+
+/* Whether CPython processes are registered at all: the sampler has the py_procs map
+ * and --python is not off. Only then are objects searched for _PyRuntime. */
+bool py_proc_wanted(const struct maps_io *io, bool python_off);
+
+/* One executable mapping of a process as the unwinder loaded it, for py_proc_update(). */
+struct py_mapping {
+	const struct py_elf *pe; /* its object's CPython facts; NULL: no file, or no known load segment */
+	uint64_t bias;           /* runtime address - ELF virtual address */
+	const char *path;        /* the object's, for messages */
+	bool *logged;            /* the object's "unreadable version logged" flag */
+};
+
+/* Decides whether pid gets a py_procs entry: the first of maps[0..n) whose object is
+ * CPython's (the executable, or libpython) is registered, with ++*gen; a process with
+ * none has its entry removed. Nothing happens unless py_proc_wanted(). */
+void py_proc_update(const struct maps_io *io, bool python_off, uint32_t pid, const struct py_mapping *maps,
+		    size_t n, uint32_t *gen);
 
 /* The layout a registered process's entry was filled from (by its version), or NULL. */
 const struct py_layout *py_proc_layout(const struct prowl_py_proc *pp);

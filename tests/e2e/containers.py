@@ -108,18 +108,24 @@ class Cgroups:
     def cleanup(self):
         for p in self.procs:
             self.kill(p)
-        deadline = time.time() + 5
         for path in sorted(self.made, key=len, reverse=True):
-            while True:
-                try:
-                    os.rmdir(path)
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    if time.time() > deadline:
-                        raise
-                    time.sleep(0.05)
+            remove_cgroup(path)
+
+
+def remove_cgroup(path, seconds=5):
+    """Removes a cgroup directory once its killed processes have left it (rmdir says
+    EBUSY until then); raises if it is still busy after `seconds`."""
+    deadline = time.time() + seconds
+    while True:
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 def private_workload(tmp_path, base="cpusplit"):

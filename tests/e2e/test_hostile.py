@@ -17,7 +17,7 @@ import otlp_check
 import pbwire
 from agentlib import Agent
 from conftest import PROWL, run_prowl, start, stop, workload
-from containers import cgroup2_root
+from containers import cgroup2_root, remove_cgroup
 from receiver import Receiver
 from urllib.parse import unquote_to_bytes
 
@@ -105,12 +105,7 @@ def hostile_procs(tmp_path, unprivileged):
     for p in procs:
         stop(p)
     after = set(os.listdir("/tmp"))
-    for _ in range(50):
-        try:
-            os.rmdir(cg)
-            break
-        except OSError:
-            time.sleep(0.1)
+    remove_cgroup(cg)
     shutil.rmtree(home, ignore_errors=True)
     # Other jobs on the host may compile or run JITs meanwhile: gcc's temporary files
     # (ccXXXXXX.s) and perf maps (perf-PID.map) are theirs, never prowl's.

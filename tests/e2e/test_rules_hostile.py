@@ -14,6 +14,7 @@ import pytest
 
 from agentlib import Agent, private_cpusplit
 from conftest import PROWL, pprof_raw, start, stop, workload
+from containers import cgroup2_root, remove_cgroup
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 NAMES, DEPTH, NAME_LEN = 2500, 100, 4096
@@ -252,7 +253,6 @@ def test_relabel_example_keeps_users_apart(tmp_path, unprivileged):
     and `kernel`, in a login session's cgroup, count under user-UID/payments and
     user-UID/kernel; root's `payments` keeps its series to itself."""
     from conftest import ROOT
-    from containers import cgroup2_root
     example = docs_example(os.path.join(ROOT, "docs", "metrics.md"), "test_relabel_example_keeps_users_apart")
     cfg = tmp_path / "agent.yaml"
     cfg.write_text(example)
@@ -312,9 +312,4 @@ def test_relabel_example_keeps_users_apart(tmp_path, unprivileged):
     finally:
         shutil.rmtree(d, ignore_errors=True)
         for cg in reversed(made):
-            for _ in range(50):
-                try:
-                    os.rmdir(cg)
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            remove_cgroup(cg)

@@ -1,12 +1,12 @@
-/* unwind.h: the user-space half of DWARF unwinding: loads each object's unwind table
+/* unwinder.h: the user-space half of DWARF unwinding: loads each object's unwind table
  * and each process's executable mappings into the BPF unwinder's maps, through the
  * calls the sampler supplies (maps_io.h): the sampler owns the maps.
  *
  * A table is built once per object of the object cache (objcache.h), shared by
  * all processes that map it. Driven by events from BPF (unknown pid, unknown
  * pc, exec, exit); never rescans /proc on its own except a slow liveness sweep. */
-#ifndef PROWL_UNWIND_H
-#define PROWL_UNWIND_H
+#ifndef PROWL_UNWINDER_H
+#define PROWL_UNWINDER_H
 
 #include <stdbool.h>
 #include <stddef.h>

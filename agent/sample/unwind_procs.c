@@ -1,0 +1,313 @@
+/* unwind_procs.c: each known process's executable mappings: read from /proc/PID/maps,
+ * matched to tables, published as one sorted extent of the BPF maps array. */
+#include "unwinder_priv.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "intern.h"
+#include "log.h"
+
+void proc_free(struct uproc *p)
+{
+	if (!p)
+		return;
+	free(p->tables);
+	free(p);
+}
+
+static bool is_64bit_process(struct unwinder *u, uint32_t pid)
+{
+	char path[64];
+	unsigned char ident[EI_NIDENT];
+	int fd;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/exe", u->proc_root, pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true; /* cannot tell: assume the common case */
+	n = read(fd, ident, sizeof(ident));
+	close(fd);
+	return !(n == (ssize_t)sizeof(ident) && memcmp(ident, ELFMAG, SELFMAG) == 0 && ident[EI_CLASS] == ELFCLASS32);
+}
+
+struct uproc *proc_get(struct unwinder *u, uint32_t pid)
+{
+	uint64_t v;
+
+	return u64map_get(&u->procs, pid, &v) ? (struct uproc *)(uintptr_t)v : NULL;
+}
+
+/* Forgets what p references (deferred frees); keeps p itself. */
+static void proc_release(struct unwinder *u, struct uproc *p)
+{
+	uint64_t now = clock_mono_ns();
+
+	for (size_t i = 0; i < p->ntables; i++) {
+		struct table *t = p->tables[i];
+
+		if (t && t->refs) {
+			t->refs--;
+			t->last_used_ns = now;
+			if (!t->refs && t->state == T_LOADED)
+				u->st.tables_in_use--;
+		}
+	}
+	free(p->tables);
+	p->tables = NULL;
+	p->ntables = 0;
+	if (p->map_count) {
+		extent_defer(&u->maps, p->map_first, p->map_count);
+		p->map_count = 0;
+	}
+}
+
+void proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf)
+{
+	struct uproc *p = proc_get(u, pid);
+
+	if (delete_bpf) {
+		u->io->proc_del(u->io->ctx, pid);
+		if (u->io->py_proc_del)
+			u->io->py_proc_del(u->io->ctx, pid);
+	}
+	if (!p)
+		return;
+	proc_release(u, p);
+	u64map_del(&u->procs, pid);
+	proc_free(p);
+	u->st.procs--;
+}
+
+static uint64_t maps_signature(const struct procmaps *pm)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < pm->n; i++) {
+		const struct pm_entry *e = &pm->v[i];
+		uint64_t v[4] = { e->start, e->end, e->offset, e->inode };
+
+		h = (h ^ hash_bytes(v, sizeof(v))) * 1099511628211ull;
+	}
+	return h;
+}
+
+static void note_capacity(struct unwinder *u, uint32_t pid, bool procs)
+{
+	uint64_t now = clock_mono_ns();
+
+	u64map_put(&u->failed, pid, now);
+	if (procs) {
+		u->st.procs_full++;
+		if (!u->logged_procs_full) {
+			u->logged_procs_full = true;
+			log_warn("the unwinder's process table is full (%" PRIu32 " processes): new processes are unwound "
+				 "with frame pointers and marked truncated. Raise %s",
+				 u->io->max_procs, u->opts.names.procs ?: "the unwind process limit");
+		}
+	} else {
+		u->st.maps_full++;
+		if (!u->logged_maps_full) {
+			u->logged_maps_full = true;
+			log_warn("the unwinder's mapping table is full (%" PRIu32 " mappings): new processes are unwound "
+				 "with frame pointers and marked truncated. Raise %s",
+				 u->io->max_maps, u->opts.names.maps ?: "the unwind mapping limit");
+		}
+	}
+}
+
+/* Offers pid's mappings to the CPython home (pyproc.h), which decides whether the
+ * BPF walk is told about it. */
+static void py_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm, struct table **tabs)
+{
+	struct py_mapping *v;
+
+	if (!py_proc_wanted(u->io, u->opts.python_off))
+		return;
+	v = calloc(pm->n, sizeof(*v));
+	if (!v)
+		return;
+	for (size_t i = 0; i < pm->n; i++) {
+		const struct pm_entry *e = &pm->v[i];
+		struct table *t = tabs[i];
+		const struct obj_load *l;
+
+		if (!t || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
+			continue;
+		v[i] = (struct py_mapping){ &t->py, obj_load_bias(l, e->start, e->offset), t->obj->path, &t->py_logged };
+	}
+	py_proc_update(u->io, u->opts.python_off, pid, v, pm->n, &u->py_gen);
+	free(v);
+}
+
+int proc_load(struct unwinder *u, uint32_t pid, bool force)
+{
+	struct procmaps pm = {};
+	struct prowl_unwind_map *ents = NULL;
+	struct table **tabs = NULL;
+	struct prowl_unwind_proc val;
+	struct uproc *p = proc_get(u, pid);
+	char path[64];
+	uint32_t first = 0;
+	uint64_t sig, failed_at, now = clock_mono_ns();
+	bool is64;
+	FILE *f;
+	int r;
+
+	if (u64map_get(&u->failed, pid, &failed_at)) {
+		if (now - failed_at < RETRY_NS)
+			return -ENOSPC;
+		u64map_del(&u->failed, pid);
+	}
+	snprintf(path, sizeof(path), "%s/%" PRIu32 "/maps", u->proc_root, pid);
+	f = fopen(path, "re");
+	if (!f) {
+		proc_drop(u, pid, true);
+		return -ESRCH;
+	}
+	u->st.maps_reads++;
+	r = procmaps_parse(f, PROCMAPS_EXEC_ONLY, &pm, NULL);
+	fclose(f);
+	if (r < 0 || pm.n == 0) {
+		/* Gone meanwhile (an empty file), or a kernel thread. */
+		procmaps_free(&pm);
+		proc_drop(u, pid, true);
+		return r < 0 ? r : -ESRCH;
+	}
+	sig = maps_signature(&pm);
+	if (p && p->sig == sig && p->map_count) {
+		p->loaded_ns = now;
+		if (force) {
+			val = (struct prowl_unwind_proc){ p->map_first, p->map_count };
+			u->io->proc_set(u->io->ctx, pid, &val);
+		} else {
+			/* Nothing new (a pc in no mapping is garbage, or code outside any
+			 * file): let BPF ask less often, backing off exponentially. */
+			uint64_t until;
+
+			p->backoff_ns = p->backoff_ns ? p->backoff_ns * 2 : BACKOFF_MIN_NS;
+			if (p->backoff_ns > BACKOFF_MAX_NS)
+				p->backoff_ns = BACKOFF_MAX_NS;
+			until = now + p->backoff_ns;
+			u->io->req_time_set(u->io->ctx, pid, until);
+		}
+		procmaps_free(&pm);
+		return 0;
+	}
+	is64 = is_64bit_process(u, pid);
+	if (!is64) {
+		/* 32-bit code: the kernel's frame-pointer walk knows its frame layout. */
+		procmaps_free(&pm);
+		if (p)
+			proc_drop(u, pid, false);
+		val = (struct prowl_unwind_proc){ PROWL_PROC_FP, 0 };
+		return u->io->proc_set(u->io->ctx, pid, &val);
+	}
+	ents = calloc(pm.n, sizeof(*ents));
+	tabs = calloc(pm.n, sizeof(*tabs));
+	if (!ents || !tabs) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < pm.n; i++) {
+		const struct pm_entry *e = &pm.v[i];
+		struct prowl_unwind_map *m = &ents[i];
+		const struct obj_load *l;
+		struct table *t = NULL;
+		bool unreadable = false;
+		uint64_t bias;
+
+		m->start = e->start;
+		m->end = e->end;
+		m->kind = PROWL_MAP_FP;
+		if (e->kind == PM_VDSO)
+			t = vdso_table(u);
+		else if (e->kind == PM_FILE)
+			t = file_table(u, pid, e, &unreadable);
+		if (!t) {
+			if (unreadable)
+				m->kind = PROWL_MAP_NO_TABLE;
+			continue;
+		}
+		if (t->state == T_FAILED) {
+			m->kind = PROWL_MAP_NO_TABLE;
+		} else if (t->state == T_LOADED &&
+			   (l = obj_load_at(&t->obj->f, e->kind == PM_VDSO ? 0 : e->offset))) {
+			bias = obj_load_bias(l, e->start, e->kind == PM_VDSO ? 0 : e->offset);
+			m->kind = PROWL_MAP_TABLE;
+			m->bias = bias + t->base;
+			m->row_first = t->row_first;
+			m->row_count = t->nrows;
+			tabs[i] = t;
+			if (!t->refs++)
+				u->st.tables_in_use++;
+			t->last_used_ns = now;
+		}
+	}
+	extent_reclaim(&u->maps, false);
+	r = extent_alloc(&u->maps, (uint32_t)pm.n, &first);
+	if (r < 0 && extent_reclaim(&u->maps, true))
+		r = extent_alloc(&u->maps, (uint32_t)pm.n, &first);
+	if (r < 0) {
+		note_capacity(u, pid, false);
+		goto undo;
+	}
+	py_offer(u, pid, &pm, tabs);
+	r = u->io->maps_write(u->io->ctx, first, ents, pm.n);
+	if (r < 0) {
+		extent_release(&u->maps, first, (uint32_t)pm.n);
+		goto undo;
+	}
+	val = (struct prowl_unwind_proc){ first, (uint32_t)pm.n };
+	r = u->io->proc_set(u->io->ctx, pid, &val);
+	if (r < 0) {
+		extent_release(&u->maps, first, (uint32_t)pm.n);
+		if (r == -E2BIG || r == -ENOMEM || r == -ENOSPC)
+			note_capacity(u, pid, true);
+		goto undo;
+	}
+	if (!p) {
+		p = calloc(1, sizeof(*p));
+		if (!p || u64map_put(&u->procs, pid, (uint64_t)(uintptr_t)p) < 0) {
+			/* Published but not tracked: take it back. */
+			free(p);
+			u->io->proc_del(u->io->ctx, pid);
+			extent_defer(&u->maps, first, (uint32_t)pm.n);
+			r = -ENOMEM;
+			goto undo;
+		}
+		p->pid = pid;
+		u->st.procs++;
+	} else {
+		proc_release(u, p);
+	}
+	p->map_first = first;
+	p->map_count = (uint32_t)pm.n;
+	p->tables = tabs;
+	p->ntables = pm.n;
+	log_debug("unwind: pid %" PRIu32 ": %zu executable mappings loaded in %.2f ms", pid, pm.n, (clock_mono_ns() - now) / 1e6);
+	p->sig = sig;
+	p->loaded_ns = now;
+	p->backoff_ns = 0;
+	tabs = NULL;
+	r = 0;
+	goto out;
+undo:
+	for (size_t i = 0; i < pm.n; i++) {
+		if (tabs[i] && !--tabs[i]->refs && tabs[i]->state == T_LOADED)
+			u->st.tables_in_use--;
+	}
+out:
+	free(ents);
+	free(tabs);
+	procmaps_free(&pm);
+	return r;
+}
