@@ -46,7 +46,7 @@ CXX      ?= g++
 RUSTC    ?= $(shell command -v rustc 2>/dev/null || ls $(HOME)/.cargo/bin/rustc 2>/dev/null)
 
 .SECONDARY:
-.PHONY: all clean deps test check-quick unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol servers
+.PHONY: all clean deps test check-quick unit e2e bench bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol servers pyspy ebpf-profiler bench-peers
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -216,6 +216,21 @@ $(O)/tools/jvm_capture: tests/tools/jvm/jvm_capture.c $(LIB_OBJS) $(PROTO_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS)
 
+# py-spy, the reference for Python stacks (tests/e2e/test_pyspy.py): the wheel pinned by
+# version and hash in tests/tools/py-spy/requirements.txt, installed with pip --target.
+$(O)/tools/py-spy/bin/py-spy: tests/tools/py-spy/requirements.txt tests/tools/py-spy/install.sh
+	tests/tools/py-spy/install.sh $(abspath $(O))/tools/py-spy
+
+pyspy: $(O)/tools/py-spy/bin/py-spy
+
+# The OpenTelemetry eBPF profiler at one pinned version (tests/tools/ebpf-profiler/go.mod,
+# go.sum; its BPF object comes inside the module), the peer of make bench-peers.
+$(O)/tools/ebpf-profiler: $(addprefix tests/tools/ebpf-profiler/,go.mod go.sum build.sh) $(GOTOOL_LIB)
+	nice -n 15 tests/tools/ebpf-profiler/build.sh $(abspath $@)
+
+ebpf-profiler: $(O)/tools/ebpf-profiler
+
+
 tools: $(O)/tools/pprof $(O)/tools/jvm_capture
 
 unit: $(UNIT_BINS)
@@ -225,7 +240,7 @@ deps:
 
 # The whole suite: normal build (with the test tooling: pprof and the Collector), then
 # the same tests under ASan+UBSan, then 15 s of each fuzzer.
-test: all unit workloads tools otelcol servers
+test: all unit workloads tools otelcol servers pyspy
 	$(MAKE) O=build-san SAN=1 all unit workloads
 	@mkdir -p build-san/tools && cp $(O)/tools/pprof build-san/tools/pprof
 	$(MAKE) O=build-fuzz FUZZ=1 fuzzers
@@ -273,6 +288,10 @@ bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench 
 
 bench-report: all workloads tools
 	tests/bench/report.sh
+
+# prowl beside the OpenTelemetry eBPF profiler and perf on the same workloads (BENCHMARKS.md).
+bench-peers: all workloads tools otelcol ebpf-profiler
+	tests/bench/peers.sh
 
 bench-kube: all workloads $(O)/bench/relabel_bench
 	tests/bench/kube.sh
