@@ -16,7 +16,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
 	    -D_GNU_SOURCE -DPROWL_VERSION='"$(VERSION)"' -DPROWL_GIT_REV='"$(GIT_REV)"'
 # Source folders: each stage's folder and its sub-folders (see README.md, "How it works").
-SRC_DIRS := lib lib/containers symbolizer symbolizer/names symbolizer/object symbolizer/unwind symbolizer/python \
+SRC_DIRS := lib lib/containers symbolizer symbolizer/names symbolizer/object symbolizer/unwind symbolizer/python symbolizer/java \
             agent agent/cli agent/config agent/sample agent/resolve agent/labels \
             agent/aggregate agent/encode agent/export agent/metrics agent/analyse
 INCLUDES := -I$(O) -I$(O)/proto -Ibpf $(addprefix -I,$(SRC_DIRS))
@@ -46,7 +46,7 @@ CXX      ?= g++
 RUSTC    ?= $(shell command -v rustc 2>/dev/null || ls $(HOME)/.cargo/bin/rustc 2>/dev/null)
 
 .SECONDARY:
-.PHONY: all clean deps test check-quick unit e2e bench bench-cost bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol
+.PHONY: all clean deps test check-quick unit e2e bench bench-cost bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol servers pyspy ebpf-profiler bench-peers
 all: $(O)/prowl
 
 $(O)/vmlinux.h:
@@ -54,7 +54,7 @@ $(O)/vmlinux.h:
 	@test -r /sys/kernel/btf/vmlinux || { echo "error: /sys/kernel/btf/vmlinux missing: the build host's kernel must have BTF (CONFIG_DEBUG_INFO_BTF=y)"; exit 1; }
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-$(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/unwind.bpf.h bpf/python.bpf.h bpf/prowl.h $(O)/vmlinux.h
+$(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/unwind.bpf.h bpf/python.bpf.h bpf/java.bpf.h bpf/prowl.h $(O)/vmlinux.h
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -I$(O) -Ibpf -c $< -o $@
 
 $(O)/prowl.skel.h: $(O)/prowl.bpf.o
@@ -156,6 +156,11 @@ $(O)/workloads/fakepy: tests/workloads/python/fakepy.c
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -rdynamic -o $@ $<
 
+# The forged JVM: its serviceability symbols must be in .dynsym, as libjvm's are.
+$(O)/workloads/fakejvm: tests/workloads/java/fakejvm.c
+	@mkdir -p $(@D)
+	$(CC) -O1 -g -rdynamic -o $@ $<
+
 # A workload that includes another is rebuilt with it.
 $(O)/workloads/split532_fp: tests/workloads/split532.c
 
@@ -165,7 +170,14 @@ $(O)/workloads/libtrunc.so: tests/workloads/trunc_lib/first.c tests/workloads/tr
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -shared -fPIC -o $@ $^
 
-workloads: $(WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy
+# The Java workloads, compiled for JDK 17 (newer JVMs run them too) when a javac is here.
+JAVAC ?= $(firstword $(wildcard /usr/lib/jvm/java-17-openjdk-amd64/bin/javac) $(shell command -v javac 2>/dev/null))
+JAVA_WORKLOADS := $(if $(JAVAC),$(patsubst tests/workloads/java/%.java,$(O)/workloads/java/%.class,$(wildcard tests/workloads/java/*.java)))
+$(O)/workloads/java/%.class: tests/workloads/java/%.java
+	@mkdir -p $(@D)
+	$(JAVAC) --release 17 -g -d $(@D) $<
+
+workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy $(O)/workloads/fakejvm
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
 # independent reader the tests check prowl's pprof output with.
@@ -175,15 +187,51 @@ $(O)/tools/pprof:
 
 # The OpenTelemetry Collector at one pinned release (tests/tools/otelcol: main.go, go.mod,
 # go.sum), the real OTLP backend of tests/e2e/test_collector.py. Test tooling, not prowl:
-# its modules come from the Go module proxy into the Go module cache; when the proxy
-# cannot be reached it leaves $@.skip with the reason and the tests skip saying it.
-OTELCOL_SRC := $(addprefix tests/tools/otelcol/,main.go go.mod go.sum build.sh)
+# built once per machine into the tool cache (tests/tools/golib.sh), its modules from the
+# Go module proxy; when the proxy cannot be reached it leaves $@.skip with the reason and
+# the tests skip saying it.
+GOTOOL_LIB := tests/tools/golib.sh tests/tools/unzip_checked.py
+OTELCOL_SRC := $(addprefix tests/tools/otelcol/,main.go go.mod go.sum build.sh) $(GOTOOL_LIB)
 $(O)/tools/otelcol: $(OTELCOL_SRC)
-	GOCACHE=$(abspath $(O))/gocache-otelcol tests/tools/otelcol/build.sh $(abspath $@)
+	tests/tools/otelcol/build.sh $(abspath $@)
 
 otelcol: $(O)/tools/otelcol
 
-tools: $(O)/tools/pprof
+# The real Pyroscope and Parca servers (pinned releases of their Go modules, built as their
+# own main modules) and the Kubernetes API server (tests/tools/kube-apiserver): the same
+# tool cache, the same skip when the proxy cannot be reached.
+$(O)/tools/pyroscope: tests/tools/pyroscope/build.sh $(GOTOOL_LIB)
+	tests/tools/pyroscope/build.sh $(abspath $@)
+$(O)/tools/parca: tests/tools/parca/build.sh $(GOTOOL_LIB)
+	tests/tools/parca/build.sh $(abspath $@)
+$(O)/tools/kube-apiserver: $(addprefix tests/tools/kube-apiserver/,main.go go.mod go.sum build.sh) $(GOTOOL_LIB)
+	tests/tools/kube-apiserver/build.sh $(abspath $@)
+
+servers: $(O)/tools/pyroscope $(O)/tools/parca $(O)/tools/kube-apiserver
+
+
+# What prowl reads of a live JVM's serviceability tables, as an image file (tests/unit's
+# captured JVM metadata and the fuzzer's seed were made with it).
+$(O)/tools/jvm_capture: tests/tools/jvm/jvm_capture.c $(LIB_OBJS) $(PROTO_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS)
+
+# py-spy, the reference for Python stacks (tests/e2e/test_pyspy.py): the wheel pinned by
+# version and hash in tests/tools/py-spy/requirements.txt, installed with pip --target.
+$(O)/tools/py-spy/bin/py-spy: tests/tools/py-spy/requirements.txt tests/tools/py-spy/install.sh
+	tests/tools/py-spy/install.sh $(abspath $(O))/tools/py-spy
+
+pyspy: $(O)/tools/py-spy/bin/py-spy
+
+# The OpenTelemetry eBPF profiler at one pinned version (tests/tools/ebpf-profiler/go.mod,
+# go.sum; its BPF object comes inside the module), the peer of make bench-peers.
+$(O)/tools/ebpf-profiler: $(addprefix tests/tools/ebpf-profiler/,go.mod go.sum build.sh) $(GOTOOL_LIB)
+	nice -n 15 tests/tools/ebpf-profiler/build.sh $(abspath $@)
+
+ebpf-profiler: $(O)/tools/ebpf-profiler
+
+
+tools: $(O)/tools/pprof $(O)/tools/jvm_capture
 
 unit: $(UNIT_BINS)
 
@@ -192,7 +240,7 @@ deps:
 
 # The whole suite: normal build (with the test tooling: pprof and the Collector), then
 # the same tests under ASan+UBSan, then 15 s of each fuzzer.
-test: all unit workloads tools otelcol
+test: all unit workloads tools otelcol servers pyspy
 	$(MAKE) O=build-san SAN=1 all unit workloads
 	@mkdir -p build-san/tools && cp $(O)/tools/pprof build-san/tools/pprof
 	$(MAKE) O=build-fuzz FUZZ=1 fuzzers
@@ -246,6 +294,10 @@ bench-cost: all workloads
 
 bench-report: all workloads tools
 	tests/bench/report.sh
+
+# prowl beside the OpenTelemetry eBPF profiler and perf on the same workloads (BENCHMARKS.md).
+bench-peers: all workloads tools otelcol ebpf-profiler
+	tests/bench/peers.sh
 
 bench-kube: all workloads $(O)/bench/relabel_bench
 	tests/bench/kube.sh

@@ -26,6 +26,10 @@ struct maps_io {
 	int (*py_proc_set)(void *ctx, uint32_t pid, const struct prowl_py_proc *pp);
 	void (*py_proc_del)(void *ctx, uint32_t pid);
 	int (*py_proc_get)(void *ctx, uint32_t pid, struct prowl_py_proc *ret);
+	/* java_procs, the Java walk's processes; all three NULL when it is off. */
+	int (*java_proc_set)(void *ctx, uint32_t pid, const struct prowl_java_proc *jp);
+	void (*java_proc_del)(void *ctx, uint32_t pid);
+	int (*java_proc_get)(void *ctx, uint32_t pid, struct prowl_java_proc *ret);
 };
 
 #endif

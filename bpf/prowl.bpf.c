@@ -98,6 +98,10 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 		if (pn > PROWL_MAX_PY)
 			pn = PROWL_MAX_PY;
 	}
+#if defined(__TARGET_ARCH_x86)
+	if (!pn && ust && ust->jn)
+		pn = ust->jn > PROWL_MAX_JAVA ? PROWL_MAX_JAVA : ust->jn;
+#endif
 	if (pn)
 		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
 	else
@@ -111,18 +115,26 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 	e->pid = id >> 32;
 	e->tid = (__u32)id;
 	e->cpu = bpf_get_smp_processor_id();
-	e->flags = 0;
+	e->flags = 0; /* before the frames: PROWL_SAMPLE_JAVA is set with them */
 	e->pyreason = ps ? ps->reason : 0;
 	e->pygen = ps ? ps->gen : 0;
 	e->_pad = 0;
 	e->pystack_len = 0;
-	if (pn) {
+	if (pn && ps && ps->n) {
 		/* All slots, a constant size: a bound on pn does not survive every
 		 * kernel's verifier (the reader looks at pystack_len of them). */
 		bpf_probe_read_kernel(e->pystack, sizeof(e->pystack), ps->frames);
 		e->pystack_len = pn;
 		count(PROWL_CNT_PY_SAMPLES);
 	}
+#if defined(__TARGET_ARCH_x86)
+	else if (pn && ust) {
+		bpf_probe_read_kernel(e->jstack, sizeof(e->jstack), ust->jframes);
+		e->pystack_len = pn;
+		e->pygen = ust->jp.gen;
+		e->flags |= PROWL_SAMPLE_JAVA;
+	}
+#endif
 	if (ps && ps->reason)
 		count(PROWL_CNT_PY_TRUNC);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));

@@ -45,7 +45,10 @@ enum prowl_filter {
 	X(NEW_PROC, "new_process", "new process", "[truncated: frame pointers only, process not loaded by the unwinder yet]", 0) \
 	/* the user registers of a task sampled in the kernel were not found (kernels         \
 	 * without bpf_task_pt_regs; frame pointers used) */                                   \
-	X(NO_REGS, "no_registers", "no registers", "[truncated: frame pointers only, user registers not found in the kernel]", 0)
+	X(NO_REGS, "no_registers", "no registers", "[truncated: frame pointers only, user registers not found in the kernel]", 0) \
+	/* a frame of the JVM's code cache the Java walk cannot follow (no code blob for     \
+	 * the pc, a frame pointer or frame size that leads nowhere) */                        \
+	X(JAVA, "java", "java frame", "[truncated: Java frame prowl cannot follow]", 0)
 
 enum prowl_ureason {
 	PROWL_UR_NONE = 0,
@@ -108,9 +111,10 @@ static inline const struct prowl_ureason_text *prowl_ureason_text(unsigned int r
 #define PROWL_SAMPLE_USTACK_FP (1u << 3)    /* the user stack is the kernel's frame-pointer
 					     * walk (bpf_get_stack), which cannot tell
 					     * whether it reached the thread's entry */
+#define PROWL_SAMPLE_JAVA (1u << 4)         /* pystack holds Java frames (jstack) */
 
 
-/* ---- CPython (3.11-3.13) ----
+/* ---- CPython (3.6-3.14) ----
  * User space finds CPython processes and writes, per tgid, where _PyRuntime is
  * and the offsets of the fields the walk reads (symbolizer/python/pyversions.c
  * holds them per version, taken from CPython's headers). BPF finds the sampled
@@ -119,7 +123,14 @@ static inline const struct prowl_ureason_text *prowl_ureason_text(unsigned int r
 #define PROWL_MAX_PY      128 /* Python frames kept per sample */
 #define PROWL_PY_THREADS  64  /* thread states looked at to find the sampled thread */
 #define PROWL_PY_NONE     0xffff /* an offset the version does not have */
-#define PROWL_PY_FRAME_READ 72  /* bytes of an interpreter frame read at once */
+#define PROWL_PY_FRAME_READ 127 /* most bytes of a frame read at once (prowl_py_proc.fr_read) */
+
+/* prowl_py_proc.flags */
+#define PROWL_PYP_FRAMEOBJ    1 /* 3.6-3.10: a PyFrameObject chain; each frame is one evaluation and
+                                 * fr_instr is the offset of the int f_lasti */
+#define PROWL_PYP_LASTI_BYTES 2 /* f_lasti counts bytes (3.6-3.9), not code units (3.10) */
+#define PROWL_PYP_PTHREAD     4 /* ts_native_tid is thread_id, the thread's pthread_self()
+                                 * (its fs base), not a native thread id (3.6-3.10) */
 
 struct prowl_py_proc {
 	__u64 runtime;          /* address of _PyRuntime in the process */
@@ -128,16 +139,18 @@ struct prowl_py_proc {
 	__u16 is_threads_head;  /* PyInterpreterState.threads.head */
 	__u16 ts_next;          /* PyThreadState.next */
 	__u16 ts_native_tid;    /* PyThreadState.native_thread_id */
-	__u16 ts_frame;         /* PyThreadState.cframe (3.11, 3.12) or .current_frame (3.13) */
+	__u16 ts_frame;         /* PyThreadState.frame (3.6-3.10), .cframe (3.11, 3.12) or
+	                         * .current_frame (3.13+) */
 	__u16 cf_current_frame; /* _PyCFrame.current_frame; PROWL_PY_NONE on 3.13 */
-	__u16 fr_code;          /* _PyInterpreterFrame.f_code / f_executable */
-	__u16 fr_previous;
-	__u16 fr_instr;         /* prev_instr (3.11, 3.12) or instr_ptr (3.13) */
+	__u16 fr_code;          /* _PyInterpreterFrame.f_code / f_executable; PyFrameObject.f_code */
+	__u16 fr_previous;      /* previous; PyFrameObject.f_back */
+	__u16 fr_instr;         /* prev_instr (3.11, 3.12) or instr_ptr (3.13+); f_lasti before */
 	__u16 fr_is_entry;      /* 3.11's is_entry; PROWL_PY_NONE after */
 	__u16 fr_owner;         /* owner: 3 (FRAME_OWNED_BY_CSTACK) marks an entry shim on 3.12+ */
 	__u16 co_firstlineno;   /* PyCodeObject.co_firstlineno */
-	__u16 co_code;          /* PyCodeObject.co_code_adaptive: the first instruction */
-	__u16 _pad[2];
+	__u16 co_code;          /* PyCodeObject.co_code_adaptive: the first instruction (3.11+) */
+	__u16 flags;            /* PROWL_PYP_* */
+	__u16 fr_read;          /* bytes of a frame to read, <= PROWL_PY_FRAME_READ */
 	__u32 gen;              /* changes with every (re)registration of the process */
 	__u32 _pad2;
 	/* Read by user space only: the type objects that a code object, its names
@@ -166,6 +179,62 @@ enum prowl_pyreason {
 	PROWL_PY__MAX,
 };
 
+/* ---- HotSpot (JDK 9+) ----
+ * User space reads the JVM's serviceability tables (symbolizer/java/jvmmeta.c) and
+ * writes, per tgid, the code cache's heaps and the offsets the walk reads. The DWARF
+ * unwinder hands a pc in the code cache to the Java walk (bpf/java.bpf.h), which
+ * records the frame and steps to its caller; native frames go on from there. */
+#define PROWL_MAX_JAVA  80 /* Java frames kept per sample (in pystack's room) */
+#define PROWL_JAVA_HEAPS 3 /* code heaps: non-nmethods, profiled, non-profiled */
+
+struct prowl_java_heap {
+	__u64 low, high;  /* [low, high): the heap's reserved memory */
+	__u64 segmap;     /* its segment map: one byte per segment */
+};
+
+/* prowl_java_proc.flags */
+#define PROWL_JAVA_READY       (1u << 0) /* the code cache is set up (else: ask again) */
+#define PROWL_JAVA_CODE_OFFSET (1u << 1) /* CodeBlob has _code_offset (int), not _code_begin */
+#define PROWL_JAVA_FC_16       (1u << 2) /* _frame_complete_offset is 16 bits wide */
+
+struct prowl_java_proc {
+	struct prowl_java_heap heap[PROWL_JAVA_HEAPS];
+	__u64 cc_low, cc_high;     /* the whole code cache */
+	__u64 interp_low, interp_high; /* the template interpreter's code */
+	__u32 flags;
+	__u32 gen;                 /* changes with every (re)registration of the process */
+	__u8 log2_seg;             /* log2 of the code heap segment size */
+	__u8 heap_block;           /* sizeof(HeapBlock): the blob follows it */
+	__u16 cb_name, cb_frame_size, cb_frame_complete, cb_code;
+	__u16 nm_compile_id, m_const_method, const_method_size;
+	__u16 jdk_major;           /* Abstract_VM_Version::_vm_major_version (user space) */
+	__u16 _pad;
+	/* Read by user space only (naming, symbolizer/java/jvmname.c). */
+	__u16 nm_method, cm_constants, cm_name_index, cm_sig_index, cm_code_size, cm_flags;
+	__u16 cp_holder, cp_size, cp_source_file; /* PROWL_JAVA_NONE: in InstanceKlass (ik_source_file) */
+	__u16 ik_source_file, k_name, sym_length, sym_body, has_lines; /* has_lines: the flag's bit */
+	__u16 _pad2[2];
+};
+#define PROWL_JAVA_NONE 0xffffu /* an offset this JVM does not have */
+
+/* prowl_jframe.kind */
+enum prowl_jkind {
+	PROWL_JF_INTERP = 1, /* ptr: Method*, off: bytecode index, check: ConstMethod* >> 3 */
+	PROWL_JF_COMPILED,   /* ptr: nmethod, off: pc - code begin, check: compile id */
+	PROWL_JF_NATIVE,     /* ptr: a native method's wrapper nmethod, as compiled */
+	PROWL_JF_STUB,       /* ptr: the code blob (stub, adapter, call stub) */
+};
+#define PROWL_JF_BCI_NONE 0xffffu /* no bytecode index */
+
+struct prowl_jframe {
+	__u64 ptr;
+	__u32 off;
+	__u32 check;
+	__u8 idx;   /* the ustack entry this frame names */
+	__u8 kind;  /* enum prowl_jkind */
+	__u8 _pad[6];
+};
+
 /* One sample, as written to the ring buffer. Stacks are leaf first. A sample of a
  * process without Python frames ends at pystack (PROWL_SAMPLE_NOPY_SIZE bytes). */
 struct prowl_sample {
@@ -186,7 +255,10 @@ struct prowl_sample {
 	__u32 _pad;
 	__u64 kstack[PROWL_MAX_STACK];
 	__u64 ustack[PROWL_MAX_STACK];
-	struct prowl_pyframe pystack[PROWL_MAX_PY];
+	union { /* a CPython process's frames, or (PROWL_SAMPLE_JAVA) a JVM's */
+		struct prowl_pyframe pystack[PROWL_MAX_PY];
+		struct prowl_jframe jstack[PROWL_MAX_JAVA];
+	};
 };
 
 #define PROWL_SAMPLE_NOPY_SIZE __builtin_offsetof(struct prowl_sample, pystack)
@@ -316,6 +388,17 @@ PROWL_AT(prowl_py_proc, bytes_type, 64);
 PROWL_SIZE(prowl_py_proc, 72);
 PROWL_AT(prowl_pyframe, lasti, 8);
 PROWL_SIZE(prowl_pyframe, 16);
+
+PROWL_SIZE(prowl_java_heap, 24);
+PROWL_AT(prowl_java_proc, cc_low, 72);
+PROWL_AT(prowl_java_proc, flags, 104);
+PROWL_AT(prowl_java_proc, log2_seg, 112);
+PROWL_AT(prowl_java_proc, cb_name, 114);
+PROWL_SIZE(prowl_java_proc, 168);
+PROWL_AT(prowl_jframe, off, 8);
+PROWL_AT(prowl_jframe, idx, 16);
+PROWL_SIZE(prowl_jframe, 24);
+_Static_assert(PROWL_MAX_JAVA * 24 <= PROWL_MAX_PY * 16, "Java frames fit in pystack's room");
 
 PROWL_AT(prowl_unwind_row, pc, 0);
 PROWL_AT(prowl_unwind_row, cfa_off, 4);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* python.bpf.h: the CPython frame walk of the sample stage. Finds the sampled thread's
- * PyThreadState and records its interpreter frames (code object, instruction) leaf first. */
+ * PyThreadState and records its frames (code object, instruction) leaf first: 3.11+'s
+ * interpreter frames, or 3.6-3.10's frame objects, each its own evaluation. */
 #ifndef PROWL_PYTHON_BPF_H
 #define PROWL_PYTHON_BPF_H
 
@@ -34,7 +35,7 @@ struct py_state {
 	__u8 is_python;    /* the process is a known CPython one */
 	__u8 _pad[2];
 	__u32 gen;         /* prowl_py_proc.gen */
-	__u8 frame[136];   /* the interpreter frame being looked at (PY_OFF + 8 bytes) */
+	__u8 frame[136];   /* the frame being looked at (PY_OFF + 8 bytes) */
 	struct prowl_pyframe frames[PROWL_MAX_PY];
 };
 
@@ -58,6 +59,15 @@ static __always_inline __u32 py_slot(__u32 i)
 	return (__u32)v;
 }
 _Static_assert(PROWL_PY_FRAME_READ <= 128, "PY_OFF must cover the frame read");
+
+/* The bytes of a frame this version reads, bounded for the verifier the same way. */
+static __always_inline __u32 py_frame_read(const struct prowl_py_proc *pp)
+{
+	__u64 v = pp->fr_read;
+
+	asm volatile("%[v] &= %[m]" : [v] "+r"(v) : [m] "i"(PROWL_PY_FRAME_READ));
+	return (__u32)v;
+}
 
 static __always_inline __u64 py_read_ptr(__u64 addr)
 {
@@ -91,18 +101,40 @@ static __always_inline __u32 py_ns_tid(__u32 tid)
 	return (__u32)nr;
 }
 
+/* What the thread state of the current thread holds to name it: its native id
+ * in its own namespace (3.11+), or its pthread_self(), which is its fs base on
+ * x86_64 (3.6-3.10's thread_id). */
+static __always_inline __u64 py_thread_key(const struct prowl_py_proc *pp, __u32 tid)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase), pthread = -(__u64)((pp->flags / PROWL_PYP_PTHREAD) & 1);
+
+	/* Both, then one chosen by arithmetic: a branch would double the verifier's paths. */
+	return (fsbase & pthread) | ((__u64)py_ns_tid(tid) & ~pthread);
+}
+
+/* The id that thread state ts holds (as py_thread_key() gives it), or -1. */
+static __always_inline __u64 py_ts_key(const struct prowl_py_proc *pp, __u64 ts)
+{
+	__u64 v = 0;
+
+	/* 4 or 8 bytes, by arithmetic: a branch here would double the verifier's paths. */
+	if (bpf_probe_read_user(&v, 4 + 4 * ((pp->flags / PROWL_PYP_PTHREAD) & 1), (const void *)(ts + pp->ts_native_tid)) < 0)
+		return (__u64)-1;
+	return v;
+}
+
 /* The sampled thread's PyThreadState, or 0. tid: the host's id (the cache's
- * key); ns_tid: the thread's own (what the thread state holds). */
-static __always_inline __u64 py_thread_state(const struct prowl_py_proc *pp, __u32 tgid, __u32 tid, __u32 ns_tid,
+ * key); key: what the thread state holds (py_thread_key()). */
+static __always_inline __u64 py_thread_state(const struct prowl_py_proc *pp, __u32 tgid, __u32 tid, __u64 key,
 					       __u8 *reason)
 {
 	struct py_tstate_val *cached = bpf_map_lookup_elem(&py_tstate, &tid), nv = {};
-	__u64 ts, interp;
-	__u32 ntid = 0;
+	__u64 ts, interp, got;
 
 	if (cached && cached->ts && cached->tgid == tgid) {
 		ts = cached->ts;
-		if (bpf_probe_read_user(&ntid, sizeof(ntid), (const void *)(ts + pp->ts_native_tid)) == 0 && ntid == ns_tid)
+		if (py_ts_key(pp, ts) == key)
 			return ts;
 		bpf_map_delete_elem(&py_tstate, &tid);
 	}
@@ -115,12 +147,12 @@ static __always_inline __u64 py_thread_state(const struct prowl_py_proc *pp, __u
 	for (int i = 0; i < PROWL_PY_THREADS; i++) {
 		if (!ts)
 			break;
-		ntid = 0;
-		if (bpf_probe_read_user(&ntid, sizeof(ntid), (const void *)(ts + pp->ts_native_tid)) < 0) {
+		got = py_ts_key(pp, ts);
+		if (got == (__u64)-1) {
 			*reason = PROWL_PY_READ;
 			return 0;
 		}
-		if (ntid == ns_tid) {
+		if (got == key) {
 			nv.ts = ts;
 			nv.tgid = tgid;
 			bpf_map_update_elem(&py_tstate, &tid, &nv, BPF_ANY);
@@ -138,8 +170,8 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 {
 	struct prowl_py_proc *pp = bpf_map_lookup_elem(&py_procs, &tgid);
 	struct py_state *ps;
-	__u32 zero = 0, n;
-	__u64 ts, fp;
+	__u32 zero = 0, n, entry_all, shift;
+	__u64 ts, fp, objframe, low_mask, base_mask;
 	int i;
 
 	if (!pp)
@@ -151,7 +183,18 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 	ps->reason = PROWL_PY_OK;
 	ps->is_python = 1;
 	ps->gen = pp->gen;
-	ts = py_thread_state(pp, tgid, tid, py_ns_tid(tid), &ps->reason);
+	/* One formula for both kinds of frame, so that the loop has no branch on the
+	 * version (each would double the verifier's states): lasti = (raw - base) >> shift
+	 * where raw is the frame's instruction field. 3.11+: raw is the instruction
+	 * pointer, base the code's first instruction, shift 1 (2-byte code units). 3.6-3.10:
+	 * raw is the 32-bit f_lasti (-1 comes out above 2^31: no instruction), base 0,
+	 * shift 1 where it counts bytes (3.6-3.9), 0 on 3.10; and every frame is an entry. */
+	objframe = pp->flags & PROWL_PYP_FRAMEOBJ;
+	low_mask = ~0ull >> (objframe * 32);
+	base_mask = objframe - 1;
+	shift = 1 - (__u32)(objframe & ~((__u64)pp->flags / PROWL_PYP_LASTI_BYTES));
+	entry_all = (__u32)objframe << 31;
+	ts = py_thread_state(pp, tgid, tid, py_thread_key(pp, tid), &ps->reason);
 	if (!ts)
 		return ps;
 	fp = py_read_ptr(ts + pp->ts_frame);
@@ -162,21 +205,24 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 	 * known constant on every path otherwise). */
 	for (i = 0; i < PROWL_MAX_PY + 8; i++) {
 		struct prowl_pyframe f;
-		__u64 code, instr;
+		__u64 code, instr, base;
 		__u8 owner;
 
 		if (!fp)
 			break;
 		n = ps->n;
-		if (bpf_probe_read_user(ps->frame, PROWL_PY_FRAME_READ, (const void *)fp) < 0) {
+		if (bpf_probe_read_user(ps->frame, py_frame_read(pp), (const void *)fp) < 0) {
 			ps->reason = PROWL_PY_READ;
 			break;
 		}
-		code = *(__u64 *)&ps->frame[PY_OFF(pp->fr_code)];
+		/* 3.14's f_executable is a _PyStackRef: its low bits are tags. */
+		code = *(__u64 *)&ps->frame[PY_OFF(pp->fr_code)] & ~7ull;
 		fp = *(__u64 *)&ps->frame[PY_OFF(pp->fr_previous)];
 		if (pp->fr_owner != PROWL_PY_NONE) {
 			owner = ps->frame[PY_OFF(pp->fr_owner)];
-			if (owner == 3) { /* FRAME_OWNED_BY_CSTACK: the entry shim (3.12+) */
+			/* 3: the entry shim (FRAME_OWNED_BY_CSTACK on 3.12, 3.13; _INTERPRETER on
+			 * 3.14); 4: 3.14's FRAME_OWNED_BY_CSTACK. */
+			if (owner == 3 || owner == 4) {
 				if (n > 0)
 					ps->frames[py_slot(n - 1)].lasti |= PROWL_PYF_ENTRY;
 				continue;
@@ -187,10 +233,12 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 			break;
 		}
 		f.code = code;
-		instr = *(__u64 *)&ps->frame[PY_OFF(pp->fr_instr)];
 		f.lasti = PROWL_PYF_LASTI_NONE;
-		if (instr >= code + pp->co_code && instr - (code + pp->co_code) < (1ull << 31))
-			f.lasti = (__u32)((instr - (code + pp->co_code)) / 2);
+		instr = *(__u64 *)&ps->frame[PY_OFF(pp->fr_instr)] & low_mask;
+		base = (code + pp->co_code) & base_mask;
+		if (instr >= base && instr - base < (1ull << 31))
+			f.lasti = (__u32)((instr - base) >> (shift & 1));
+		f.lasti |= entry_all;
 		if (pp->fr_is_entry != PROWL_PY_NONE && ps->frame[PY_OFF(pp->fr_is_entry)])
 			f.lasti |= PROWL_PYF_ENTRY;
 		f.firstlineno = 0;

@@ -66,7 +66,17 @@ struct uw_state {
 	__u64 win_base;   /* user address of win[0], 0 = empty */
 	__u64 frames[PROWL_MAX_STACK];
 	__u8 win[STACK_WIN];
+	/* The Java walk (java.bpf.h): the process's entry when it is a JVM. */
+	__u64 r13;        /* the interrupted r13: the interpreter's bytecode pointer */
+	__u32 jn;         /* Java frames recorded */
+	__u8 java;        /* jp holds a ready JVM's entry */
+	__u8 _jpad[3];
+	struct prowl_java_proc jp;
+	struct prowl_jframe jframes[PROWL_MAX_JAVA];
 };
+
+/* Writable at run time: walk Java frames of the processes in java_procs. */
+volatile bool java_on = true;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -124,7 +134,7 @@ _Static_assert(UC_RBP == 120 && UC_RSP == 160 && UC_RIP == 168, "x86_64 ucontext
 
 /* Only the fields read here; CO-RE finds them in the running kernel's pt_regs. */
 struct pt_regs___prowl {
-	unsigned long bp, ip, cs, sp;
+	unsigned long r13, bp, ip, cs, sp;
 } __attribute__((preserve_access_index));
 
 static __always_inline void unwind_stop(struct uw_state *st, __u8 reason)
@@ -132,6 +142,10 @@ static __always_inline void unwind_stop(struct uw_state *st, __u8 reason)
 	st->reason = reason;
 	st->done = 1;
 }
+
+static __always_inline long stack_read(struct uw_state *st, __u64 addr, __u64 *ret);
+static __always_inline void fp_step(struct uw_state *st, __u8 fail_reason);
+#include "java.bpf.h"
 
 /* The mapping covering addr, trying the previous frame's first. */
 static __always_inline struct prowl_unwind_map *find_map(struct uw_state *st, __u64 addr)
@@ -263,6 +277,10 @@ static __always_inline long unwind_step(struct uw_state *st)
 	st->n = n + 1;
 
 	lookup = st->pc - !st->exact; /* a return address: look up the call */
+	if (st->java && lookup >= st->jp.cc_low && lookup < st->jp.cc_high) {
+		java_step(st, &st->jp);
+		return st->done != 0;
+	}
 	m = find_map(st, lookup);
 	if (!m) {
 		st->want_refresh = 1;
@@ -407,6 +425,7 @@ static __always_inline int user_regs_compat(struct uw_state *st)
 	st->pc = BPF_CORE_READ(regs, ip);
 	st->sp = BPF_CORE_READ(regs, sp);
 	st->bp = BPF_CORE_READ(regs, bp);
+	st->r13 = BPF_CORE_READ(regs, r13);
 	cs = BPF_CORE_READ(regs, cs);
 	if ((cs & RPL_MASK) != USER_RPL || st->pc >= KERNEL_MIN_ADDR || st->sp >= KERNEL_MIN_ADDR || !st->sp)
 		return -1;
@@ -445,6 +464,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 		st->pc = ctx->regs.ip;
 		st->sp = ctx->regs.sp;
 		st->bp = ctx->regs.bp;
+		st->r13 = ctx->regs.r13;
 	} else if (build == UW_LOOP) {
 		/* In the kernel: the user registers are saved at the top of the task's stack. */
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
@@ -452,6 +472,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 		st->pc = BPF_CORE_READ(regs, ip);
 		st->sp = BPF_CORE_READ(regs, sp);
 		st->bp = BPF_CORE_READ(regs, bp);
+		st->r13 = BPF_CORE_READ(regs, r13);
 	} else if (user_regs_compat(st)) {
 		*fp_reason = PROWL_UR_NO_REGS;
 		return NULL;
@@ -468,6 +489,18 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 	st->want_refresh = 0;
 	st->runs = 0;
 	st->win_base = 0;
+	st->jn = 0;
+	st->java = 0;
+	if (java_on) {
+		struct prowl_java_proc *jp = bpf_map_lookup_elem(&java_procs, &tgid);
+
+		if (jp && (jp->flags & PROWL_JAVA_READY)) {
+			st->jp = *jp;
+			st->java = 1;
+		} else if (jp) {
+			st->want_refresh = 1; /* its code cache was not set up yet: ask again */
+		}
+	}
 	if (st->pc == 0 || st->pc >= KERNEL_MIN_ADDR)
 		st->done = 1; /* nothing to unwind (no user context) */
 	return st;

@@ -15,13 +15,16 @@ TEST_PKGS="elfutils g++ protobuf-compiler libcmocka-dev python3 python3-pytest p
  golang-github-google-pprof-dev linux-perf binutils procps time libc6-dbg prometheus \
  chromium python3-websocket passwd util-linux \
  qemu-system-x86 busybox-static cpio debian-archive-keyring openssl \
- debhelper mmdebstrap umoci libclang-rt-14-dev openjdk-17-jdk-headless debuginfod libpython3.11-dev"
+ debhelper mmdebstrap umoci libclang-rt-14-dev openjdk-17-jdk-headless debuginfod libpython3.11-dev python3-pip \
+ etcd-server"
 # debhelper: `make deb` (a suite test builds the package); mmdebstrap, umoci: `make image`
 # and `make package-test` (a Debian 12 root for the image and for dpkg -i; unpacking it).
 # libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for clang (make fuzz).
 # openjdk-17-jdk-headless: javac and jcmd, for the Java perf map test (test_jit.py).
 # debuginfod: the real server test_debuginfod.py fetches debug files from.
+# etcd-server: the store of the real Kubernetes API server of test_kube_real.py.
 # libpython3.11-dev: CPython through the shared libpython (workload pyembed, test_frames.py).
+# python3-pip: `make pyspy` installs the pinned py-spy wheel under build/ (pip --target).
 # node and npm: the Kubernetes manifest test validates with the npm package
 # kubernetes-models (tests/e2e/k8s/). A node from elsewhere that brings npm will do.
 case "${1:-all}" in
@@ -40,5 +43,9 @@ if [ -n "$missing" ]; then
 	# Only the tests use Prometheus: the service Debian enables on :9090 is not wanted.
 	case " $missing " in
 	*" prometheus "*) [ -d /run/systemd/system ] && $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true ;;
+	esac
+	# Nor etcd's (the tests start their own, on free ports).
+	case " $missing " in
+	*" etcd-server "*) [ -d /run/systemd/system ] && $SUDO systemctl disable --now etcd >/dev/null 2>&1 || true ;;
 	esac
 fi

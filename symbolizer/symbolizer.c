@@ -317,7 +317,8 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	s->keys = intern_new();
 	s->objs = opts->objects ? objcache_ref(opts->objects) : objcache_shared();
 	s->demangle = opts->demangle;
-	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys || !s->objs || py_resolver_new(&s->py) < 0)
+	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys || !s->objs || py_resolver_new(&s->py) < 0 ||
+	    jvm_namer_new(&s->java) < 0)
 		goto fail;
 	if (opts->inflate_dir && opts->inflate_max_bytes) {
 		s->inflate.dir = strdup(opts->inflate_dir);
@@ -382,7 +383,13 @@ void symbolizer_free(struct symbolizer *s)
 	free(s->inflate.dir);
 	dbgd_free(s->dbgd);
 	py_resolver_free(s->py);
+	jvm_namer_free(s->java);
 	free(s);
+}
+
+struct jvm_namer *symbolizer_java(struct symbolizer *s)
+{
+	return s->java;
 }
 
 struct py_resolver *symbolizer_python(struct symbolizer *s)
@@ -490,6 +497,17 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 		ret->py_code_evictions = ps.evictions;
 		ret->py_code_read_errors = ps.read_errors;
 		bytes += ps.bytes;
+	}
+	{
+		struct jvm_namer_stats js;
+
+		jvm_namer_stats(s->java, &js);
+		ret->java_names = js.entries;
+		ret->java_name_bytes = js.bytes;
+		ret->java_name_hits = js.hits;
+		ret->java_name_misses = js.misses;
+		ret->java_name_failures = js.failures;
+		bytes += js.bytes;
 	}
 	ret->perfmap_symbols = s->perfmaps.symbols;
 	ret->perfmaps = s->perfmaps.maps;

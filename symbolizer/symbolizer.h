@@ -75,6 +75,9 @@ struct symbolizer_stats {
 	 * mem_bytes), lookups, evictions by the cache's cap, and failed reads. */
 	uint64_t py_code_entries, py_code_bytes, py_code_hits, py_code_misses, py_code_evictions;
 	uint64_t py_code_read_errors;
+	/* Java frames named (java/jvmname.c): names cached now, their heap (also in
+	 * mem_bytes), lookups by whether cached, and frames that got a marker. */
+	uint64_t java_names, java_name_bytes, java_name_hits, java_name_misses, java_name_failures;
 	bool debuginfod;                   /* fetching is on */
 	uint64_t debuginfod_fetched, debuginfod_missed, debuginfod_failed, debuginfod_evicted;
 	uint64_t debuginfod_cache_bytes;
@@ -159,5 +162,13 @@ struct py_resolver;
 /* The symbolizer's namer of Python frames, whose code object cache is s's: the
  * sampler's maps are given to it with py_resolver_set_io(). */
 struct py_resolver *symbolizer_python(struct symbolizer *s);
+
+/* ---- Java frames (java/jvmname.h) ---- */
+
+struct jvm_namer;
+
+/* The symbolizer's namer of Java frames: the sampler's maps are given to it with
+ * jvm_namer_set_io(). */
+struct jvm_namer *symbolizer_java(struct symbolizer *s);
 
 #endif

@@ -1,5 +1,6 @@
-/* symbolizer_priv.h: the symbolizer's state, shared by its two halves: symbolizer.c
- * (processes, kernel, frames) and modules.c (the modules and their open state). */
+/* symbolizer_priv.h: the symbolizer's state, private to symbolizer/ and shared by its four
+ * files: symbolizer.c (kernel, frames), processes.c (process maps), modules.c (the modules
+ * and their open state) and frame_names.c (the names they hand out). */
 #ifndef PROWL_SYMBOLIZER_PRIV_H
 #define PROWL_SYMBOLIZER_PRIV_H
 
@@ -11,6 +12,7 @@
 #include "lru.h"
 #include "objcache.h"
 #include "perfmap.h"
+#include "jvmname.h"
 #include "pyresolve.h"
 #include "procmaps.h"
 #include "symbolizer.h"
@@ -56,6 +58,7 @@ struct symbolizer {
 	struct perfmap_budget perfmaps;
 	struct dbgd *dbgd;        /* NULL: no debuginfod */
 	struct py_resolver *py;   /* Python frames (python/pyresolve.c) */
+	struct jvm_namer *java;   /* Java frames (java/jvmname.c) */
 	size_t proc_bytes, mod_bytes;
 	struct symbolizer_stats st;
 };

@@ -61,7 +61,7 @@ run_unit() { # $1 = build dir
 # HTTP answers, Go tables, cgroup names, interpreter memory). The rest runs on the
 # normal build only.
 SAN_E2E=(test_untrusted test_hostile test_rules_hostile test_agent_inputs test_agent_faults test_report test_debuginfod
-	test_kubernetes test_jit test_names test_go test_containers test_python test_python_versions)
+	test_kubernetes test_jit test_names test_go test_containers test_python test_python_versions test_java_hostile)
 
 # make check-quick's e2e tests: one per stage of the README's stage table, each a few
 # seconds, so the inner loop stays under 5 minutes. A stage that moves keeps its line here.
@@ -166,7 +166,7 @@ run_fuzz() { # $1 = the libFuzzer build (make O=build-fuzz FUZZ=1 fuzzers)
 }
 
 # The include graph (tests/layout/include_graph.py): folders and modules depend one
-# way. Once per run, before the builds: it reads the sources, not a build.
+# way, in the order of README.md's stage table. Once per run, before the builds: it reads the sources, not a build.
 run_layout() {
 	local out
 	echo "== include graph"
@@ -182,7 +182,7 @@ run_layout() {
 		echo "$out"
 	else
 		failed=$((failed + 1))
-		failures+=("include_graph (circles: see above)")
+		failures+=("include_graph (circles or includes against the stage order: see above)")
 		echo "$out"
 	fi
 }

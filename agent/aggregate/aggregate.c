@@ -1,6 +1,7 @@
 /* aggregate.c: interns mappings, functions, locations, stacks and label sets and
  * counts samples per (label set, stack); memory grows with distinct keys only. */
-#include "aggregate_priv.h"
+#include "aggregate.h"
+#include "profile_data.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -161,6 +162,7 @@ int profile_mapping(struct profile *p, const struct prof_mapping_in *m, uint32_t
 		.is_main = m->is_main,
 		.is_kernel = m->is_kernel,
 		.is_python = m->is_python,
+		.is_java = m->is_java,
 	};
 	uint32_t id;
 	bool added;

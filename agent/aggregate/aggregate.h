@@ -27,6 +27,7 @@ struct prof_mapping_in {
 	bool is_main;                  /* encoded as mapping[0] (first one wins) */
 	bool is_kernel;
 	bool is_python;                /* CPython frames (the [python] mapping) */
+	bool is_java;                  /* Java frames (the [java] mapping) */
 };
 
 /* One frame of a location, innermost (inlined callee) first. */

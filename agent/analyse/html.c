@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregate_priv.h"
+#include "aggregate.h"
+#include "profile_data.h"
 #include "analyse/cli.h"
 #include "analyse/jsonw.h"
 #include "analyse/view.h"

@@ -5,7 +5,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "aggregate_priv.h"
+#include "aggregate.h"
+#include "profile_data.h"
 #include "clock.h"
 #include "escape.h"
 #include "log.h"

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "aggregate_priv.h"
+#include "aggregate.h"
+#include "profile_data.h"
 #include "array_size.h"
 #include "intern.h"
 #include "label_names.h"

@@ -264,6 +264,17 @@ void agent_metrics_render(void *ctx, FILE *f)
 	metrics_emit(f, "prowl_python_code_read_errors_total", "counter",
 		     "Code objects that could not be read: the process was gone, or the frame was garbled.", NULL,
 		     s.sym.py_code_read_errors);
+	metrics_emit(f, "prowl_java_names", "gauge",
+		     "Java frame names cached, by process, registration and address (16384 at most).", NULL,
+		     s.sym.java_names);
+	metrics_emit(f, "prowl_java_name_bytes", "gauge", "Heap held by the cached Java frame names.", NULL,
+		     s.sym.java_name_bytes);
+	metrics_emit(f, "prowl_java_name_lookups_total", "counter", "Java frames named, by whether the name was cached.",
+		     "result=\"hit\"", s.sym.java_name_hits);
+	metrics_emit(f, "prowl_java_name_lookups_total", "counter", NULL, "result=\"miss\"", s.sym.java_name_misses);
+	metrics_emit(f, "prowl_java_name_failures_total", "counter",
+		     "Java frames that got a marker: code freed or moved, the process gone, or garbled memory.", NULL,
+		     s.sym.java_name_failures);
 	metrics_emit(f, "prowl_symbol_cache_entries", "gauge", "Addresses in the symbolizer's frame cache.", NULL,
 		     s.sym.cached_frames);
 	metrics_emit(f, "prowl_symbol_open_modules", "gauge", "Object files with ELF/DWARF state open.", NULL,

@@ -33,6 +33,7 @@
 #define RECORD_INFLATE_MAX (512ull << 20)
 /* Where record caches fetched debug files (it runs as root, like the agent). */
 #define RECORD_DEBUGINFOD_CACHE "/var/cache/prowl/debuginfod"
+#include "jvmname.h"
 #include "pyresolve.h"
 #include "symbolizer.h"
 
@@ -61,6 +62,8 @@ struct record_opts {
 	bool python_off;  /* --python=off */
 	bool python_set;  /* --python was given */
 	bool python_fp;   /* left at its default, off because of --unwind=fp */
+	bool java_off;    /* --java=off (or --unwind=fp) */
+	bool java_set;    /* --java was given */
 	enum sym_demangle demangle; /* --demangle */
 	uint64_t debuginfod_timeout_ns; /* --debuginfod-timeout */
 	uint32_t unwind_max_rows, unwind_max_maps, unwind_max_procs; /* 0: defaults */
@@ -100,6 +103,9 @@ static const char record_usage[] =
 	"                            with file and line in place of the interpreter's frames;\n"
 	"                            needs --unwind=dwarf: with fp, on is refused and the\n"
 	"                            default turns off with a warning) or off (native frames)\n"
+	"      --java MODE           HotSpot JVMs (JDK 9+): on (default: Java methods, interpreted\n"
+	"                            and compiled, with file and line, no JVM flags; needs\n"
+	"                            --unwind=dwarf) or off (the JVM's code is [jit] frames)\n"
 	"      --demangle MODE       C++ and Rust names: templates (default; std::vector<int>::\n"
 	"                            push_back), full (with parameters) or none (linkage names)\n"
 	"      --unwind-max-rows N   capacity of the unwind tables in rows of 8 bytes,\n"
@@ -166,6 +172,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		{ "per-thread", no_argument, NULL, 'T' },
 		{ "unwind", required_argument, NULL, 'U' },
 		{ "python", required_argument, NULL, 'Y' },
+		{ "java", required_argument, NULL, 'J' },
 		{ "demangle", required_argument, NULL, 'D' },
 		{ "debuginfod-timeout", required_argument, NULL, 'W' },
 		{ "unwind-max-rows", required_argument, NULL, 'R' },
@@ -255,6 +262,15 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			else
 				return usage_error("unknown --python mode '%s': use on or off", optarg);
 			break;
+		case 'J':
+			o->java_set = true;
+			if (strcmp(optarg, "off") == 0)
+				o->java_off = true;
+			else if (strcmp(optarg, "on") == 0)
+				o->java_off = false;
+			else
+				return usage_error("unknown --java mode '%s': use on or off", optarg);
+			break;
 		case 'R':
 			r = parse_unwind_limit(optarg, UNWIND_ROWS_MIN, UNWIND_ROWS_MAX, "--unwind-max-rows",
 					       &o->unwind_max_rows);
@@ -311,6 +327,12 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			return usage_error("%s", "--python=on needs --unwind=dwarf (frame pointers alone read no Python "
 						 "frames): drop one of the two");
 		o->python_off = o->python_fp = true;
+	}
+	if (o->unwind_fp && !o->java_off) {
+		if (o->java_set)
+			return usage_error("%s", "--java=on needs --unwind=dwarf (frame pointers alone read no Java "
+						 "frames): drop one of the two");
+		o->java_off = true;
 	}
 	if (!o->noutputs)
 		o->outputs[o->noutputs++] = o->format == FMT_FOLDED ? "prowl.folded" : "prowl.pb.gz";
@@ -689,12 +711,14 @@ int record_main(int argc, char **argv)
 		.unwind_max_procs = o.unwind_max_procs,
 		.unwind_names = { "--unwind-max-rows", "--unwind-max-mappings", "--unwind-max-procs" },
 		.python_off = o.python_off,
+		.java_off = o.java_off,
 		.cb = on_sample,
 		.cb_ctx = &c,
 	};
 	if (sampler_open(&sampopts, &c.sampler) < 0)
 		goto out;
 	py_resolver_set_io(symbolizer_python(c.sym), sampler_maps_io(c.sampler));
+	jvm_namer_set_io(symbolizer_java(c.sym), sampler_maps_io(c.sampler));
 	for (size_t i = 0; i < o.npids; i++) {
 		sampler_add_pid(c.sampler, o.pids[i]);
 		symbolizer_add_process(c.sym, o.pids[i]);

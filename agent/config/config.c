@@ -169,6 +169,22 @@ static int check_python(struct load *l)
 	return 0;
 }
 
+/* Java frames come from the DWARF unwinder too: java: true set with unwind: fp is
+ * an error at its source; the default gives way (the JVM keeps its [jit] frames). */
+static int check_java(struct load *l)
+{
+	const struct key_def *k = cfg_find_key("java");
+
+	if (l->cfg->unwind != UNWIND_FP || !l->cfg->java)
+		return 0;
+	if (l->origins[k - cfg_keys].kind != ORIGIN_DEFAULT)
+		return cfg_error(l, &l->origins[k - cfg_keys], k->path, false,
+				 "Java frames need unwind: dwarf (frame pointers alone read none): set unwind "
+				 "to dwarf, or java to false");
+	l->cfg->java = false;
+	return 0;
+}
+
 /* Defaults that depend on other settings, and rules across cfg_keys. */
 static int finalize(struct load *l)
 {
@@ -205,6 +221,8 @@ static int finalize(struct load *l)
 	if (r < 0)
 		return r;
 	r = check_python(l);
+	if (r == 0)
+		r = check_java(l);
 	if (r < 0)
 		return r;
 	if (c->recording_rules.n) {

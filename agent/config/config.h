@@ -46,6 +46,7 @@ struct agent_config {
 	enum unwind_mode unwind;
 	bool python;             /* CPython frames (default) */
 	bool python_fp;          /* python left at its default, off because unwind is fp */
+	bool java;               /* Java (HotSpot) frames (default); off with unwind fp */
 	int demangle;            /* enum sym_demangle: templates, full, none */
 	char *hostname;          /* never NULL after load: default gethostname() */
 	struct config_label *labels;

@@ -62,6 +62,9 @@ const char agent_config_usage[] =
 	"      --python MODE          on (default: CPython 3.11-3.13 functions with file and\n"
 	"                             line; needs dwarf unwinding: with fp, on is refused and\n"
 	"                             the default turns off with a warning) or off\n"
+	"      --java MODE            on (default: HotSpot JVMs' Java methods, interpreted and\n"
+	"                             compiled, with file and line; needs dwarf unwinding) or\n"
+	"                             off (the JVM's code is [jit] frames)\n"
 	"      --demangle MODE        C++ and Rust names: templates (default: std::vector<int>::push_back),\n"
 	"                             full (with parameters) or none (linkage names as they are)\n"
 	"      --per-thread           label samples with tid and thread name\n"
@@ -160,6 +163,7 @@ enum {
 	OPT_LOG_FORMAT,
 	OPT_UNWIND,
 	OPT_PYTHON,
+	OPT_JAVA,
 	OPT_DEMANGLE,
 	OPT_PER_THREAD,
 	OPT_IDLE,
@@ -184,6 +188,7 @@ static const struct option longopts[] = {
 	{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
 	{ "unwind", required_argument, NULL, OPT_UNWIND },
 	{ "python", required_argument, NULL, OPT_PYTHON },
+	{ "java", required_argument, NULL, OPT_JAVA },
 	{ "demangle", required_argument, NULL, OPT_DEMANGLE },
 	{ "per-thread", no_argument, NULL, OPT_PER_THREAD },
 	{ "idle", no_argument, NULL, OPT_IDLE },
@@ -282,6 +287,15 @@ int cfg_parse_flags(int argc, char **argv, struct agent_config *c, struct pendin
 			pend[(*npend)++] = (struct pending){ .key = cfg_find_key("python"),
 							     .value = optarg[1] == 'n' ? "true" : "false",
 							     .flag = "--python" };
+			continue;
+		case OPT_JAVA: /* on/off, as record takes it; the key is a boolean */
+			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
+				log_error("unknown --java mode '%s': use on or off", optarg);
+				return -EINVAL;
+			}
+			pend[(*npend)++] = (struct pending){ .key = cfg_find_key("java"),
+							     .value = optarg[1] == 'n' ? "true" : "false",
+							     .flag = "--java" };
 			continue;
 		default:
 			break;

@@ -69,6 +69,7 @@ const struct key_def cfg_keys[] = {
 	{ "per_thread", K_BOOL, FIELD(per_thread), "false" },
 	{ "unwind", K_ENUM, FIELD(unwind), "dwarf", .what = "unwind mode", .names = unwind_names },
 	{ "python", K_BOOL, FIELD(python), "true" },
+	{ "java", K_BOOL, FIELD(java), "true" },
 	{ "demangle", K_ENUM, FIELD(demangle), "templates", .what = "demangling mode", .names = demangle_names },
 	{ "hostname", K_STRING, FIELD(hostname), "" },
 	{ "symbols.debuginfod_urls", K_STRING, FIELD(symbols.debuginfod_urls), "" },

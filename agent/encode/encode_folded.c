@@ -1,7 +1,8 @@
 /* encode_folded.c: serialises an aggregated profile as folded stacks, one sorted
  * "process;root;...;leaf count" line per distinct (process, expanded stack). */
 #include "encode.h"
-#include "aggregate_priv.h"
+#include "aggregate.h"
+#include "profile_data.h"
 #include "label_names.h"
 #include "sbuf.h"
 

@@ -208,6 +208,10 @@ static int series_location(struct otlp_build *b, struct series_map *m, uint32_t 
 		if (!b->frame_python)
 			err = dict_attr_str(b, "profile.frame.type", "python", &b->frame_python);
 		h.attr = b->frame_python;
+	} else if (l->mapping_id && m->p->maps[l->mapping_id].is_java) {
+		if (!b->frame_java)
+			err = dict_attr_str(b, "profile.frame.type", "java", &b->frame_java);
+		h.attr = b->frame_java;
 	} else {
 		if (!b->frame_native)
 			err = dict_attr_str(b, "profile.frame.type", "native", &b->frame_native);

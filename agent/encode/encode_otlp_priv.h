@@ -7,7 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "aggregate_priv.h"
+#include "aggregate.h"
+#include "profile_data.h"
 #include "intern.h"
 #include "otlp_profiles_service.pb-c.h"
 
@@ -97,7 +98,7 @@ struct otlp_build {
 	struct intern *samples;  /* struct sample_key */
 	int64_t *counts;         /* per sample id */
 	uint32_t counts_cap;
-	int32_t frame_native, frame_kernel, frame_python; /* profile.frame.type attributes, 0 until used */
+	int32_t frame_native, frame_kernel, frame_python, frame_java; /* profile.frame.type attributes, 0 until used */
 	unsigned char *scratch;  /* a location key being built */
 	size_t scratch_cap;
 	struct arena_chunk *arena;

@@ -1,7 +1,8 @@
 /* encode_pprof.c: serialises an aggregated profile to a pprof Profile message
  * (protobuf-c) and gzips it (zlib). Ids and string indices are the profile's own. */
 #include "encode.h"
-#include "aggregate_priv.h"
+#include "aggregate.h"
+#include "profile_data.h"
 
 #include "profile.pb-c.h"
 

@@ -90,6 +90,19 @@ static void put_key_value(FILE *f, const char *s)
 		fputc(*s == '{' || *s == '}' || *s == ',' ? '_' : *s, f);
 }
 
+/* Pyroscope refuses (HTTP 400) an application name with any character outside
+ * [A-Za-z0-9_.-/] ("memfd:x", "getty@tty1"): each such byte becomes '_'. */
+static void put_app_name(FILE *f, const char *s)
+{
+	if (!*s)
+		fputc('_', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		fputc(is_alpha(c) || is_digit(c) || c == '_' || c == '.' || c == '-' || c == '/' ? c : '_', f);
+	}
+}
+
 /* Builds "/ingest?name=<app{k=v,...}>&from=...". */
 static int ingest_path(const struct export_series *s, const struct export_batch *b, char **ret)
 {
@@ -102,7 +115,7 @@ static int ingest_path(const struct export_series *s, const struct export_batch 
 	f = open_memstream(&key, &keylen);
 	if (!f)
 		return -ENOMEM;
-	put_key_value(f, export_series_service(s));
+	put_app_name(f, export_series_service(s));
 	fputc('{', f);
 	for (size_t i = 0; i < s->nlabels; i++) {
 		const struct series_label *l = &s->labels[i];

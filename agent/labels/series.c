@@ -1,6 +1,7 @@
 /* series.c: maps each sampled process to its series (its label set after discovery
  * and relabeling, computed once per process) and owns the per-series profiles. */
 #include "series.h"
+#include "series_priv.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -24,59 +25,6 @@
 
 #define PENDING_MAX_BYTES (8u << 20)
 #define OTHER_KEY         "\1other"
-
-struct series {
-	struct series_label *labels; /* owned strings */
-	size_t nlabels;
-	struct series_label *resource;
-	size_t nresource;
-	struct profile *prof;
-	struct ingest *ingest;
-	uint32_t idle;   /* consecutive windows without samples */
-	bool active;     /* samples in this window */
-	bool dead;       /* freed slot */
-};
-
-struct proc {
-	uint32_t series; /* index into t->series */
-	char pcomm[PROWL_COMM_LEN];
-	uint64_t last_window;
-	uint64_t cgroup_id;
-	uint64_t pod_version;   /* of the pod metadata its labels came from */
-	uint64_t drop_time_ns;  /* dropped: when BPF was told (samples after it mean exec or exit) */
-	char cid[CONTAINER_ID_LEN + 1];
-	char pod_uid[POD_UID_LEN + 1];
-	bool in_pod, dropped, bpf_dropped;
-	bool overflow;          /* filed under "other" because of max_series */
-	/* Samples held until the window ends, waiting for the pod's metadata. */
-	uint8_t *pend;
-	size_t pend_len, pend_cap;
-	bool pending;
-};
-
-struct series_table {
-	struct series_table_opts o;
-	char *hostname;
-	struct symbolizer *sym;
-	struct series *series;
-	size_t nseries, cap;
-	struct intern *keys;     /* label-set key -> 1-based id; id-1 indexes key_series */
-	uint32_t *key_series;    /* key id -> series index + 1 (0 = freed) */
-	size_t key_series_cap;
-	struct u64map procs;     /* pid -> struct proc * */
-	struct u64map cids;      /* hash(container id) -> processes using it */
-	struct cgroup_cache *cgroups;
-	struct discover_opts d;
-	uint64_t kube_gen;       /* of the pods the processes were last checked against */
-	size_t pend_bytes;
-	uint32_t npending;
-	struct export_series *batch;
-	uint64_t window;
-	uint64_t room_window;    /* the window make_room() last ran in, + 1 */
-	uint32_t noverflow;      /* processes filed under "other" because of max_series */
-	struct series_stats st;
-	struct prowl_sample scratch;
-};
 
 int series_table_new(struct symbolizer *sym, const struct series_table_opts *o, struct series_table **ret)
 {
@@ -126,7 +74,7 @@ static void free_labels(struct series_label *l, size_t n)
 	free(l);
 }
 
-static void series_free_slot(struct series *s)
+void series_free_slot(struct series *s)
 {
 	free_labels(s->labels, s->nlabels);
 	free_labels(s->resource, s->nresource);
@@ -136,7 +84,7 @@ static void series_free_slot(struct series *s)
 	s->dead = true;
 }
 
-static void proc_free(struct proc *p)
+static void proc_free(struct series_proc *p)
 {
 	free(p->pend);
 	free(p);
@@ -153,7 +101,7 @@ void series_table_free(struct series_table *t)
 		if (!t->series[i].dead)
 			series_free_slot(&t->series[i]);
 	while (u64map_next(&t->procs, &pos, &k, &v)) {
-		struct proc *p = (struct proc *)(uintptr_t)v;
+		struct series_proc *p = (struct series_proc *)(uintptr_t)v;
 
 		/* BPF samples what this table dropped again: whoever comes next decides. */
 		if (p->bpf_dropped && t->o.drop_pid)
@@ -278,53 +226,6 @@ static ssize_t new_slot(struct series_table *t)
 	return (ssize_t)idx;
 }
 
-/* Frees the series flagged in gone[] (nseries entries) and forgets their keys. */
-static void free_series(struct series_table *t, const bool *gone)
-{
-	for (uint32_t id = 1; id <= intern_count(t->keys) && id <= t->key_series_cap; id++)
-		if (t->key_series[id - 1] && gone[t->key_series[id - 1] - 1])
-			t->key_series[id - 1] = 0;
-	for (size_t i = 0; i < t->nseries; i++)
-		if (gone[i]) {
-			series_free_slot(&t->series[i]);
-			t->st.series--;
-		}
-}
-
-/* Clears gone[i] for every series a process of the table files into. */
-static void keep_referenced(struct series_table *t, bool *gone)
-{
-	uint32_t pos = 0;
-	uint64_t k, v;
-
-	while (u64map_next(&t->procs, &pos, &k, &v)) {
-		const struct proc *p = (const struct proc *)(uintptr_t)v;
-
-		if (!p->dropped && !p->pending && p->series < t->nseries)
-			gone[p->series] = false;
-	}
-}
-
-/* max_series is reached: frees, once per window, the series no process of the
- * table files into and without samples in this window. Nothing is lost: their
- * profiles are empty, and a process with the same labels makes them again. */
-static void make_room(struct series_table *t)
-{
-	bool *gone;
-
-	if (t->room_window == t->window + 1)
-		return;
-	t->room_window = t->window + 1;
-	gone = calloc(t->nseries ? t->nseries : 1, sizeof(*gone));
-	if (!gone)
-		return;
-	for (size_t i = 0; i < t->nseries; i++)
-		gone[i] = !t->series[i].dead && !t->series[i].active;
-	keep_referenced(t, gone);
-	free_series(t, gone);
-	free(gone);
-}
-
 /* Finds or creates the series of identity id and stores its index in *ret.
  * Returns 1 if max_series sent it to "other" instead, 0, or a negative errno. */
 static int series_for(struct series_table *t, const struct identity *id, bool other, uint32_t *ret)
@@ -349,7 +250,7 @@ static int series_for(struct series_table *t, const struct identity *id, bool ot
 		return 0;
 	}
 	if (!other && t->st.series >= t->o.max_series)
-		make_room(t);
+		series_make_room(t);
 	if (!other && t->st.series >= t->o.max_series) {
 		t->st.series_refused++;
 		r = series_for(t, NULL, true, ret);
@@ -388,7 +289,7 @@ static int series_for(struct series_table *t, const struct identity *id, bool ot
 
 /* ---- processes ---- */
 
-static uint64_t cid_key(const char *cid)
+uint64_t series_cid_key(const char *cid)
 {
 	return hash_bytes(cid, strlen(cid));
 }
@@ -399,15 +300,15 @@ static void cid_ref(struct series_table *t, const char *cid, int delta)
 
 	if (!cid[0])
 		return;
-	u64map_get(&t->cids, cid_key(cid), &n);
+	u64map_get(&t->cids, series_cid_key(cid), &n);
 	if (delta < 0 && n <= 1)
-		u64map_del(&t->cids, cid_key(cid));
+		u64map_del(&t->cids, series_cid_key(cid));
 	else
-		u64map_put(&t->cids, cid_key(cid), n + (uint64_t)delta);
+		u64map_put(&t->cids, series_cid_key(cid), n + (uint64_t)delta);
 }
 
 /* Whether pid is still the program p was discovered as: its name in /proc. */
-static bool same_program(const struct series_table *t, uint32_t pid, const struct proc *p)
+static bool same_program(const struct series_table *t, uint32_t pid, const struct series_proc *p)
 {
 	char path[64], comm[PROWL_COMM_LEN + 2] = "";
 	FILE *f;
@@ -424,7 +325,7 @@ static bool same_program(const struct series_table *t, uint32_t pid, const struc
 	return n <= PROWL_COMM_LEN && strncmp(comm, p->pcomm, n) == 0 && (n == PROWL_COMM_LEN || !p->pcomm[n]);
 }
 
-static void set_dropped(struct series_table *t, uint32_t pid, struct proc *p, bool drop)
+static void set_dropped(struct series_table *t, uint32_t pid, struct series_proc *p, bool drop)
 {
 	if (p->dropped == drop)
 		return;
@@ -448,7 +349,7 @@ static void set_dropped(struct series_table *t, uint32_t pid, struct proc *p, bo
 }
 
 /* Discovers and relabels the process of sample s into p: its series, or dropped. */
-static int assign(struct series_table *t, struct proc *p, const struct prowl_sample *s, bool final)
+int series_assign(struct series_table *t, struct series_proc *p, const struct prowl_sample *s, bool final)
 {
 	char pcomm[PROWL_COMM_LEN + 1] = "";
 	struct identity id;
@@ -485,21 +386,19 @@ static int assign(struct series_table *t, struct proc *p, const struct prowl_sam
 	return r < 0 ? r : 0;
 }
 
-static void forget_proc(struct series_table *t, uint32_t pid, struct proc *p);
-
-static int proc_new(struct series_table *t, const struct prowl_sample *s, struct proc **ret)
+static int proc_new(struct series_table *t, const struct prowl_sample *s, struct series_proc **ret)
 {
-	struct proc *p;
+	struct series_proc *p;
 	int r;
 
 	if (t->procs.count >= t->o.max_processes) {
 		/* Evict the entry seen longest ago. */
 		uint32_t pos = 0, victim_pid = 0;
 		uint64_t k, val, oldest = UINT64_MAX;
-		struct proc *victim = NULL;
+		struct series_proc *victim = NULL;
 
 		while (u64map_next(&t->procs, &pos, &k, &val)) {
-			struct proc *q = (struct proc *)(uintptr_t)val;
+			struct series_proc *q = (struct series_proc *)(uintptr_t)val;
 
 			if (q->last_window < oldest && !q->pending) {
 				oldest = q->last_window;
@@ -508,7 +407,7 @@ static int proc_new(struct series_table *t, const struct prowl_sample *s, struct
 			}
 		}
 		if (victim) {
-			forget_proc(t, victim_pid, victim);
+			series_forget_proc(t, victim_pid, victim);
 			t->st.processes_evicted++;
 		}
 	}
@@ -518,7 +417,7 @@ static int proc_new(struct series_table *t, const struct prowl_sample *s, struct
 	memcpy(p->pcomm, s->pcomm, PROWL_COMM_LEN);
 	p->cgroup_id = s->cgroup_id;
 	p->last_window = t->window;
-	r = assign(t, p, s, t->pend_bytes >= t->o.pending_max_bytes);
+	r = series_assign(t, p, s, t->pend_bytes >= t->o.pending_max_bytes);
 	if (r == 0)
 		r = u64map_put(&t->procs, s->pid, (uint64_t)(uintptr_t)p);
 	if (r < 0) {
@@ -540,7 +439,7 @@ static int proc_new(struct series_table *t, const struct prowl_sample *s, struct
 }
 
 /* Holds sample s of a pending process, without the unused stack slots. */
-static int hold(struct series_table *t, struct proc *p, const struct prowl_sample *s)
+static int hold(struct series_table *t, struct series_proc *p, const struct prowl_sample *s)
 {
 	size_t kn = s->kstack_len < PROWL_MAX_STACK ? s->kstack_len : PROWL_MAX_STACK;
 	size_t un = s->ustack_len < PROWL_MAX_STACK ? s->ustack_len : PROWL_MAX_STACK;
@@ -573,7 +472,7 @@ static int hold(struct series_table *t, struct proc *p, const struct prowl_sampl
 	return 0;
 }
 
-static int file_sample(struct series_table *t, struct proc *p, const struct prowl_sample *s)
+static int file_sample(struct series_table *t, struct series_proc *p, const struct prowl_sample *s)
 {
 	struct series *se;
 	int r;
@@ -596,7 +495,7 @@ static int file_sample(struct series_table *t, struct proc *p, const struct prow
 
 /* Ends the wait of a pending process: discovers it with what is known now and
  * files the samples it held. */
-static int settle(struct series_table *t, uint32_t pid, struct proc *p)
+static int settle(struct series_table *t, uint32_t pid, struct series_proc *p)
 {
 	const size_t head = offsetof(struct prowl_sample, kstack);
 	struct prowl_sample *s = &t->scratch;
@@ -604,7 +503,7 @@ static int settle(struct series_table *t, uint32_t pid, struct proc *p)
 
 	memset(s, 0, sizeof(*s));
 	s->pid = pid;
-	r = assign(t, p, s, true);
+	r = series_assign(t, p, s, true);
 	for (size_t off = 0; r == 0 && off < p->pend_len;) {
 		size_t kn, un, pn;
 
@@ -627,7 +526,7 @@ static int settle(struct series_table *t, uint32_t pid, struct proc *p)
 	return r;
 }
 
-static void forget_proc(struct series_table *t, uint32_t pid, struct proc *p)
+void series_forget_proc(struct series_table *t, uint32_t pid, struct series_proc *p)
 {
 	if (p->pending)
 		settle(t, pid, p);
@@ -639,12 +538,12 @@ static void forget_proc(struct series_table *t, uint32_t pid, struct proc *p)
 	proc_free(p);
 }
 
-static int proc_for(struct series_table *t, const struct prowl_sample *s, struct proc **ret)
+static int proc_for(struct series_table *t, const struct prowl_sample *s, struct series_proc **ret)
 {
 	uint64_t v;
 
 	if (u64map_get(&t->procs, s->pid, &v)) {
-		struct proc *p = (struct proc *)(uintptr_t)v;
+		struct series_proc *p = (struct series_proc *)(uintptr_t)v;
 
 		/* Same name, and not a sample BPF should have stopped: the same process.
 		 * A dropped process's sample taken after BPF was told means BPF's entry
@@ -656,14 +555,14 @@ static int proc_for(struct series_table *t, const struct prowl_sample *s, struct
 			return 0;
 		}
 		/* exec or pid reuse: mappings and maybe the labels changed. */
-		forget_proc(t, s->pid, p);
+		series_forget_proc(t, s->pid, p);
 	}
 	return proc_new(t, s, ret);
 }
 
 int series_table_ingest(struct series_table *t, const struct prowl_sample *s)
 {
-	struct proc *p;
+	struct series_proc *p;
 	int r;
 
 	r = proc_for(t, s, &p);
@@ -689,7 +588,7 @@ int series_table_batch(struct series_table *t, int64_t start_unix_ns, int64_t en
 
 	/* Processes that waited for their pod's metadata are filed now, with what is known. */
 	while (t->npending && u64map_next(&t->procs, &pos, &k, &v)) {
-		struct proc *p = (struct proc *)(uintptr_t)v;
+		struct series_proc *p = (struct series_proc *)(uintptr_t)v;
 
 		if (p->pending && settle(t, (uint32_t)k, p) == -ENOMEM)
 			return -ENOMEM;
@@ -728,115 +627,13 @@ int series_table_batch(struct series_table *t, int64_t start_unix_ns, int64_t en
 	return 0;
 }
 
-static bool cid_in_use(void *ctx, const char *cid)
-{
-	struct series_table *t = ctx;
-
-	return u64map_get(&t->cids, cid_key(cid), NULL);
-}
-
-/* The pods changed: relabel the processes whose pod metadata is not what
- * their labels came from (a pod that became known, labels that changed). */
-static void recheck_pods(struct series_table *t)
-{
-	uint64_t gen = kube_generation(t->o.kube), k, v;
-	uint32_t pos = 0;
-
-	/* Deleted pods go once no process of theirs is left, whatever changed. */
-	kube_gc(t->o.kube, cid_in_use, t);
-	if (gen == t->kube_gen)
-		return;
-	t->kube_gen = gen;
-	while (u64map_next(&t->procs, &pos, &k, &v)) {
-		struct proc *p = (struct proc *)(uintptr_t)v;
-		struct identity id = { .in_pod = p->in_pod };
-
-		if (!p->in_pod || p->pending)
-			continue;
-		memcpy(id.container_id, p->cid, sizeof(id.container_id));
-		memcpy(id.pod_uid, p->pod_uid, sizeof(id.pod_uid));
-		if (discover_pod_version(&t->d, &id) == p->pod_version)
-			continue;
-		t->scratch.pid = (uint32_t)k;
-		if (assign(t, p, &t->scratch, true) == -ENOMEM)
-			break;
-	}
-}
-
-/* Processes filed under "other" because max_series was reached get their own
- * series again once there is room (at most as many per window as there is room). */
-static void refile_overflow(struct series_table *t)
-{
-	uint32_t pos = 0, room;
-	uint64_t k, v;
-
-	if (!t->noverflow)
-		return;
-	t->room_window = 0; /* every series is idle now: the end of the window may free more */
-	make_room(t);
-	if (t->st.series >= t->o.max_series)
-		return;
-	room = t->o.max_series - t->st.series;
-	while (room && t->noverflow && u64map_next(&t->procs, &pos, &k, &v)) {
-		struct proc *p = (struct proc *)(uintptr_t)v;
-
-		if (!p->overflow || p->pending)
-			continue;
-		room--;
-		t->scratch.pid = (uint32_t)k;
-		if (assign(t, p, &t->scratch, true) == -ENOMEM)
-			break;
-	}
-}
-
-void series_table_end_window(struct series_table *t)
-{
-	uint32_t pos = 0;
-	uint64_t k, v;
-	char path[64];
-	bool *gone;
-
-	/* Forget processes that ended: frees their maps in the symbolizer too. */
-	while (u64map_next(&t->procs, &pos, &k, &v)) {
-		snprintf(path, sizeof(path), "%s/%u", t->o.proc_root, (uint32_t)k);
-		if (k != 0 && access(path, F_OK) < 0 && errno == ENOENT) {
-			forget_proc(t, (uint32_t)k, (struct proc *)(uintptr_t)v);
-			t->st.processes_exited++;
-			pos--; /* deletion may have moved another entry into this slot */
-		}
-	}
-	if (t->o.kube)
-		recheck_pods(t);
-	/* Series idle for idle_windows that no process files into go. */
-	gone = calloc(t->nseries ? t->nseries : 1, sizeof(*gone));
-	for (size_t i = 0; i < t->nseries; i++) {
-		struct series *s = &t->series[i];
-
-		if (s->dead)
-			continue;
-		s->idle = s->active ? 0 : s->idle + 1;
-		s->active = false;
-		profile_reset(s->prof);
-		ingest_profile_reset(s->ingest);
-		if (gone)
-			gone[i] = s->idle >= t->o.idle_windows;
-	}
-	if (gone) {
-		keep_referenced(t, gone);
-		free_series(t, gone);
-		free(gone);
-	}
-	refile_overflow(t);
-	t->window++;
-}
-
 void series_table_get_stats(const struct series_table *t, struct series_stats *ret)
 {
 	*ret = t->st;
 	ret->processes = t->procs.count;
 	ret->stacks = 0;
 	ret->profile_bytes = intern_mem_bytes(t->keys);
-	ret->label_bytes = u64map_mem_bytes(&t->procs) + t->procs.count * sizeof(struct proc) +
+	ret->label_bytes = u64map_mem_bytes(&t->procs) + t->procs.count * sizeof(struct series_proc) +
 			   u64map_mem_bytes(&t->cids) + cgroup_cache_mem_bytes(t->cgroups) + t->pend_bytes;
 	for (size_t i = 0; i < t->nseries; i++) {
 		struct profile_stats ps;

@@ -13,6 +13,7 @@
 #include "array_size.h"
 #include "label_names.h"
 #include "log.h"
+#include "jvmname.h"
 #include "pymerge.h"
 #include "symbolizer.h"
 #include "u64map.h"
@@ -20,6 +21,7 @@
 #define KEY_UNKNOWN (UINT64_MAX - 1) /* mapping for addresses in no known mapping */
 #define KEY_PROWL   (UINT64_MAX - 2) /* mapping for prowl's own marker frames */
 #define KEY_PYTHON  (UINT64_MAX - 3) /* mapping for CPython frames */
+#define KEY_JAVA    (UINT64_MAX - 4) /* mapping for Java frames */
 
 /* Keys of the marker frames' locations in the KEY_PROWL mapping. */
 enum {
@@ -40,13 +42,15 @@ struct ingest {
 	struct ingest_opts opts;
 	uint32_t *mapping_of;   /* symbolizer module id -> profile mapping id */
 	size_t mapping_of_cap;
-	uint32_t unknown_mapping, prowl_mapping, python_mapping;
+	uint32_t unknown_mapping, prowl_mapping, python_mapping, java_mapping;
 	uint32_t loc_trunc_user, loc_trunc_kernel, loc_no_entry;
 	/* Per location id: LOC_* bits. */
 	uint8_t *loc_flags;
 	size_t loc_flags_cap;
 	struct u64map pylocs;  /* py_resolver_frame() key -> location id */
 	uint64_t py_next_addr; /* addresses of [python] locations: 1, 2, ... */
+	struct u64map javalocs;  /* jvm_namer_frame() key -> location id */
+	uint64_t java_next_addr; /* addresses of [java] locations: 1, 2, ... */
 	const struct sym_module *main_mod;
 	bool main_mod_looked_up;
 	/* The previous sample's labels, reused while pid/tid/names repeat. */
@@ -77,6 +81,7 @@ void ingest_free(struct ingest *g)
 	free(g->mapping_of);
 	free(g->loc_flags);
 	u64map_free(&g->pylocs);
+	u64map_free(&g->javalocs);
 	free(g);
 }
 
@@ -84,12 +89,14 @@ void ingest_profile_reset(struct ingest *g)
 {
 	if (g->mapping_of)
 		memset(g->mapping_of, 0, g->mapping_of_cap * sizeof(*g->mapping_of));
-	g->unknown_mapping = g->prowl_mapping = g->python_mapping = 0;
+	g->unknown_mapping = g->prowl_mapping = g->python_mapping = g->java_mapping = 0;
 	g->loc_trunc_user = g->loc_trunc_kernel = g->loc_no_entry = 0;
 	if (g->loc_flags)
 		memset(g->loc_flags, 0, g->loc_flags_cap);
 	u64map_free(&g->pylocs);
 	g->py_next_addr = 0;
+	u64map_free(&g->javalocs);
+	g->java_next_addr = 0;
 	g->last.id = 0;
 }
 
@@ -390,6 +397,38 @@ static int python_location(void *ctx, const struct py_frame_name *name, uint64_t
 	return u64map_put(&g->pylocs, key, *ret);
 }
 
+/* ---- Java frames ---- */
+
+/* Java frame f of s: one [java] location per name (method, file, line), or a
+ * marker saying why it has none. */
+static int java_location(struct ingest *g, const struct prowl_sample *s, const struct prowl_jframe *f, uint32_t *ret)
+{
+	struct prof_mapping_in in = { .key = KEY_JAVA, .start = 0, .limit = UINT64_MAX, .filename = "[java]",
+				      .is_java = true };
+	struct jvm_frame_name name;
+	struct prof_frame pf;
+	const char *why = NULL;
+	uint64_t key, id;
+	int r;
+
+	r = jvm_namer_frame(symbolizer_java(g->sym), s->pid, s->pygen, f, &name, &key, &why);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return python_marker(g, why, ret);
+	if (u64map_get(&g->javalocs, key, &id)) {
+		*ret = (uint32_t)id;
+		return 0;
+	}
+	if (!g->java_mapping && (r = profile_mapping(g->prof, &in, &g->java_mapping)) < 0)
+		return r;
+	pf = (struct prof_frame){ .function = name.function, .file = name.file, .line = name.line };
+	r = profile_add_location(g->prof, g->java_mapping, ++g->java_next_addr, &pf, 1, true, ret);
+	if (r < 0)
+		return r;
+	return u64map_put(&g->javalocs, key, *ret);
+}
+
 static int labels_for(struct ingest *g, const struct prowl_sample *s, uint32_t *ret)
 {
 	char comm[PROWL_COMM_LEN + 1] = "", pcomm[PROWL_COMM_LEN + 1] = "";
@@ -472,7 +511,8 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 	unsigned int py_i = 0;
 	struct py_resolver *py = symbolizer_python(g->sym);
 	const struct py_sink sink = { .ctx = g, .frame = python_location, .marker = python_marker };
-	bool stop = false;
+	bool stop = false, java = s->flags & PROWL_SAMPLE_JAVA;
+	unsigned int jn = java ? (s->pystack_len < PROWL_MAX_JAVA ? s->pystack_len : PROWL_MAX_JAVA) : 0, j_i = 0;
 	int r;
 
 	/* Leaf first: kernel frames, then user frames. Every frame but the leaf
@@ -501,13 +541,20 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 
 		if (s->ustack[i] == 0) /* the walk reached a zero return address: the end */
 			break;
+		if (j_i < jn && s->jstack[j_i].idx == i) { /* a Java frame: the JVM's code cache */
+			r = java_location(g, s, &s->jstack[j_i++], &g->locs[n]);
+			if (r < 0)
+				return r;
+			n++;
+			continue;
+		}
 
 		r = symbolizer_resolve_user(g->sym, s->pid, pc, &a);
 		last_mod = r < 0 ? NULL : a.mod;
 		r = r < 0 ? unknown_location(g, pc, &g->locs[n]) : location_for(g, &a, &g->locs[n]);
 		if (r < 0)
 			return r;
-		if (s->pystack_len || s->pyreason) {
+		if (!java && (s->pystack_len || s->pyreason)) {
 			r = py_merge_frame(py, &sink, s, g->locs[n], has_flag(g, g->locs[n], LOC_EVAL), &py_i, g->locs, &n,
 					   &stop);
 			if (r < 0)
@@ -519,7 +566,7 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 		}
 	}
 	/* Python frames the native stack had no activation left for (it was cut short). */
-	if (!stop && (r = py_merge_rest(py, &sink, s, py_i, g->locs, &n)) < 0)
+	if (!stop && !java && (r = py_merge_rest(py, &sink, s, py_i, g->locs, &n, &stop)) < 0)
 		return r;
 	if (stop) {
 		/* The Python marker ends the stack. */

@@ -88,9 +88,30 @@ static int py_proc_get(void *ctx, uint32_t pid, struct prowl_py_proc *ret)
 	return bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.py_procs), &pid, ret) < 0 ? -errno : 0;
 }
 
+static int java_proc_set(void *ctx, uint32_t pid, const struct prowl_java_proc *jp)
+{
+	struct sampler *s = ctx;
+
+	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.java_procs), &pid, jp, BPF_ANY) < 0 ? -errno : 0;
+}
+
+static void java_proc_del(void *ctx, uint32_t pid)
+{
+	struct sampler *s = ctx;
+
+	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.java_procs), &pid);
+}
+
+static int java_proc_get(void *ctx, uint32_t pid, struct prowl_java_proc *ret)
+{
+	struct sampler *s = ctx;
+
+	return bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.java_procs), &pid, ret) < 0 ? -errno : 0;
+}
+
 void sampler_maps_io_init(struct sampler *s)
 {
-	bool py = !s->opts.python_off;
+	bool py = !s->opts.python_off, java = !s->opts.java_off;
 
 	s->io = (struct maps_io){
 		.ctx = s,
@@ -105,6 +126,9 @@ void sampler_maps_io_init(struct sampler *s)
 		.py_proc_set = py ? py_proc_set : NULL,
 		.py_proc_del = py ? py_proc_del : NULL,
 		.py_proc_get = py ? py_proc_get : NULL,
+		.java_proc_set = java ? java_proc_set : NULL,
+		.java_proc_del = java ? java_proc_del : NULL,
+		.java_proc_get = java ? java_proc_get : NULL,
 	};
 }
 

@@ -240,7 +240,8 @@ static struct bpf_link *attach_tp(struct sampler *s, struct bpf_program *btf, st
 /* After load: map the arrays and start the user-space half. */
 static int start_unwind(struct sampler *s)
 {
-	struct unwinder_opts uo = { .names = s->opts.unwind_names, .python_off = s->opts.python_off };
+	struct unwinder_opts uo = { .names = s->opts.unwind_names, .python_off = s->opts.python_off,
+				  .java_off = s->opts.java_off };
 	int r;
 
 	sampler_maps_io_init(s);
@@ -324,6 +325,7 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 		goto fail;
 	s->skel->bss->keep_idle = opts->idle;
 	s->skel->data->python_on = opts->unwind_dwarf && !opts->python_off;
+	s->skel->data->java_on = opts->unwind_dwarf && !opts->java_off;
 	sampler_set_include_self(s, opts->include_self);
 	s->skel->rodata->follow_children = opts->follow_children;
 	r = setup_programs(s);

@@ -32,6 +32,7 @@ struct sampler_opts {
 	uint32_t unwind_max_procs; /* processes (16384) */
 	struct unwind_limit_names unwind_names; /* the settings that raise them, for warnings */
 	bool python_off;       /* --python=off: no CPython frames (they need unwind_dwarf) */
+	bool java_off;         /* --java=off: no Java frames (they need unwind_dwarf) */
 	sampler_cb cb;
 	void *cb_ctx;
 };

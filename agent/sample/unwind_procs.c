@@ -15,14 +15,13 @@
 #include "intern.h"
 #include "log.h"
 
-void proc_free(struct uproc *p)
+void unw_proc_free(struct uproc *p)
 {
 	if (!p)
 		return;
 	free(p->tables);
 	free(p);
 }
-
 
 static bool is_64bit_process(struct unwinder *u, uint32_t pid)
 {
@@ -40,7 +39,7 @@ static bool is_64bit_process(struct unwinder *u, uint32_t pid)
 	return !(n == (ssize_t)sizeof(ident) && memcmp(ident, ELFMAG, SELFMAG) == 0 && ident[EI_CLASS] == ELFCLASS32);
 }
 
-struct uproc *proc_get(struct unwinder *u, uint32_t pid)
+struct uproc *unw_proc_get(struct unwinder *u, uint32_t pid)
 {
 	uint64_t v;
 
@@ -71,20 +70,22 @@ static void proc_release(struct unwinder *u, struct uproc *p)
 	}
 }
 
-void proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf)
+void unw_proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf)
 {
-	struct uproc *p = proc_get(u, pid);
+	struct uproc *p = unw_proc_get(u, pid);
 
 	if (delete_bpf) {
 		u->io->proc_del(u->io->ctx, pid);
 		if (u->io->py_proc_del)
 			u->io->py_proc_del(u->io->ctx, pid);
+		if (u->io->java_proc_del)
+			u->io->java_proc_del(u->io->ctx, pid);
 	}
 	if (!p)
 		return;
 	proc_release(u, p);
 	u64map_del(&u->procs, pid);
-	proc_free(p);
+	unw_proc_free(p);
 	u->st.procs--;
 }
 
@@ -149,17 +150,37 @@ static void py_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm
 	free(v);
 }
 
-int proc_load(struct unwinder *u, uint32_t pid, bool force)
+/* Tells the BPF Java walk about a JVM (jvmproc.h): the mapping of libjvm's first
+ * page gives its load bias. Returns true while the JVM is starting (ask again later). */
+static bool jvm_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm, struct table **tabs)
+{
+	if (!u->io->java_proc_set || u->opts.java_off)
+		return false;
+	for (size_t i = 0; i < pm->n; i++) {
+		const struct pm_entry *e = &pm->v[i];
+		struct table *t = tabs[i];
+		const struct obj_load *l;
+
+		if (!t || !t->jvm || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
+			continue;
+		return jvm_proc_register(u->io, pid, t->jvm, obj_load_bias(l, e->start, e->offset), ++u->java_gen,
+					 t->obj->path) == -EAGAIN;
+	}
+	u->io->java_proc_del(u->io->ctx, pid);
+	return false;
+}
+
+int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
 {
 	struct procmaps pm = {};
 	struct prowl_unwind_map *ents = NULL;
 	struct table **tabs = NULL;
 	struct prowl_unwind_proc val;
-	struct uproc *p = proc_get(u, pid);
+	struct uproc *p = unw_proc_get(u, pid);
 	char path[64];
 	uint32_t first = 0;
 	uint64_t sig, failed_at, now = clock_mono_ns();
-	bool is64;
+	bool is64, java_pending;
 	FILE *f;
 	int r;
 
@@ -171,7 +192,7 @@ int proc_load(struct unwinder *u, uint32_t pid, bool force)
 	snprintf(path, sizeof(path), "%s/%" PRIu32 "/maps", u->proc_root, pid);
 	f = fopen(path, "re");
 	if (!f) {
-		proc_drop(u, pid, true);
+		unw_proc_drop(u, pid, true);
 		return -ESRCH;
 	}
 	u->st.maps_reads++;
@@ -180,12 +201,14 @@ int proc_load(struct unwinder *u, uint32_t pid, bool force)
 	if (r < 0 || pm.n == 0) {
 		/* Gone meanwhile (an empty file), or a kernel thread. */
 		procmaps_free(&pm);
-		proc_drop(u, pid, true);
+		unw_proc_drop(u, pid, true);
 		return r < 0 ? r : -ESRCH;
 	}
 	sig = maps_signature(&pm);
 	if (p && p->sig == sig && p->map_count) {
 		p->loaded_ns = now;
+		if (p->java_pending && p->ntables == pm.n)
+			p->java_pending = jvm_offer(u, pid, &pm, p->tables);
 		if (force) {
 			val = (struct prowl_unwind_proc){ p->map_first, p->map_count };
 			u->io->proc_set(u->io->ctx, pid, &val);
@@ -200,6 +223,8 @@ int proc_load(struct unwinder *u, uint32_t pid, bool force)
 			until = now + p->backoff_ns;
 			u->io->req_time_set(u->io->ctx, pid, until);
 		}
+		if (p->java_pending) /* a JVM still starting: ask again soon, not backing off */
+			u->io->req_time_set(u->io->ctx, pid, now + BACKOFF_MIN_NS);
 		procmaps_free(&pm);
 		return 0;
 	}
@@ -208,7 +233,7 @@ int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		/* 32-bit code: the kernel's frame-pointer walk knows its frame layout. */
 		procmaps_free(&pm);
 		if (p)
-			proc_drop(u, pid, false);
+			unw_proc_drop(u, pid, false);
 		val = (struct prowl_unwind_proc){ PROWL_PROC_FP, 0 };
 		return u->io->proc_set(u->io->ctx, pid, &val);
 	}
@@ -230,9 +255,9 @@ int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		m->end = e->end;
 		m->kind = PROWL_MAP_FP;
 		if (e->kind == PM_VDSO)
-			t = vdso_table(u);
+			t = unw_vdso_table(u);
 		else if (e->kind == PM_FILE)
-			t = file_table(u, pid, e, &unreadable);
+			t = unw_file_table(u, pid, e, &unreadable);
 		if (!t) {
 			if (unreadable)
 				m->kind = PROWL_MAP_NO_TABLE;
@@ -262,6 +287,7 @@ int proc_load(struct unwinder *u, uint32_t pid, bool force)
 		goto undo;
 	}
 	py_offer(u, pid, &pm, tabs);
+	java_pending = jvm_offer(u, pid, &pm, tabs);
 	r = u->io->maps_write(u->io->ctx, first, ents, pm.n);
 	if (r < 0) {
 		extent_release(&u->maps, first, (uint32_t)pm.n);
@@ -298,6 +324,7 @@ int proc_load(struct unwinder *u, uint32_t pid, bool force)
 	p->sig = sig;
 	p->loaded_ns = now;
 	p->backoff_ns = 0;
+	p->java_pending = java_pending;
 	tabs = NULL;
 	r = 0;
 	goto out;

@@ -17,14 +17,14 @@
 #include "table_cache.h"
 #include "unwind_table.h"
 
-void table_free(struct unwinder *u, struct table *t)
+void unw_table_free(struct unwinder *u, struct table *t)
 {
 	if (!t)
 		return;
 	object_unref(u->objs, t->obj);
+	free(t->jvm);
 	free(t);
 }
-
 
 /* Drops the least recently used table that no process maps, and with it the
  * unwinder's reference to its object (a process mapping it again brings both
@@ -52,7 +52,7 @@ static bool evict_one(struct unwinder *u)
 	u64map_del(&u->by_obj, victim->obj->id);
 	if (u->vdso == victim)
 		u->vdso = NULL;
-	table_free(u, victim);
+	unw_table_free(u, victim);
 	return true;
 }
 
@@ -117,14 +117,14 @@ static struct table *table_new(struct unwinder *u, struct object *o)
 		struct table **v = realloc(u->tables, cap * sizeof(*v));
 
 		if (!v) {
-			table_free(u, t);
+			unw_table_free(u, t);
 			return NULL;
 		}
 		u->tables = v;
 		u->captables = cap;
 	}
 	if (u64map_put(&u->by_obj, o->id, (uint64_t)(uintptr_t)t) < 0) {
-		table_free(u, t);
+		unw_table_free(u, t);
 		return NULL;
 	}
 	u->tables[u->ntables++] = t;
@@ -158,6 +158,12 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf, const str
 	}
 	if (py_proc_wanted(u->io, u->opts.python_off))
 		py_detect_elf(elf, t->obj->path, &t->py);
+	if (!u->opts.java_off && u->io->java_proc_set && !t->jvm) {
+		struct jvm_elf je;
+
+		if (jvm_detect_elf(elf, &je) == 0 && je.found && (t->jvm = calloc(1, sizeof(*t->jvm))))
+			t->jvm->elf = je;
+	}
 	if (object_broken(t->obj)) {
 		t->state = T_FAILED;
 		return;
@@ -194,7 +200,7 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf, const str
 }
 
 /* The vdso is the same image in every 64-bit process: use this process's. */
-struct table *vdso_table(struct unwinder *u)
+struct table *unw_vdso_table(struct unwinder *u)
 {
 	unsigned long base;
 	struct object *o;
@@ -249,7 +255,7 @@ static bool table_wanted(const struct table *t)
  * is there but prowl could not open it (a capability is missing, it was
  * deleted or replaced): its frames are unwound with frame pointers, and the
  * stacks through them say that its table is missing. */
-struct table *file_table(struct unwinder *u, uint32_t pid, const struct pm_entry *e, bool *ret_unreadable)
+struct table *unw_file_table(struct unwinder *u, uint32_t pid, const struct pm_entry *e, bool *ret_unreadable)
 {
 	struct obj_source src = {
 		.proc_root = u->proc_root, .pid = pid, .start = e->start, .end = e->end,

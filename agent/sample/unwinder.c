@@ -60,13 +60,13 @@ void unwinder_free(struct unwinder *u)
 	if (!u)
 		return;
 	while (u64map_next(&u->procs, &pos, &k, &v)) {
-		proc_free((struct uproc *)(uintptr_t)v);
+		unw_proc_free((struct uproc *)(uintptr_t)v);
 	}
 	u64map_free(&u->procs);
 	u64map_free(&u->pending);
 	u64map_free(&u->failed);
 	for (size_t i = 0; i < u->ntables; i++)
-		table_free(u, u->tables[i]);
+		unw_table_free(u, u->tables[i]);
 	free(u->tables);
 	u64map_free(&u->by_obj);
 	objcache_unref(u->objs);
@@ -86,7 +86,7 @@ int unwinder_add_pid(struct unwinder *u, uint32_t pid)
 	snprintf(path, sizeof(path), "%s/%" PRIu32 "/exe", u->proc_root, pid);
 	if (stat(path, &a) == 0 && stat("/proc/self/exe", &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
 		return 0;
-	return proc_load(u, pid, true);
+	return unw_proc_load(u, pid, true);
 }
 
 void unwinder_event(struct unwinder *u, const struct prowl_unwind_event *ev)
@@ -120,7 +120,7 @@ static void sweep(struct unwinder *u)
 		dead[n++] = (uint32_t)k;
 	}
 	for (size_t i = 0; i < n; i++)
-		proc_drop(u, dead[i], true);
+		unw_proc_drop(u, dead[i], true);
 	free(dead);
 	pos = 0;
 	n = 0;
@@ -147,16 +147,16 @@ void unwinder_work(struct unwinder *u)
 			int r = 0;
 
 			if (mask & (1ull << PROWL_UEV_EXIT)) {
-				proc_drop(u, (uint32_t)pid, false);
+				unw_proc_drop(u, (uint32_t)pid, false);
 				continue;
 			}
 			if (mask & (1ull << PROWL_UEV_EXEC))
-				proc_drop(u, (uint32_t)pid, false);
-			p = proc_get(u, (uint32_t)pid);
+				unw_proc_drop(u, (uint32_t)pid, false);
+			p = unw_proc_get(u, (uint32_t)pid);
 			if (mask & (1ull << PROWL_UEV_UNKNOWN_PID))
-				r = proc_load(u, (uint32_t)pid, true);
+				r = unw_proc_load(u, (uint32_t)pid, true);
 			else if ((mask & (1ull << PROWL_UEV_UNKNOWN_PC)) && (!p || now - p->loaded_ns >= RELOAD_MIN_NS))
-				r = proc_load(u, (uint32_t)pid, false);
+				r = unw_proc_load(u, (uint32_t)pid, false);
 			if (r < 0 && r != -ESRCH)
 				log_debug("unwind: cannot load pid %" PRIu64 ": %s", pid, strerror(-r));
 		}

@@ -40,6 +40,7 @@ struct unwinder_opts {
 	struct objcache *objects; /* where object files come from; NULL: the process-wide
 				   * cache, which the symbolizer shares */
 	bool python_off;          /* --python=off: no CPython process is registered */
+	bool java_off;            /* --java=off: no JVM is registered */
 };
 
 struct unwind_stats {

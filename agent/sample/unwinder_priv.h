@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "extent.h"
+#include "jvmproc.h"
 #include "objcache.h"
 #include "procmaps.h"
 #include "pyproc.h"
@@ -33,6 +34,7 @@ struct table {
 	uint64_t last_used_ns, failed_ns;
 	struct py_elf py;       /* CPython's _PyRuntime and types, when it has them */
 	bool py_logged;         /* its unsupported version was logged */
+	struct jvm_file *jvm;   /* HotSpot's libjvm: its symbols and metadata (NULL: not one) */
 };
 
 struct uproc {
@@ -43,6 +45,7 @@ struct uproc {
 	uint64_t sig;                  /* signature of the executable mappings */
 	uint64_t loaded_ns;
 	uint64_t backoff_ns;           /* after refreshes that found nothing new */
+	bool java_pending;             /* a JVM whose code cache was not set up yet */
 };
 
 struct unwinder {
@@ -60,27 +63,28 @@ struct unwinder {
 	struct u64map failed;        /* pid -> time of a capacity failure */
 	uint64_t next_sweep_ns;
 	uint32_t py_gen;             /* last prowl_py_proc.gen given out */
+	uint32_t java_gen;           /* last prowl_java_proc.gen given out */
 	bool logged_rows_full, logged_maps_full, logged_procs_full;
 	struct unwind_stats st;
 };
 
 /* ---- unwind_tables.c ---- */
 
-void table_free(struct unwinder *u, struct table *t); /* accepts NULL */
+void unw_table_free(struct unwinder *u, struct table *t); /* accepts NULL */
 /* The vdso's table (this process's image: the same in every 64-bit process), or NULL. */
-struct table *vdso_table(struct unwinder *u);
+struct table *unw_vdso_table(struct unwinder *u);
 /* The table of the file mapped at e by pid, built and loaded on first use, or NULL;
  * *ret_unreadable when the file is there but prowl could not open it. */
-struct table *file_table(struct unwinder *u, uint32_t pid, const struct pm_entry *e, bool *ret_unreadable);
+struct table *unw_file_table(struct unwinder *u, uint32_t pid, const struct pm_entry *e, bool *ret_unreadable);
 
 /* ---- unwind_procs.c ---- */
 
-void proc_free(struct uproc *p); /* accepts NULL */
-struct uproc *proc_get(struct unwinder *u, uint32_t pid);
+void unw_proc_free(struct uproc *p); /* accepts NULL */
+struct uproc *unw_proc_get(struct unwinder *u, uint32_t pid);
 /* Forgets pid; delete_bpf: its entries in the BPF maps too. */
-void proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf);
+void unw_proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf);
 /* Reads pid's executable mappings and publishes them. force: publish even when
  * they did not change (BPF lost the entry). Returns 0 or a negative errno. */
-int proc_load(struct unwinder *u, uint32_t pid, bool force);
+int unw_proc_load(struct unwinder *u, uint32_t pid, bool force);
 
 #endif

@@ -1,5 +1,5 @@
 /* pycode.c: reads CPython code objects with process_vm_readv(), checking every pointer
- * against the interpreter's own type objects, and decodes the 3.11+ location table. */
+ * against the interpreter's own type objects, and decodes their line tables. */
 #include "pycode.h"
 
 #include <errno.h>
@@ -203,6 +203,7 @@ static int read_code(uint32_t pid, const struct prowl_py_proc *pp, uint64_t code
 	if ((r = read_str(pid, pp, l, file, (char **)&e->co.filename)) < 0)
 		return r;
 	e->co.firstlineno = first;
+	e->co.lines = l->lines;
 	e->bytes = sizeof(*e) + strlen(e->co.qualname) + strlen(e->co.filename) + 2;
 	/* The line table is a bytes object; without it the frames have no line. */
 	if (peek_u64(pid, table + 8, &type) == 0 && (!pp->bytes_type || type == pp->bytes_type) &&
@@ -329,6 +330,46 @@ static bool svarint(const uint8_t **p, const uint8_t *end, int32_t *ret)
 	return true;
 }
 
+/* 3.6-3.9's co_lnotab (Objects/lnotab_notes.txt): (byte increment, signed line
+ * increment) pairs; the line of byte offset addr is the one reached before the
+ * offsets pass it. */
+static int lnotab_line(const struct pycode *co, uint64_t addr)
+{
+	int64_t line = co->firstlineno;
+	uint64_t at = 0;
+
+	for (size_t i = 0; i + 1 < co->linetable_len; i += 2) {
+		at += co->linetable[i];
+		if (at > addr)
+			break;
+		line += (int8_t)co->linetable[i + 1];
+	}
+	return line <= 0 || line > INT32_MAX ? 0 : (int)line;
+}
+
+/* 3.10's co_linetable: (byte length, signed line delta) ranges; -128 is "no line". */
+static int linetable310_line(const struct pycode *co, uint64_t addr)
+{
+	int64_t line = co->firstlineno, cur = 0;
+	uint64_t end = 0;
+
+	for (size_t i = 0; i + 1 < co->linetable_len; i += 2) {
+		uint64_t start = end;
+		int8_t d = (int8_t)co->linetable[i + 1];
+
+		end += co->linetable[i];
+		if (d == -128) {
+			cur = 0;
+		} else {
+			line += d;
+			cur = line;
+		}
+		if (addr >= start && addr < end)
+			return cur <= 0 || cur > INT32_MAX ? 0 : (int)cur;
+	}
+	return 0;
+}
+
 int pycode_line(const struct pycode *co, uint32_t lasti)
 {
 	const uint8_t *p = co->linetable, *end = p ? p + co->linetable_len : NULL;
@@ -337,6 +378,11 @@ int pycode_line(const struct pycode *co, uint32_t lasti)
 
 	if (!p)
 		return 0;
+	/* lasti counts 2-byte code units; the older tables count bytes. */
+	if (co->lines == PY_LINES_LNOTAB)
+		return lnotab_line(co, (uint64_t)lasti * 2);
+	if (co->lines == PY_LINES_310)
+		return linetable310_line(co, (uint64_t)lasti * 2);
 	while (p < end) {
 		uint8_t b = *p++;
 		uint32_t code = (b >> 3) & 15, len = (b & 7) + 1, skip;

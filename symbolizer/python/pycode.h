@@ -17,8 +17,9 @@ struct pycode {
 	const char *qualname; /* "Class.method", "<module>", "outer.<locals>.inner" */
 	const char *filename;
 	int firstlineno;
-	const uint8_t *linetable; /* co_linetable (3.11+ location table) */
+	const uint8_t *linetable; /* co_linetable (co_lnotab before 3.10) */
 	size_t linetable_len;
+	uint8_t lines;            /* its format: enum py_lines (pyversions.h) */
 };
 
 struct pycode_stats {

@@ -1,13 +1,13 @@
-/* pydetect.c: finds _PyRuntime, the type objects and Py_Version in an object's dynamic
- * (or full) symbol table; the version falls back to the file name (libpythonM.N.so). */
+/* pydetect.c: finds _PyRuntime (3.6: interp_head), the type objects and Py_Version in an
+ * object's dynamic (or full) symbol table; the version falls back to the file name. */
 #include "pydetect.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-/* Reads 4 bytes at virtual address addr from the section that holds it. */
-static int read_u32_at(Elf *elf, uint64_t addr, uint32_t *ret)
+/* Reads len bytes at virtual address addr from the section that holds it. */
+static int read_at(Elf *elf, uint64_t addr, void *ret, size_t len)
 {
 	Elf_Scn *scn = NULL;
 
@@ -17,12 +17,12 @@ static int read_u32_at(Elf *elf, uint64_t addr, uint32_t *ret)
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_ALLOC))
 			continue;
-		if (addr < sh.sh_addr || addr - sh.sh_addr + 4 > sh.sh_size)
+		if (addr < sh.sh_addr || addr - sh.sh_addr + len > sh.sh_size)
 			continue;
 		d = elf_getdata(scn, NULL);
-		if (!d || !d->d_buf || addr - sh.sh_addr + 4 > d->d_size)
+		if (!d || !d->d_buf || addr - sh.sh_addr + len > d->d_size)
 			return -EIO;
-		memcpy(ret, (const char *)d->d_buf + (addr - sh.sh_addr), 4);
+		memcpy(ret, (const char *)d->d_buf + (addr - sh.sh_addr), len);
 		return 0;
 	}
 	return -ENOENT;
@@ -47,7 +47,7 @@ static bool version_from_name(const char *path, uint8_t *major, uint8_t *minor)
 	return true;
 }
 
-static void scan_symtab(Elf *elf, Elf_Scn *scn, struct py_elf *p, uint64_t *py_version)
+static void scan_symtab(Elf *elf, Elf_Scn *scn, struct py_elf *p, uint64_t *py_version, uint64_t *head_fn)
 {
 	GElf_Shdr sh;
 	Elf_Data *d;
@@ -65,12 +65,19 @@ static void scan_symtab(Elf *elf, Elf_Scn *scn, struct py_elf *p, uint64_t *py_v
 
 		if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
 			continue;
-		if (GELF_ST_TYPE(sym.st_info) != STT_OBJECT)
+		if (GELF_ST_TYPE(sym.st_info) != STT_OBJECT && GELF_ST_TYPE(sym.st_info) != STT_FUNC)
 			continue;
 		name = elf_strptr(elf, sh.sh_link, sym.st_name);
-		if (!name || (name[0] != '_' && name[0] != 'P'))
+		if (!name || (name[0] != '_' && name[0] != 'P' && name[0] != 'i'))
 			continue;
-		if (strcmp(name, "_PyRuntime") == 0)
+		if (GELF_ST_TYPE(sym.st_info) == STT_FUNC) {
+			if (strcmp(name, "PyInterpreterState_Head") == 0)
+				*head_fn = sym.st_value;
+			continue;
+		}
+		if (strcmp(name, "interp_head") == 0 && GELF_ST_BIND(sym.st_info) == STB_LOCAL && sym.st_size == 8)
+			p->interp_head = sym.st_value;
+		else if (strcmp(name, "_PyRuntime") == 0)
 			p->runtime = sym.st_value;
 		else if (strcmp(name, "PyCode_Type") == 0)
 			p->code_type = sym.st_value;
@@ -83,10 +90,23 @@ static void scan_symtab(Elf *elf, Elf_Scn *scn, struct py_elf *p, uint64_t *py_v
 	}
 }
 
+/* 3.6's PyInterpreterState_Head() is `return interp_head;`: mov interp_head(%rip),%rax
+ * (48 8b 05 disp32) then ret (c3). The variable it loads, or 0 for any other code. */
+static uint64_t head_from_function(Elf *elf, uint64_t fn)
+{
+	uint8_t c[8];
+	int32_t disp;
+
+	if (!fn || read_at(elf, fn, c, sizeof(c)) < 0 || c[0] != 0x48 || c[1] != 0x8b || c[2] != 0x05 || c[7] != 0xc3)
+		return 0;
+	memcpy(&disp, c + 3, 4);
+	return fn + 7 + (uint64_t)(int64_t)disp;
+}
+
 int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)
 {
 	Elf_Scn *scn = NULL, *dynsym = NULL, *symtab = NULL;
-	uint64_t py_version = 0;
+	uint64_t py_version = 0, head_fn = 0;
 	uint32_t hex;
 
 	memset(ret, 0, sizeof(*ret));
@@ -103,9 +123,11 @@ int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)
 			symtab = scn;
 	}
 	if (dynsym)
-		scan_symtab(elf, dynsym, ret, &py_version);
+		scan_symtab(elf, dynsym, ret, &py_version, &head_fn);
 	if (!ret->runtime && symtab)
-		scan_symtab(elf, symtab, ret, &py_version);
+		scan_symtab(elf, symtab, ret, &py_version, &head_fn);
+	if (!ret->runtime && !ret->interp_head)
+		ret->interp_head = head_from_function(elf, head_fn);
 	/* _PyRuntime exists since 3.7; an older CPython (2.7, 3.6) is told by its code
 	 * object type, so that it too is named as a version prowl cannot read. */
 	if (!ret->runtime && !ret->code_type)
@@ -113,11 +135,11 @@ int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)
 	ret->found = true;
 	/* Py_Version is PY_VERSION_HEX: 0x030b02f0 is 3.11.2 final (the low 4 bytes
 	 * of an 8-byte one on x86_64, which is little-endian). */
-	if (py_version && read_u32_at(elf, py_version, &hex) == 0 && (hex >> 24) == 3) {
+	if (py_version && read_at(elf, py_version, &hex, sizeof(hex)) == 0 && (hex >> 24) == 3) {
 		ret->major = 3;
 		ret->minor = (hex >> 16) & 0xff;
 	} else {
-		version_from_name(path, &ret->major, &ret->minor);
+		ret->version_from_name = version_from_name(path, &ret->major, &ret->minor);
 	}
 	return 0;
 }

@@ -9,11 +9,14 @@
 
 struct py_elf {
 	bool found;             /* it exports _PyRuntime (3.7+) or PyCode_Type (older) */
+	bool version_from_name; /* the version comes from the file name (no Py_Version: 3.10-) */
 	uint8_t major, minor;   /* 0.0: the version could not be read */
 	uint64_t runtime;       /* ELF virtual addresses of _PyRuntime, */
 	uint64_t code_type;     /* PyCode_Type, */
 	uint64_t unicode_type;  /* PyUnicode_Type */
 	uint64_t bytes_type;    /* and PyBytes_Type (0 when not exported) */
+	uint64_t interp_head;   /* 3.6's interp_head (no _PyRuntime): its local symbol, or the
+	                         * variable PyInterpreterState_Head() loads; 0 when neither */
 };
 
 /* Fills *ret from elf (path: its file name, for the version when Py_Version is not

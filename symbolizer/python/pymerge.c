@@ -86,14 +86,25 @@ int py_merge_frame(struct py_resolver *r, const struct py_sink *k, const struct 
 }
 
 int py_merge_rest(struct py_resolver *r, const struct py_sink *k, const struct prowl_sample *s, unsigned int py_i,
-		  uint32_t *locs, size_t *n)
+		  uint32_t *locs, size_t *n, bool *stop)
 {
-	for (unsigned int pn = py_frames(s); py_i < pn; py_i++) {
-		int e = py_location(r, k, s, &s->pystack[py_i], &locs[*n]);
+	unsigned int pn = py_frames(s);
+	int e;
 
+	for (; py_i < pn; py_i++) {
+		e = py_location(r, k, s, &s->pystack[py_i], &locs[*n]);
 		if (e < 0)
 			return e;
 		(*n)++;
 	}
+	/* The Python stack was cut short too (3.6-3.10's deep recursion fills the
+	 * native stack first): its own marker says where and why. */
+	if (!pn || !s->pyreason)
+		return 0;
+	e = k->marker(k->ctx, python_cut(s->pyreason), &locs[*n]);
+	if (e < 0)
+		return e;
+	(*n)++;
+	*stop = true;
 	return 0;
 }

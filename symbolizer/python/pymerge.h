@@ -33,8 +33,9 @@ bool py_is_eval_function(const char *function);
 int py_merge_frame(struct py_resolver *r, const struct py_sink *k, const struct prowl_sample *s, uint32_t loc,
 		   bool is_eval, unsigned int *py_i, uint32_t *locs, size_t *n, bool *stop);
 /* After the native frames: the Python frames from py_i on that no eval-loop
- * activation was left for (the native stack was cut short), appended at *n. */
+ * activation was left for (the native stack was cut short), appended at *n;
+ * then, when the Python stack was cut short too, its marker, and *stop. */
 int py_merge_rest(struct py_resolver *r, const struct py_sink *k, const struct prowl_sample *s, unsigned int py_i,
-		  uint32_t *locs, size_t *n);
+		  uint32_t *locs, size_t *n, bool *stop);
 
 #endif

@@ -4,7 +4,9 @@
 # the user-space resolution of a program with 10,000 code objects (prowl's CPU time and
 # its code-object cache) against --python=off; then the throughput of a Python workload
 # (one process per CPU) with no profiler, under `prowl record -a -F 99` and under the
-# same with --python=off, interleaved in rounds. Writes build/bench/python.md.
+# same with --python=off, interleaved in rounds; and the BPF cost at 30 Python frames on
+# every CPython the suite runs (PY_BENCH_ONLY=versions: that part alone). Writes
+# build/bench/python.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${PROWL_BUILD:-build}
@@ -14,17 +16,41 @@ PY=/usr/bin/python3.11
 [ -x "$PY" ] || { echo "python.sh: error: $PY is missing: apt-get install python3.11" >&2; exit 1; }
 S=${PY_BENCH_SECONDS:-10}
 TMP=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$TMP"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 W=tests/workloads/python
 
-cost() { # $1 = on|off: BPF cost per sample of rec() at depth 27 (30 Python frames)
-	"$PY" "$W/pywork.py" recurse $((S + 5)) 27 >/dev/null 2>&1 &
-	local w=$! out
+cost_of() { # $1 = label, $2 = on|off, then the workload's command: BPF cost per sample
+	local label=$1 mode=$2 w out
+	shift 2
+	"$@" >/dev/null 2>&1 &
+	w=$!
 	sleep 1
-	out=$(PROWL_BPF_TIMING=1 "$B/prowl" record -q --python="$1" -F 999 -p $w -d "${S}s" -o "$TMP/x.pb.gz" 2>&1)
+	out=$(PROWL_BPF_TIMING=1 "$B/prowl" record -q --python="$mode" -F 999 -p $w -d "${S}s" -o "$TMP/x.pb.gz" 2>&1)
 	kill $w 2>/dev/null || true
 	wait $w 2>/dev/null || true
-	echo "| 30 Python frames | --python=$1 | $(grep -oE 'p50 <= [0-9.]+ us, p90 <= [0-9.]+ us, p99 <= [0-9.]+ us' <<<"$out" | tail -1) |"
+	echo "| $label | --python=$mode | $(grep -oE 'p50 <= [0-9.]+ us, p90 <= [0-9.]+ us, p99 <= [0-9.]+ us' <<<"$out" | tail -1) |"
+}
+
+cost() { # $1 = on|off: rec() at depth 27 (30 Python frames)
+	cost_of "30 Python frames" "$1" "$PY" "$W/pywork.py" recurse $((S + 5)) 27
+}
+
+# Every CPython the suite runs (tests/e2e/test_python_versions.py): label, then command.
+versions() {
+	local v py d
+	for v in 3.6 3.7 3.8 3.9 3.10 3.11 3.12 3.13; do
+		py=$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/$v.*/bin/python$v 2>/dev/null | tail -1)
+		[ -n "$py" ] && echo "$v (pyenv)|$py"
+	done
+	echo "3.11 (Debian 12)|$PY"
+	d=$B/pydebs/forky-3.14
+	[ -e "$d/.complete" ] && echo "3.14 (Debian testing)|env PYTHONHOME=$d/usr $d/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 --library-path $d/usr/lib/x86_64-linux-gnu $d/usr/bin/python3.14"
+	return 0
+}
+
+cost_version() { # $1 = label, $2 = command, $3 = on|off: pyversions.py rec30 (30 Python frames)
+	# shellcheck disable=SC2086 # $2 is a command line
+	cost_of "$1" "$3" $2 "$W/pyversions.py" rec30 $((S + 5))
 }
 
 resolve() { # $1 = on|off: prowl's CPU time over 10,000 code objects at 999 Hz
@@ -57,14 +83,28 @@ throughput() { # $1 = base|on|off: calls per second of all CPUs' Python workers
 	echo $((total / ${S%.*}))
 }
 
+by_version() {
+	echo "### BPF cost per sample by CPython version (30 Python frames, $S s at 999 Hz each)"
+	echo
+	echo "| CPython | mode | cost |"
+	echo "|---|---|---|"
+	versions | while IFS='|' read -r label cmd; do cost_version "$label" "$cmd" on; cost_version "$label" "$cmd" off; done
+}
+
+mkdir -p "$B/bench"
+if [ "${PY_BENCH_ONLY:-}" = versions ]; then
+	by_version | tee "$B/bench/python-versions.md"
+	exit 0
+fi
 out=$B/bench/python.md
-mkdir -p "$(dirname "$out")"
 {
 	echo "### BPF cost per sample ($S s at 999 Hz each, interleaved)"
 	echo
 	echo "| stack | mode | cost |"
 	echo "|---|---|---|"
 	for round in 1 2; do cost on; cost off; done
+	echo
+	by_version
 	echo
 	echo "### Resolution ($S s at 999 Hz each)"
 	echo

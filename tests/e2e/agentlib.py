@@ -330,6 +330,8 @@ def parse_ingest_name(name):
     """'app{k=v,...}' -> (app, {k: v})."""
     m = re.fullmatch(r"([^{}]+)\{([^{}]*)\}", name)
     assert m, f"ingest name {name!r} is not APP{{k=v,...}}"
+    # what Pyroscope accepts as an application name (else HTTP 400)
+    assert re.fullmatch(r"[A-Za-z0-9_./-]+", m.group(1)), f"application name {m.group(1)!r} in {name!r}"
     labels = {}
     if m.group(2):
         for kv in m.group(2).split(","):
@@ -385,6 +387,30 @@ def shares(raws, funcs=("hot_a", "hot_b")):
                     hit += s["values"][0]
         out[f] = hit / tot if tot else 0.0
     return out, tot
+
+
+def function_shares(raws):
+    """({function: share of the samples' first value whose stack holds it}, total) over
+    several pprof.Raw."""
+    total = sum(r.total() for r in raws)
+    out = {}
+    for r in raws:
+        for s in r.samples:
+            for f in set(r.frames(s)):
+                out[f] = out.get(f, 0) + s["values"][0]
+    return {f: v / total for f, v in out.items()}, total
+
+
+def assert_same_shares(got_raws, want_raws, who, bound):
+    """The same functions, each with the same share within bound, in what a backend gave
+    back (got_raws) as in prowl's pprof of the same windows; hot_a ahead of hot_b."""
+    got, n_got = function_shares(got_raws)
+    want, n_want = function_shares(want_raws)
+    assert n_want > 30 and n_got > 0, (n_got, n_want)
+    assert set(got) == set(want), f"only {who}: {set(got) - set(want)}; only pprof: {set(want) - set(got)}"
+    for f in want:
+        assert abs(got[f] - want[f]) <= bound, f"{f}: {got[f]:.4f} from {who} vs {want[f]:.4f} from pprof"
+    assert got["hot_a"] > got["hot_b"] > 0, got
 
 
 def private_cpusplit(tmp_path):

@@ -3,7 +3,6 @@ as a loopback OTLP backend for the e2e tests: start, stop, its metrics, and the 
 its file exporter wrote (length-prefixed OTLP protobuf, decoded by otlp_check/protoc)."""
 import os
 import re
-import signal
 import subprocess
 import time
 import urllib.request
@@ -12,6 +11,7 @@ import pytest
 
 from agentlib import free_port
 from conftest import BUILD
+from serverlib import terminate
 
 OTELCOL = os.environ.get("OTELCOL", os.path.join(BUILD, "tools", "otelcol"))
 
@@ -87,14 +87,8 @@ service:
         return getattr(self, "_starts", 0)
 
     def stop(self, timeout=20):
-        if self.p and self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-                raise AssertionError(f"otelcol still running {timeout}s after SIGTERM:\n{self.log()}")
+        if self.p and terminate(self.p, timeout):
+            raise AssertionError(f"otelcol still running {timeout}s after SIGTERM:\n{self.log()}")
         if self.p:
             self._log.close()
         return self.p.returncode if self.p else None

@@ -180,10 +180,10 @@ class Raw:
                 section = "mappings"
                 continue
             if section == "samples":
-                m = re.match(r"^\s+(\d+)\s+(\d+):((?:\s+\d+)*)\s*$", line)
+                m = re.match(r"^\s+(\d+(?:\s+\d+)*):((?:\s+\d+)*)\s*$", line)
                 if m:
-                    cur = {"values": [int(m.group(1)), int(m.group(2))],
-                           "locs": [int(x) for x in m.group(3).split()], "labels": {}}
+                    cur = {"values": [int(v) for v in m.group(1).split()],
+                           "locs": [int(x) for x in m.group(2).split()], "labels": {}}
                     self.samples.append(cur)
                     continue
                 pairs = re.findall(r"(\S+?):\[(.*?)\]", line)

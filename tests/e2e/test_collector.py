@@ -9,7 +9,7 @@ import time
 import pytest
 
 import otlp_check
-from agentlib import Agent, PprofMeta
+from agentlib import Agent, PprofMeta, function_shares
 from collectorlib import OTELCOL, Collector, require_otelcol
 from conftest import pprof_raw
 from containers import Cgroups, new_id, private_workload, shape
@@ -127,14 +127,7 @@ def test_same_shares_as_pprof(run):
     """Every function's share of the workload's samples, from the Collector's output and
     from prowl's pprof read by Google's pprof, within 0.5 pp."""
     got = otlp_check.function_shares(run.mine)
-    raws = [raw for v in run.pprof.values() for _, raw in v]
-    total = sum(raw.total() for raw in raws)
-    want = {}
-    for raw in raws:
-        for s in raw.samples:
-            for f in set(raw.frames(s)):
-                want[f] = want.get(f, 0) + s["values"][0]
-    want = {f: v / total for f, v in want.items()}
+    want, total = function_shares([raw for v in run.pprof.values() for _, raw in v])
     assert total > 100, f"only {total} samples of the workload"
     for f in set(got) | set(want):
         assert abs(got.get(f, 0) - want.get(f, 0)) <= SHARE_PP, \

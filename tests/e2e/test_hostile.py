@@ -200,11 +200,13 @@ exporters:
         raw = re.search(r"(?:^|&)name=([^&]*)", r.raw_query).group(1)
         name = clean_text(unquote_to_bytes(raw), "ingest name")
         # Pyroscope's key parser reads the name up to '{', a label name up to '=' and a
-        # value up to ',' or '}': only those three may not occur inside them.
-        assert re.fullmatch(r"[^{},]+\{([A-Za-z_][A-Za-z0-9_]*=[^{},]*)(,[A-Za-z_][A-Za-z0-9_]*=[^{},]*)*\}", name), name
+        # value up to ',' or '}': those three may not occur inside a label value; and it
+        # refuses an application name with anything outside [A-Za-z0-9_./-].
+        assert re.fullmatch(r"[A-Za-z0-9_./-]+\{([A-Za-z_][A-Za-z0-9_]*=[^{},]*)(,[A-Za-z_][A-Za-z0-9_]*=[^{},]*)*\}",
+                            name), name
         names.append(name)
-    assert any(n.startswith(service.replace("{", "_").replace("}", "_").replace(",", "_") + "{")
-               for n in names), names
+    app = re.sub(rb"[^A-Za-z0-9_./-]", b"_", service.encode()).decode()  # each other byte is '_'
+    assert any(n.startswith(app + "{") for n in names), (app, names)
 
     # OTLP: strict (otlp_check refuses strings that are not UTF-8); no control characters.
     otlp_bodies = [r.body for r in otlp.requests if r.method == "POST"]

@@ -453,15 +453,3 @@ def assert_split(raw):
         assert abs(shares[f] - want) <= 0.05, (f, shares)
     assert_lines(raw)
     assert raw.share(EVAL) < 0.02
-
-
-def test_unsupported_python314_says_so(tmp_path):
-    """CPython 3.14 (Debian testing's) is a layout prowl does not read: one warning line
-    naming it, and native frames only (no [python] frames, no marker)."""
-    res, raw = record_fetched(tmp_path, "3.14", "forky", 2)
-    warn = [l for l in res.stderr.splitlines() if "CPython 3.14" in l]
-    assert len(warn) == 1 and "native frames only" in warn[0], res.stderr
-    assert raw.total() > 50
-    assert not any(m["file"] == "[python]" for m in raw.mappings.values())
-    assert not any("python" in f.lower() and f.startswith("[") for s in raw.samples for f in raw.frames(s))
-    assert raw.share("Py_RunMain") > 0.9  # its native frames are all there

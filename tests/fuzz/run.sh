@@ -67,6 +67,11 @@ seed() { # $1 = harness
 			'7f0000002000 10 Builtin:ArgumentsAdaptorTrampoline' | put perfmap shapes
 		ls /tmp/perf-*.map >/dev/null 2>&1 && head -c 65536 "$(ls /tmp/perf-*.map | head -1)" | put perfmap real
 		;;
+	jvmmeta)
+		# Images captured from this machine's JVMs (tests/tools/jvm/jvm_capture).
+		for f in tests/unit/data/jvm*_meta.img.gz; do
+			gzip -dc "$f" | put jvmmeta "$(basename "$f" .img.gz)"
+		done ;;
 	kallsyms)
 		head -n 3000 /proc/kallsyms | put kallsyms head
 		tail -n 800 /proc/kallsyms | put kallsyms tail ;;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # guest.sh: the kernel matrix's checks on one kernel, run as /init's payload in a QEMU
 # guest (busybox sh) or on this machine: prowl's captures, their output as tagged blocks.
-# Environment: KM_BIN (prowl, split532, split532_fp), KM_TMP (scratch dir), KM_OUT
+# Environment: KM_BIN (prowl, split532, split532_fp; /usr/bin/python3.11 too), KM_TMP (scratch dir), KM_OUT
 # (where results go: /dev/ttyS1 in a guest), KM_SECONDS (capture length, default 3),
 # KM_BOTH=1 (also measure the DWARF unwinder the kernel does not pick by itself).
 # Output lines: "@@info KEY VALUE", "@@step NAME rc=N sec=S", and "@@file NAME" or
@@ -71,6 +71,48 @@ fi
 step pid "$B/prowl" record -q -p "$W" -F "$F" -d "${S}s" -o "$T/pid.folded"
 emit_file pid.folded "$T/pid.folded"
 stop_workload
+
+# CPython: Debian 12's python3.11 (libpython linked in) in a 2:1 split of py_a and py_b (by
+# work, not deadlines: a guest's vCPU is preempted on a busy host), its Python frames read by
+# the BPF walk (kmatrix.py puts it and its encodings in the guest).
+PY=/usr/bin/python3.11
+if [ -x "$PY" ]; then
+	cat >"$T/pysplit.py" <<'EOF'
+import time
+
+
+def py_a(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+
+
+def py_b(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+
+
+def main():
+    stop = time.monotonic() + 600
+    while time.monotonic() < stop:
+        py_a(20000)
+        py_b(10000)
+
+
+main()
+EOF
+	"$PY" -I -S -B "$T/pysplit.py" >/dev/null 2>&1 &
+	W=$!
+	sleep 2
+	step python env PROWL_BPF_TIMING=1 "$B/prowl" record -q -p "$W" -F "$F" -d "${S}s" -o "$T/python.folded"
+	emit_file python.folded "$T/python.folded"
+	stop_workload
+else
+	echo "@@info python missing" >&3
+fi
 
 # Frame pointers, on the build that has them.
 workload split532_fp

@@ -1,5 +1,5 @@
 """judge.py: reads what guest.sh reported for one kernel and judges it: exit codes, the
-50/30/20 split within 5 points, the rooted share, the agent's windows (read with Google's
+50/30/20 split within 5 points, the rooted share, CPython 3.11's 2:1 split of Python functions, the agent's windows (read with Google's
 pprof), the one-line errors, and the BPF cost per sample; rows for the matrix's table."""
 import base64
 import os
@@ -107,6 +107,39 @@ def check_capture(row, steps, files, step, comm, roots, need_rooted):
     return row
 
 
+PY_SPLIT = {"py_a": 100.0 * 2 / 3, "py_b": 100.0 / 3}
+PY_MIN_SAMPLES = 200
+
+
+def check_python(row, info, steps, files):
+    """guest.sh's python3.11 split: py_a and py_b 2:1 within 5 points, each under main and
+    <module> in place of the interpreter's frame."""
+    rc = steps.get("python", (None, 0))[0]
+    stacks = workload_stacks(files.get("python.folded", ""), "python3.11")
+    mine = [(n, fr) for n, fr in stacks if set(PY_SPLIT) & set(fr)]
+    counted = sum(n for n, _ in mine)
+    pct = {k: 100.0 * sum(n for n, fr in mine if k in fr) / counted for k in PY_SPLIT} if counted else {}
+    chained = sum(n for n, fr in mine if "_PyEval_EvalFrameDefault" not in fr and "<module>" in fr and
+                  "main" in fr and fr.index("<module>") < fr.index("main"))
+    row.update(step="python", rc=rc, samples=counted, pct=pct, cost=cost(files.get("python.err")),
+               sec=steps.get("python", (0, 0))[1])
+    problems = []
+    if info.get("python") == "missing":
+        problems.append("/usr/bin/python3.11 is not in the guest (install python3.11 on this machine)")
+    elif rc != 0:
+        problems.append(f"exit code {rc}: {(files.get('python.err') or '').strip()[-300:]}")
+    elif counted < PY_MIN_SAMPLES:
+        problems.append(f"{counted} samples in py_a and py_b, fewer than {PY_MIN_SAMPLES}")
+    else:
+        for k, want in PY_SPLIT.items():
+            if abs(pct[k] - want) > TOLERANCE_PP:
+                problems.append(f"{k} has {pct[k]:.1f}% of the samples, not {want:.0f} +- {TOLERANCE_PP:.0f}")
+        if chained < 0.95 * counted:
+            problems.append(f"{chained} of {counted} samples hold <module>, main and no interpreter frame")
+    row["problems"] = problems
+    return row
+
+
 def pprof_samples(pprof, data):
     """Sample count of a gzip'ed pprof file as Google's pprof reads it, or None."""
     with tempfile.NamedTemporaryFile(suffix=".pb.gz") as f:
@@ -141,6 +174,7 @@ def judge(name, text, pprof):
                          problems=p + ([e] if e else []), note=err.strip()))
     rows.append(check_capture(dict(base, mode="record -p, dwarf"), steps, files, "pid", "split532", DWARF_ROOTS,
                               True))
+    rows.append(check_python(dict(base, mode="record -p, CPython 3.11"), info, steps, files))
     rows.append(check_capture(dict(base, mode="record -a, fp"), steps, files, "fp", "split532_fp", FP_ROOTS, False))
     # window:SERVICE/STAMP-HASH.pb.gz, one file per series per window
     wfiles = sorted(k for k in files if k.startswith("window:"))
@@ -168,7 +202,7 @@ def judge(name, text, pprof):
 
 def fmt_row(r):
     pct = r.get("pct") or {}
-    split = "/".join(f"{pct[k]:.0f}" for k in SPLIT) if pct else ""
+    split = "/".join(f"{v:.0f}" for v in pct.values()) if pct else ""
     c = r.get("cost") or {}
     unw = c.get("prog", "").replace("prowl_sample_", "")
     cost = f"{c['ns']:,} ns/run ({c['samples']}/{c['runs']} samples)" if c else ""

@@ -26,6 +26,8 @@ SECURITY = "http://deb.debian.org/debian-security"
 KERNELS = [("5.10", "bullseye", "linux-image-5.10."), ("6.1", "bookworm", "linux-image-6.1."),
            ("6.12", "trixie", "linux-image-6.12.")]
 REFRESH_S = 7 * 86400
+PYTHON = "/usr/bin/python3.11"  # Debian 12's, libpython linked in
+PY_ENCODINGS = ["__init__", "aliases", "utf_8", "ascii", "latin_1"]
 BOOT_TIMEOUT_S = 300
 KVM_PROBE_S = 15
 
@@ -156,7 +158,15 @@ def make_initramfs(build, cache):
         put(os.path.join(build, "workloads/split532"), f"{km}/split532")
         put(os.path.join(build, "workloads/split532_fp"), f"{km}/split532_fp")
         put(os.path.join(ROOT, "tests/kmatrix/guest.sh"), f"{km}/guest.sh")
-        for lib in ldd(os.path.join(build, "prowl")):
+        # CPython 3.11 for guest.sh's Python capture: the interpreter, its libraries and
+        # the encodings it imports at start (-I -S: nothing else).
+        libs = set(ldd(os.path.join(build, "prowl")))
+        if os.access(PYTHON, os.X_OK):
+            put(PYTHON)
+            libs |= set(ldd(PYTHON))
+            for f in PY_ENCODINGS:
+                put(f"/usr/lib/python3.11/encodings/{f}.py")
+        for lib in sorted(libs):
             put(lib)
             bid = build_id(lib)
             dbg = f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug" if bid else None

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 # include_graph.py: builds prowl's include graph from the sources (#include "x.h" resolved
 # as the compiler does: the file's own folder, then the Makefile's -I order) and fails on
-# any circle between folders or between modules (x.c + x.h), naming the files that close it.
+# any circle between folders or between modules (x.c + x.h), naming the files that close it,
+# on an include of another folder's x_priv.h,
+# and on any include of a folder in a LATER row of README.md's stage table ("How it works":
+# each stage builds only on the rows above it, lib/ and bpf/ under all), naming the include.
 import os
 import re
 import sys
@@ -44,6 +47,60 @@ def edges(dirs):
                 if target and target != path:
                     out.append((path, target))
     return out
+
+
+def stage_rows(readme, dirs):
+    """{folder: row index} from README.md's stage table: each backquoted path of a row's
+    "where" cell names a folder (`agent/sample/`) or a file in one (`agent/resolve/ingest.c`).
+    lib/ and bpf/ are under all stages (row -1). Exits when a folder has no row or two."""
+    rows, out, bad = [], {}, []
+    text = open(readme).read()
+    m = re.search(r"^## How it works\n(.*?)(?=^## )", text, re.M | re.S)
+    for line in (m.group(1) if m else "").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0] not in ("stage", "") and not set(cells[0]) <= set("-"):
+            rows.append((cells[0], re.findall(r"`([^`]+)`", cells[1])))
+    for i, (stage, paths) in enumerate(rows):
+        for p in paths:
+            d = p.rstrip("/") if p.endswith("/") else os.path.dirname(p)
+            if d.split("/")[0] in ("lib", "bpf"):
+                continue
+            if d in dirs and out.get(d, i) != i:
+                bad.append("%s is in two rows of the stage table (%s and %s)" % (d, rows[out[d]][0], stage))
+            if d in dirs:
+                out[d] = i
+    for d in dirs:
+        if d.split("/")[0] in ("lib", "bpf"):
+            out[d] = -1
+        elif d not in out and any(f.endswith((".c", ".h")) for f in os.listdir(os.path.join(ROOT, d))):
+            bad.append("%s is in no row of README.md's stage table (\"How it works\", the \"where\" column)" % d)
+    if bad:
+        sys.exit("include_graph: " + "; ".join(bad))
+    return out, [r[0] for r in rows]
+
+
+def against_order(file_edges, rows, names):
+    """Prints each include of a folder in a later row of the stage table; returns how many."""
+    n = 0
+    for a, b in file_edges:
+        ra, rb = rows.get(os.path.dirname(a), -1), rows.get(os.path.dirname(b), -1)
+        if rb > ra:
+            n += 1
+            print("include against the stage order: %s includes %s (stage \"%s\" may include only from "
+                  "its row and the rows above it in README.md's table, and \"%s\" is below it)"
+                  % (a, b, names[ra] if ra >= 0 else "lib/bpf", names[rb]))
+    return n
+
+
+def private_outside(file_edges):
+    """Prints each include of a private header (x_priv.h) from another folder; returns how many."""
+    n = 0
+    for a, b in file_edges:
+        if b.endswith("_priv.h") and os.path.dirname(a) != os.path.dirname(b):
+            n += 1
+            print("private header included from another folder: %s includes %s (a header other folders "
+                  "read is an interface: name it for what it holds)" % (a, b))
+    return n
 
 
 def circles(graph):
@@ -114,16 +171,21 @@ def self_test():
     """The check on a scratch tree: a folder circle (a/x.c -> b/y.h, b/y.c -> a/x.h, both
     through the -I path), a module circle (a/p.h -> a/q.h, a/q.c -> a/p.h)
     and a private half (a/x_priv.h -> a/x.h, no circle) must give three circles: the
-    folder circle is a module circle (a/x <-> b/y) too."""
+    folder circle is a module circle (a/x <-> b/y) too. Against the stage table (a above
+    b above c): b/y.c -> a/x.h is fine, a/x.c -> b/y.h and b/z.c -> c/w.h are not; nor is
+    b/v.c -> a/x_priv.h (a private header of another folder)."""
     import contextlib
     import io
     import tempfile
     global ROOT
     files = {
-        "Makefile": "SRC_DIRS := a \\\n            b\n",
+        "Makefile": "SRC_DIRS := a \\\n            b c\n",
+        "README.md": "## How it works\n\n| stage | where | what |\n|---|---|---|\n| first | `a/` | x |\n"
+                     "| second | `b/y.c`, `b/z.c` | y |\n| third | `c/` | w |\n\n## Next\n",
         "bpf/shared.h": "",
         "a/x.h": "", "a/x_priv.h": '#include "x.h"\n', "a/x.c": '#include "x_priv.h"\n#include "y.h"\n',
-        "b/y.h": "", "b/y.c": '#include "x.h"\n',
+        "b/y.h": "", "b/y.c": '#include "x.h"\n', "b/z.c": '#include "w.h"\n', "c/w.h": "",
+        "b/v.c": '#include "x_priv.h"\n',
         "a/p.h": '#include "q.h"\n', "a/q.h": "", "a/q.c": '#include "p.h"\n',
     }
     with tempfile.TemporaryDirectory() as tree:
@@ -140,9 +202,13 @@ def self_test():
             ROOT = saved
     text = out.getvalue()
     want = ["include circle between folders: a <-> b", "a/x.c includes b/y.h", "b/y.c includes a/x.h",
-            "include circle between modules: a/p <-> a/q", "a/q.c includes a/p.h", "3 circle(s)"]
+            "include circle between modules: a/p <-> a/q", "a/q.c includes a/p.h", "3 circle(s)",
+            "include against the stage order: a/x.c includes b/y.h (stage \"first\"",
+            "include against the stage order: b/z.c includes c/w.h (stage \"second\"",
+            "private header included from another folder: b/v.c includes a/x_priv.h",
+            "3 include(s) against the stage order"]
     missing = [w for w in want if w not in text]
-    if rc != 1 or missing or "a/x_priv" in text:
+    if rc != 1 or missing or "a/x_priv.h includes" in text or "b/y.c includes a/x.h (stage" in text:
         print("include_graph: the self-test's circles were not reported as expected:\n" + text)
         return 1
     return 0
@@ -160,13 +226,21 @@ def main():
 def check():
     dirs = src_dirs(os.path.join(ROOT, "Makefile"))
     file_edges = edges(dirs)
+    rows, names = stage_rows(os.path.join(ROOT, "README.md"), dirs + ["bpf"])
     n = report("folders", os.path.dirname, file_edges)
     n += report("modules", module, file_edges)
+    against = against_order(file_edges, rows, names) + private_outside(file_edges)
     if n:
         print("include_graph: %d circle(s); folders and modules must depend one way "
               "(README.md, \"How it works\")" % n)
+    if against:
+        print("include_graph: %d include(s) against the stage order or of another folder's private header; "
+              "a folder includes only from its own row and the rows above it in README.md's stage table "
+              "(lib/ and bpf/ from neither)" % against)
+    if n or against:
         return 1
-    print("include_graph: %d includes, no circle between folders or modules" % len(file_edges))
+    print("include_graph: %d includes, no circle between folders or modules, none against the stage "
+          "order of README.md's table" % len(file_edges))
     return 0
 
 

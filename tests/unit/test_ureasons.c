@@ -27,6 +27,7 @@ static void test_metrics_labels_and_counters(void **state)
 		"prowl_unwind_truncated_total{reason=\"no_fde\"} 106",
 		"prowl_unwind_truncated_total{reason=\"new_process\"} 107",
 		"prowl_unwind_truncated_total{reason=\"no_registers\"} 108",
+		"prowl_unwind_truncated_total{reason=\"java\"} 109",
 	};
 	struct agent_snapshot *s = calloc(1, sizeof(*s));
 	char *buf = NULL, *at;

@@ -15,7 +15,7 @@ def main(zpath, want, dest):
         lines = "".join(f"{hashlib.sha256(z.read(n)).hexdigest()}  {n}\n" for n in names)
         got = "h1:" + base64.b64encode(hashlib.sha256(lines.encode()).digest()).decode()
         if not want or got != want:
-            print(f"otelcol: {zpath}: hash {got} is not the checksum database's {want or '(none)'}: "
+            print(f"{zpath}: hash {got} is not the checksum database's {want or '(none)'}: "
                   "remove it and retry", file=sys.stderr)
             return 1
         tmp = dest + ".tmp"

@@ -1,9 +1,11 @@
-/* aggregate_priv.h: the aggregate stage's internal layout, shared only with the
- * encoders (encode_pprof.c, encode_folded.c), which read it and never write it. */
-#ifndef PROWL_AGGREGATE_PRIV_H
-#define PROWL_AGGREGATE_PRIV_H
+/* profile_data.h: the layout of an aggregated profile (aggregate.c builds it), the
+ * read-only interface of the stages that take profiles apart: the encoders and read back. */
+#ifndef PROWL_PROFILE_DATA_H
+#define PROWL_PROFILE_DATA_H
 
-#include "aggregate.h"
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "intern.h"
 
 #include <string.h>
@@ -15,7 +17,7 @@
 struct prof_map {
 	uint64_t start, limit, offset;
 	uint32_t filename_str, build_id_str;
-	bool is_main, is_kernel, is_python;
+	bool is_main, is_kernel, is_python, is_java;
 };
 
 /* Also the interning key of a function, hence the explicit padding. */
