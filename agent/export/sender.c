@@ -296,6 +296,13 @@ int sender_flush(struct sender *s, uint32_t deadline_ms)
 	return left;
 }
 
+void sender_set_reply_check(struct sender *s, sender_reply_check_fn check)
+{
+	pthread_mutex_lock(&s->lock);
+	s->check = check;
+	pthread_mutex_unlock(&s->lock);
+}
+
 void sender_get_stats(struct sender *s, struct export_stats *ret)
 {
 	pthread_mutex_lock(&s->lock);

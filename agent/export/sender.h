@@ -26,6 +26,25 @@ struct sender_request {
 	void *on_free_ctx;
 };
 
+/* A backend whose 2xx answer does not say it took the request (gRPC-web: the
+ * grpc-status) checks each 2xx answer with a function of this type. */
+enum sender_verdict {
+	SENDER_REPLY_SENT,
+	SENDER_REPLY_RETRY,    /* the backend is busy or down: the request stays queued */
+	SENDER_REPLY_REJECTED, /* the backend will not take it: dropped, counted failed */
+};
+
+struct sender_reply {
+	const uint8_t *body; /* the start of the answer's body (the sender keeps a bounded part) */
+	size_t len;
+	/* The value of the answer's header name (any case), or NULL; valid during the check. */
+	const char *(*header)(const struct sender_reply *r, const char *name);
+	void *ctx; /* the sender's, for header() */
+};
+
+/* Fills what (one line for the log, without the path) unless it returns SENT. */
+typedef enum sender_verdict (*sender_reply_check_fn)(const struct sender_reply *r, char *what, size_t whatlen);
+
 /* name is for logs ("pyroscope"); t is copied. */
 int sender_new(const char *name, const struct http_target *t, struct sender **ret);
 /* Queues req (taking ownership, even on error). When the queue would exceed the
@@ -33,6 +52,8 @@ int sender_new(const char *name, const struct http_target *t, struct sender **re
 int sender_enqueue(struct sender *s, struct sender_request *req);
 /* Waits until the queue is empty or deadline_ms passed; returns requests left. */
 int sender_flush(struct sender *s, uint32_t deadline_ms);
+/* Checks every 2xx answer with check from now on; call before the first enqueue. */
+void sender_set_reply_check(struct sender *s, sender_reply_check_fn check);
 void sender_get_stats(struct sender *s, struct export_stats *ret);
 /* Stops delivery now, cutting a transfer under way short, and hands back what was
  * not delivered, oldest first, in a malloc'ed array the caller frees (with each

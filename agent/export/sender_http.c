@@ -25,7 +25,7 @@ int sender_path_len_for_log(const char *path)
  * byte (and the backslash) escaped, "..." when there was more. */
 static const char *reply_text(struct sender *s)
 {
-	size_t n = s->reply_len, k = 0;
+	size_t n = s->reply_len < REPLY_SNIPPET ? s->reply_len : REPLY_SNIPPET, k = 0;
 
 	while (n > 0 && (s->reply[n - 1] == '\n' || s->reply[n - 1] == '\r' || s->reply[n - 1] == ' '))
 		n--;
@@ -41,7 +41,7 @@ static const char *reply_text(struct sender *s)
 		else
 			s->reply_text[k++] = (char)c;
 	}
-	snprintf(s->reply_text + k, sizeof(s->reply_text) - k, "%s", s->reply_total > s->reply_len ? "..." : "");
+	snprintf(s->reply_text + k, sizeof(s->reply_text) - k, "%s", s->reply_total > n ? "..." : "");
 	return s->reply_text;
 }
 
@@ -50,7 +50,7 @@ static const char *reply_text(struct sender *s)
 static size_t on_reply(char *data, size_t size, size_t nmemb, void *userdata)
 {
 	struct sender *s = userdata;
-	size_t n = size * nmemb, room = REPLY_SNIPPET - s->reply_len;
+	size_t n = size * nmemb, room = REPLY_KEEP - s->reply_len;
 
 	if (room > n)
 		room = n;
@@ -214,6 +214,38 @@ static CURLcode perform(struct sender *s)
 	return rc;
 }
 
+static const char *reply_header(const struct sender_reply *r, const char *name)
+{
+	struct sender *s = r->ctx;
+	struct curl_header *h;
+
+	if (curl_easy_header(s->curl, name, 0, CURLH_HEADER, -1, &h) != CURLHE_OK)
+		return NULL;
+	return h->value;
+}
+
+/* The outcome of a 2xx answer: sent, unless the request's reply check says otherwise
+ * (then a rejection is logged here, a retry by the caller). */
+static enum outcome check_reply(struct sender *s, const struct sender_request *req, char *what, size_t whatlen)
+{
+	struct sender_reply r = {
+		.body = (const uint8_t *)s->reply, .len = s->reply_len, .header = reply_header, .ctx = s,
+	};
+
+	if (!s->check)
+		return OUT_SENT;
+	what[0] = 0;
+	switch (s->check(&r, what, whatlen)) {
+	case SENDER_REPLY_SENT:
+		return OUT_SENT;
+	case SENDER_REPLY_RETRY:
+		return OUT_RETRY;
+	default:
+		log_error("%s: POST %.*s rejected: %s", s->name, sender_path_len_for_log(req->path), req->path, what);
+		return OUT_FAILED;
+	}
+}
+
 /* One POST of req. Called without the lock. */
 enum outcome sender_attempt(struct sender *s, const struct sender_request *req, uint64_t *ret_retry_after_ms)
 {
@@ -277,8 +309,10 @@ enum outcome sender_attempt(struct sender *s, const struct sender_request *req, 
 	}
 	curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &code);
 	if (code >= 200 && code < 300) {
+		o = check_reply(s, req, what, sizeof(what));
+		if (o == OUT_RETRY)
+			goto retry;
 		sender_note_reachable(s);
-		o = OUT_SENT;
 		goto out;
 	}
 	if (http_status_is_retryable(code)) {

@@ -22,6 +22,7 @@
 #define BACKOFF_CAP_MS         30000u
 #define RETRY_AFTER_CAP_MS     300000u /* a Retry-After beyond 5 min is clamped */
 #define REPLY_SNIPPET          256     /* bytes of a rejection's body quoted in the log */
+#define REPLY_KEEP             4096    /* bytes of the body kept for the reply check */
 #define REPLY_MAX_BYTES        (64u << 10) /* the transfer stops past this much body */
 #define DROP_WARN_INTERVAL_NS  (60 * NSEC_PER_SEC)
 
@@ -43,13 +44,14 @@ struct sender {
 	char *auth_header;    /* "Authorization: Bearer ..." (secret) */
 	char *tenant_header;
 	uint32_t backoff_base_ms, backoff_cap_ms;
+	sender_reply_check_fn check; /* or NULL: every 2xx is a delivery */
 
 	/* worker thread only (but curl_multi_wakeup) */
 	CURLM *multi; /* holds the connection cache; lets sender_free wake a transfer */
 	CURL *tmpl; /* the options of every POST; never performed itself */
 	CURL *curl; /* this attempt's handle: a fresh copy of tmpl (see sender_attempt) */
 	char errbuf[CURL_ERROR_SIZE];
-	char reply[REPLY_SNIPPET];
+	char reply[REPLY_KEEP];
 	char reply_text[4 * REPLY_SNIPPET + 4]; /* escaped for the log */
 	size_t reply_len;
 	uint64_t reply_total; /* body bytes received, up to REPLY_MAX_BYTES + one read */

@@ -34,6 +34,8 @@ import sys
 import threading
 import time
 import zlib
+
+import pbwire
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
@@ -68,6 +70,10 @@ class Request:
     def json(self):
         return json.loads(self.body.decode("utf-8"))
 
+    def parca(self):
+        """A Parca WriteRaw call, decoded (parca_write_raw); raises ValueError when it is not one."""
+        return parca_write_raw(self.path, self.headers, self.body)
+
     def to_dict(self, with_body=True):
         d = {
             "seq": self.seq, "method": self.method, "path": self.path,
@@ -84,6 +90,83 @@ class _Answer:
     status: int
     body: bytes = b""
     retry_after: int = None
+
+
+PARCA_WRITERAW = "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
+GRPC_WEB = "application/grpc-web+proto"
+
+
+def _pb_fields(b):
+    """[(field, wire type, value)] of one protobuf message; ValueError when malformed."""
+    try:
+        return pbwire.fields(b)
+    except (AssertionError, IndexError) as e:
+        raise ValueError(f"malformed protobuf: {e}") from None
+
+
+def _pb_str(v, what):
+    if not isinstance(v, bytes):
+        raise ValueError(f"{what}: not a string field")
+    return v.decode("utf-8")  # UnicodeDecodeError is a ValueError
+
+
+def parca_write_raw(path, headers, body):
+    """Checks a Parca WriteRaw call as Parca takes it over gRPC-web, strictly: the path, the
+    content type, one uncompressed gRPC frame as long as the body, a WriteRawRequest with
+    series (2) of labels (1: LabelSet of Label name/value) and samples (2: raw_profile,
+    gzip'ed pprof), __name__ first; returns {"series": [{"labels": {name: value},
+    "names": [names in order], "profiles": [pprof bytes]}], "normalized": bool}."""
+    if path != PARCA_WRITERAW:
+        raise ValueError(f"path {path!r}, want {PARCA_WRITERAW}")
+    if headers.get("content-type") != GRPC_WEB:
+        raise ValueError(f"content type {headers.get('content-type')!r}, want {GRPC_WEB}")
+    if len(body) < 5 or body[0] != 0 or int.from_bytes(body[1:5], "big") != len(body) - 5:
+        raise ValueError(f"not one uncompressed gRPC frame as long as the body ({len(body)} bytes: {body[:5]!r})")
+    out = {"series": [], "normalized": False}
+    for f, wt, v in _pb_fields(body[5:]):
+        if f == 3 and wt == 0:
+            out["normalized"] = bool(v)
+        elif f == 2 and wt == 2:
+            ser = {"labels": {}, "names": [], "profiles": []}
+            for g, _, w in _pb_fields(v):
+                if g == 1:
+                    for h, _, lab in _pb_fields(w):
+                        if h != 1:
+                            raise ValueError(f"LabelSet field {h}")
+                        kv = {k: _pb_str(x, "label") for k, _, x in _pb_fields(lab)}
+                        if set(kv) != {1, 2} or not kv[1] or kv[1] in ser["labels"]:
+                            raise ValueError(f"label {kv}")
+                        ser["labels"][kv[1]] = kv[2]
+                        ser["names"].append(kv[1])
+                elif g == 2:
+                    raw = dict((k, x) for k, _, x in _pb_fields(w)).get(1)
+                    if not isinstance(raw, bytes):
+                        raise ValueError("RawSample without raw_profile")
+                    try:
+                        _pb_fields(gzip.decompress(raw))
+                    except (OSError, EOFError) as e:
+                        raise ValueError(f"raw_profile is not gzip'ed pprof: {e}") from None
+                    ser["profiles"].append(raw)
+                else:
+                    raise ValueError(f"RawProfileSeries field {g}")
+            if not ser["names"] or ser["names"][0] != "__name__" or not ser["profiles"]:
+                raise ValueError(f"series without __name__ first or without samples: {ser['names']}")
+            out["series"].append(ser)
+        else:
+            raise ValueError(f"WriteRawRequest field {f} (wire type {wt})")
+    if not out["series"]:
+        raise ValueError("WriteRawRequest without series")
+    return out
+
+
+def _grpc_web_answer(err):
+    """Parca's answer over gRPC-web: the reply frame (an empty WriteRawResponse) and the
+    trailer frame with grpc-status 0; or, for a call it cannot take, a trailers-only
+    answer with grpc-status 3 (INVALID_ARGUMENT) and the reason."""
+    if err:
+        return b"", {"grpc-status": "3", "grpc-message": re.sub(r"[^ -~]|%", lambda m: "%%%02X" % ord(m[0]), err)}
+    trailer = b"grpc-status: 0\r\ngrpc-message: \r\n"
+    return b"\0\0\0\0\0" + b"\x80" + len(trailer).to_bytes(4, "big") + trailer, {}
 
 
 def _decode_body(raw, encoding):
@@ -188,10 +271,19 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         ans, req = rx._record(self.command, url, headers, raw)
         rx._wait_delay()
-        extra = {}
+        extra, body, ctype = {}, ans.body, "text/plain"
         if ans.retry_after is not None:
             extra["Retry-After"] = str(ans.retry_after)
-        req.answer_sent = self._send(ans.status, ans.body, extra=extra)
+        if url.path == PARCA_WRITERAW and ans.status == 200 and not ans.body:
+            try:
+                parca_write_raw(url.path, headers, req.body)
+                err = None
+            except ValueError as e:
+                err = str(e)
+            body, grpc = _grpc_web_answer(err)
+            extra.update(grpc)
+            ctype = GRPC_WEB
+        req.answer_sent = self._send(ans.status, body, ctype, extra=extra)
 
     do_POST = do_PUT = do_GET = do_HEAD = do_DELETE = do_PATCH = _handle
 

@@ -207,11 +207,10 @@ def test_all_exporters_agree(multi):
     # Parca
     parca = {}
     for r in multi.parca:
-        for ser in r.json()["series"]:
-            labels = {l["name"]: l["value"] for l in ser["labels"]["labels"]}
-            if labels.get("service_name") == multi.svc:
-                for s in ser["samples"]:
-                    m = PprofMeta(base64.b64decode(s["rawProfile"]))
+        for ser in r.parca()["series"]:
+            if ser["labels"].get("service_name") == multi.svc:
+                for raw in ser["profiles"]:
+                    m = PprofMeta(raw)
                     parca[m.time_ns] = parca.get(m.time_ns, 0) + m.samples
     assert parca == want, f"parca {parca} vs pyroscope {want}"
     # Local directory
@@ -254,16 +253,16 @@ def test_parca_requests(multi, tmp_path):
     assert multi.parca, "no parca requests"
     raws = []
     for i, r in enumerate(multi.parca):
-        assert r.method == "POST" and r.path == "/api/profiles/writeraw"
-        assert r.header("content-type", "").startswith("application/json")
-        body = r.json()
+        assert r.method == "POST" and r.status == 200
+        body = r.parca()  # strict: gRPC-web framing, content type, WriteRawRequest, gzip'ed pprof
+        assert not body["normalized"]
         for ser in body["series"]:
-            labels = {l["name"]: l["value"] for l in ser["labels"]["labels"]}
-            assert labels.get("__name__"), labels
+            labels = ser["labels"]
+            assert ser["names"][:2] == ["__name__", "service_name"], ser["names"]
+            assert labels["__name__"] == "parca_agent_cpu", labels
             assert labels.get("host_name") == multi.hostname and labels.get("env") == "test", labels
-            assert ser["samples"], ser
-            for j, s in enumerate(ser["samples"]):
-                raw = raw_of(tmp_path, f"p{i}-{j}.pb", base64.b64decode(s["rawProfile"], validate=True))
+            for j, p in enumerate(ser["profiles"]):
+                raw = raw_of(tmp_path, f"p{i}-{j}.pb", p)
                 assert raw.samples
                 if labels.get("service_name") == multi.svc:
                     raws.append(raw)

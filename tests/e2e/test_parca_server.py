@@ -1,11 +1,8 @@
 """test_parca_server.py: the real Parca server (tests/tools/parca, v0.21.0 built from its
-Go module) against what prowl sends it. Parca answers gRPC and gRPC-web on its port; its
-HTTP/JSON routes (/api/profiles/...) answer 404, so prowl's JSON WriteRaw cannot reach
-it (test_agent_export_reaches_parca: a known defect, strict xfail). The WriteRaw requests
-prowl made (caught by the stand-in) are sent to Parca as gRPC-web instead, and what
-Parca's query API gives back has the functions, shares (within 0.5 pp) and labels of
-prowl's own pprof of the same windows."""
-import base64
+Go module) against what prowl sends it. The agent exports to Parca itself (WriteRaw over
+gRPC-web); Parca takes every call (grpc-status 0), and what its query API gives back has
+the functions, shares (within 0.5 pp) and labels of prowl's own pprof of the same
+windows."""
 import time
 
 import pytest
@@ -14,12 +11,10 @@ import pbwire
 from agentlib import Agent, assert_same_shares, free_port, private_cpusplit
 from conftest import pprof_raw, start, stop
 from pprofgen import _bytes, _int
-from receiver import Receiver
 from serverlib import Server, call, tool
 from test_collector import FREQ, INTERVAL, SHARE_PP
 from test_pyroscope_server import wait_windows
 
-STORE = "/parca.profilestore.v1alpha1.ProfileStoreService/"
 QUERY = "/parca.query.v1alpha1.QueryService/"
 
 
@@ -52,18 +47,6 @@ class Parca(Server):
         assert b"grpc-status: 0" in trailer, (method, trailer)
         return reply or b""
 
-    def write_raw(self, req):
-        """prowl's JSON WriteRawRequest (receiver.Request.json()) as protobuf over gRPC-web."""
-        msg = b""
-        for ser in req["series"]:
-            labels = b"".join(_bytes(1, _bytes(1, l["name"].encode()) + _bytes(2, l["value"].encode()))
-                              for l in ser["labels"]["labels"])
-            samples = b"".join(_bytes(2, _bytes(1, base64.b64decode(s["rawProfile"]))) for s in ser["samples"])
-            msg += _bytes(2, _bytes(1, labels) + samples)
-        if req.get("normalized"):
-            msg += _int(3, 1)
-        self.grpc_web(STORE + "WriteRaw", msg)
-
     def profile_type(self):
         """prowl's sample-count profile type as Parca names it in queries (ProfileTypes):
         Parca makes one type per value of the pprof (samples/count, cpu/nanoseconds)."""
@@ -88,7 +71,7 @@ class Parca(Server):
 
 
 class Run:
-    """One agent run: WriteRaw to the stand-in, pprof to its directory."""
+    """One agent run exporting to Parca and to its directory."""
 
 
 def agent_run(d, url, windows=3):
@@ -118,28 +101,17 @@ def server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def run(server, tmp_path_factory):
     """cpusplit under a name of its own; an agent at 199 Hz, 2 s windows, three windows to
-    its directory and to the stand-in; each WriteRaw request then goes to Parca."""
+    its directory and to Parca; then Parca's merged profile of the workload, by service_name
+    and by every label prowl gives it."""
     d = tmp_path_factory.mktemp("parca-run")
-    rx = Receiver().start()
-    try:
-        agent, svc, rc = agent_run(d, rx.url)
-    finally:
-        rx.stop()
+    agent, svc, rc = agent_run(d, server.url)
     r = Run()
-    r.rc, r.svc, r.log = rc, svc, agent.log()
+    r.rc, r.svc, r.log, r.log_lines = rc, svc, agent.log(), agent.log_lines()
     files = sorted((agent.state / "profiles" / svc).glob("*.pb.gz"))
     r.raws = [pprof_raw(str(f), "-symbolize=none") for f in files]
-    reqs = [q for q in rx.requests if q.path == "/api/profiles/writeraw"]
-    assert reqs, [q.path for q in rx.requests]
-    r.labels = {}  # the labels of svc's series, as prowl sent them
-    for q in reqs:
-        server.write_raw(q.json())
-        for ser in q.json()["series"]:
-            labels = {l["name"]: l["value"] for l in ser["labels"]["labels"]}
-            if labels.get("service_name") == svc:
-                r.labels.update({k: v for k, v in labels.items() if k != "__name__"})
     (d / "merged.pb").write_bytes(server.merged(f'{{service_name="{svc}"}}'))
     r.merged = pprof_raw(str(d / "merged.pb"), "-symbolize=none")
+    r.labels = {"service_name": svc, "namespace": "shop", "pod": "web-1"}
     sel = ",".join(f'{k}="{v}"' for k, v in sorted(r.labels.items()))
     (d / "all-labels.pb").write_bytes(server.merged("{" + sel + "}"))
     r.all_labels = pprof_raw(str(d / "all-labels.pb"), "-symbolize=none")
@@ -147,14 +119,12 @@ def run(server, tmp_path_factory):
     return r
 
 
-@pytest.mark.xfail(strict=True, reason="prowl sends WriteRaw as JSON to /api/profiles/writeraw, which Parca "
-                   "v0.21.0 answers with 404 (its JSON gateway, mounted under /api, never matches); it takes "
-                   "gRPC or gRPC-web")
-def test_agent_export_reaches_parca(server, tmp_path):
-    agent, _, rc = agent_run(tmp_path, server.url, windows=1)
-    assert rc == 0, agent.log()
-    bad = [l for l in agent.log_lines() if 'msg="parca:' in l]
+def test_agent_export_reaches_parca(run):
+    """Every WriteRaw call the agent made was taken (no rejection, retry or failure line)."""
+    assert run.rc == 0, run.log
+    bad = [l for l in run.log_lines if 'msg="parca:' in l]
     assert not bad, "\n".join(bad)
+    assert run.raws, run.log
 
 
 def test_same_functions_and_shares(run):
@@ -168,8 +138,7 @@ def test_same_functions_and_shares(run):
 
 
 def test_labels(run):
-    """Every label of the series prowl sent (service_name, host_name, the static ones) is a
-    label in Parca, with its value: selecting on all of them gives the whole profile back."""
-    assert {"service_name", "namespace", "pod"} <= set(run.labels), run.labels
-    assert set(run.labels) <= run.label_names, (run.labels, run.label_names)
+    """The labels prowl gives the series (service_name, host_name, the static ones) are
+    labels in Parca, with their values: selecting on all of them gives the whole profile back."""
+    assert {"service_name", "namespace", "pod", "host_name"} <= run.label_names, run.label_names
     assert run.all_labels.total() == run.merged.total() > 0, (run.all_labels.total(), run.merged.total())

@@ -26,6 +26,7 @@
 #include "export.h"
 #include "export_parca.h"
 #include "export_pyroscope.h"
+#include "parca_profilestore.pb-c.h"
 #include "pyroscope_push.pb-c.h"
 #include "sender.h"
 #include "testutil.h"
@@ -64,6 +65,8 @@ struct srv {
 	int fail_status;
 	int retry_after; /* seconds, sent with fail_status when > 0 */
 	const char *reply;
+	size_t reply_len;       /* when > 0: reply is binary, this long */
+	const char *reply_hdr[2]; /* an extra header of every answer: name, value */
 	uint64_t big_reply; /* answer with this many bytes ('x') instead of reply */
 	uint64_t big_sent;  /* ... of which the client took this many */
 	int hang_ms;     /* hold each answer this long (until stopped) */
@@ -199,10 +202,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	if (s->big_reply)
 		resp = MHD_create_response_from_callback(s->big_reply, 65536, big_body, s, NULL);
 	else
-		resp = MHD_create_response_from_buffer(strlen(s->reply ? s->reply : ""),
+		resp = MHD_create_response_from_buffer(s->reply_len ? s->reply_len : strlen(s->reply ? s->reply : ""),
 						       (void *)(s->reply ? s->reply : ""), MHD_RESPMEM_MUST_COPY);
 	if (!resp)
 		return MHD_NO;
+	if (s->reply_hdr[0])
+		MHD_add_response_header(resp, s->reply_hdr[0], s->reply_hdr[1]);
 	if (status == s->fail_status && s->retry_after > 0) {
 		char v[16];
 
@@ -1086,54 +1091,33 @@ static void test_pyroscope_push(void **state)
 	fixture_fini(&f);
 }
 
-static int b64val(char c)
+static void check_parca_label(const Prowl__Parca__Profilestore__V1alpha1__Label *l, const char *name,
+			      const char *value)
 {
-	const char *tab = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	const char *p = strchr(tab, c);
-
-	return c && p ? (int)(p - tab) : -1;
+	assert_string_equal(l->name, name);
+	assert_string_equal(l->value, value);
 }
 
-/* Decodes the base64 string that starts at s and ends at the next '"'. */
-static uint8_t *b64decode(const char *s, size_t *ret_len)
+/* Parca's successful gRPC-web answer: an empty reply frame, then the trailer frame. */
+static const char parca_ok[] = "\0\0\0\0\0\x80\0\0\0\x1fgrpc-status: 0\r\ngrpc-message: \r\n";
+
+static void test_parca_grpc_web(void **state)
 {
-	size_t n = strcspn(s, "\""), o = 0;
-	uint8_t *out = malloc(n / 4 * 3 + 3);
-
-	assert_non_null(out);
-	assert_int_equal(n % 4, 0);
-	for (size_t i = 0; i < n; i += 4) {
-		int v[4];
-
-		for (int k = 0; k < 4; k++)
-			v[k] = s[i + k] == '=' ? 0 : b64val(s[i + k]);
-		for (int k = 0; k < 4; k++)
-			assert_true(v[k] >= 0);
-		out[o++] = (uint8_t)(v[0] << 2 | v[1] >> 4);
-		if (s[i + 2] != '=')
-			out[o++] = (uint8_t)(v[1] << 4 | v[2] >> 2);
-		if (s[i + 3] != '=')
-			out[o++] = (uint8_t)(v[2] << 6 | v[3]);
-	}
-	*ret_len = o;
-	return out;
-}
-
-static void test_parca_json(void **state)
-{
-	const char *key = "\"rawProfile\":\"", *p;
+	Prowl__Parca__Profilestore__V1alpha1__WriteRawRequest *wr;
+	Prowl__Parca__Profilestore__V1alpha1__RawProfileSeries *ps;
+	const struct rec *rc;
 	struct export_stats st;
 	struct http_target t;
 	struct exporter *e;
 	struct fixture f;
 	struct srv s;
-	char url[64], *json;
-	uint8_t *raw;
-	size_t len;
+	char url[64];
 
 	(void)state;
 	fixture_init(&f);
 	srv_init(&s, 200);
+	s.reply = parca_ok;
+	s.reply_len = sizeof(parca_ok) - 1;
 	srv_start(&s, 0);
 	target_init(&t, url, sizeof(url), s.port);
 	assert_int_equal(exporter_parca_new(&t, &e), 0);
@@ -1141,41 +1125,91 @@ static void test_parca_json(void **state)
 	run_exporter(e, &f.batch, &st);
 
 	assert_int_equal(st.sent, 1);
+	assert_int_equal(st.failed, 0);
 	assert_int_equal(s.n, 1);
-	assert_string_equal(s.recs[0].uri, "/api/profiles/writeraw");
-	assert_string_equal(hdr(&s.recs[0], "Content-Type"), "application/json");
-	json = strndup((const char *)s.recs[0].body, s.recs[0].len);
-	assert_non_null(json);
-	assert_true(strncmp(json, "{\"series\":[{\"labels\":{\"labels\":[{\"name\":\"__name__\",\"value\":\"parca_agent_cpu\"},"
-				  "{\"name\":\"service_name\",\"value\":\"my app{x}\"},"
-				  "{\"name\":\"host_name\",\"value\":\"h,1\"},{\"name\":\"env\",\"value\":\"a=b c\"},"
-				  "{\"name\":\"9bad-name\",\"value\":\"v}\"}]},\"samples\":[{\"rawProfile\":\"",
-			    strlen("{\"series\":[{\"labels\":{\"labels\":[{\"name\":\"__name__\",\"value\":\"parca_agent_cpu\"},"
-				   "{\"name\":\"service_name\",\"value\":\"my app{x}\"},"
-				   "{\"name\":\"host_name\",\"value\":\"h,1\"},{\"name\":\"env\",\"value\":\"a=b c\"},"
-				   "{\"name\":\"9bad-name\",\"value\":\"v}\"}]},\"samples\":[{\"rawProfile\":\"")) == 0);
-	assert_non_null(strstr(json, "{\"labels\":{\"labels\":[{\"name\":\"__name__\",\"value\":\"parca_agent_cpu\"},"
-				     "{\"name\":\"service_name\",\"value\":\"svc\"},{\"name\":\"host_name\",\"value\":\"h2\"},"
-				     "{\"name\":\"note\",\"value\":\"a\\\"b\\\\c\\nd\\ufffd\"}]}"));
-	assert_null(strstr(json, "idle")); /* the empty series is skipped */
-	assert_true(json[strlen(json) - 1] == '}');
-	assert_string_equal(json + strlen(json) - 6, "\"}]}]}");
+	rc = &s.recs[0];
+	assert_string_equal(rc->uri, "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw");
+	assert_string_equal(hdr(rc, "Content-Type"), "application/grpc-web+proto");
+	/* one uncompressed frame, as long as the body */
+	assert_true(rc->len > 5);
+	assert_int_equal(rc->body[0], 0);
+	assert_int_equal((size_t)rc->body[1] << 24 | (size_t)rc->body[2] << 16 | (size_t)rc->body[3] << 8 | rc->body[4],
+			 rc->len - 5);
+	wr = prowl__parca__profilestore__v1alpha1__write_raw_request__unpack(NULL, rc->len - 5, rc->body + 5);
+	assert_non_null(wr);
+	assert_false(wr->normalized);
+	assert_int_equal(wr->n_series, 2); /* the empty series is skipped */
 
-	p = strstr(json, key);
-	assert_non_null(p);
-	raw = b64decode(p + strlen(key), &len);
-	assert_int_equal(len, f.pprof_len[0]);
-	assert_memory_equal(raw, f.pprof[0], len);
-	free(raw);
-	p = strstr(p + 1, key);
-	assert_non_null(p);
-	raw = b64decode(p + strlen(key), &len);
-	assert_int_equal(len, f.pprof_len[2]);
-	assert_memory_equal(raw, f.pprof[2], len);
-	free(raw);
-	assert_null(strstr(p + 1, key));
-	free(json);
+	ps = wr->series[0];
+	assert_non_null(ps->labels);
+	assert_int_equal(ps->labels->n_labels, 5);
+	check_parca_label(ps->labels->labels[0], "__name__", "parca_agent_cpu");
+	check_parca_label(ps->labels->labels[1], "service_name", "my app{x}");
+	check_parca_label(ps->labels->labels[2], "host_name", "h,1");
+	check_parca_label(ps->labels->labels[3], "env", "a=b c");
+	check_parca_label(ps->labels->labels[4], "9bad-name", "v}");
+	assert_int_equal(ps->n_samples, 1);
+	assert_int_equal(ps->samples[0]->raw_profile.len, f.pprof_len[0]);
+	assert_memory_equal(ps->samples[0]->raw_profile.data, f.pprof[0], f.pprof_len[0]);
+
+	ps = wr->series[1];
+	assert_int_equal(ps->labels->n_labels, 4);
+	check_parca_label(ps->labels->labels[0], "__name__", "parca_agent_cpu");
+	check_parca_label(ps->labels->labels[1], "service_name", "svc");
+	check_parca_label(ps->labels->labels[2], "host_name", "h2");
+	check_parca_label(ps->labels->labels[3], "note", "a\"b\\c\nd\xff");
+	assert_int_equal(ps->samples[0]->raw_profile.len, f.pprof_len[2]);
+	assert_memory_equal(ps->samples[0]->raw_profile.data, f.pprof[2], f.pprof_len[2]);
+	prowl__parca__profilestore__v1alpha1__write_raw_request__free_unpacked(wr, NULL);
 	srv_fini(&s);
+	fixture_fini(&f);
+}
+
+/* HTTP 200 is not success in gRPC-web: a grpc-status other than 0 (here trailers-only,
+ * as headers) retries when the server is unavailable and fails the call otherwise; an
+ * answer with no grpc-status at all (not a gRPC-web server) fails it too. */
+static void test_parca_grpc_status(void **state)
+{
+	static const struct {
+		const char *code;
+		bool retry;
+	} cases[] = { { "14", true }, { "8", true }, { "3", false }, { "16", false }, { NULL, false } };
+	struct export_stats st;
+	struct http_target t;
+	struct exporter *e;
+	struct fixture f;
+	struct srv s;
+	char url[64], want[64], *log;
+
+	(void)state;
+	fixture_init(&f);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		srv_init(&s, 200);
+		s.reply = "{}";
+		if (cases[i].code) {
+			s.reply_hdr[0] = "grpc-status";
+			s.reply_hdr[1] = cases[i].code;
+		}
+		srv_start(&s, 0);
+		target_init(&t, url, sizeof(url), s.port);
+		t.max_retries = 2;
+		capture_begin();
+		assert_int_equal(exporter_parca_new(&t, &e), 0);
+		assert_int_equal(e->ops->submit(e, &f.batch), 0);
+		assert_int_equal(e->ops->flush(e, 10000), 0);
+		e->ops->get_stats(e, &st);
+		e->ops->free(e);
+		log = capture_end();
+		snprintf(want, sizeof(want), cases[i].retry ? "failed: gRPC status %s " : "rejected: gRPC status %s ",
+			 cases[i].code);
+		assert_non_null(strstr(log, cases[i].code ? want : "rejected: HTTP 2xx without a grpc-status"));
+		free(log);
+		assert_int_equal(st.sent, 0);
+		assert_int_equal(srv_count(&s), cases[i].retry ? 3 : 1);
+		assert_int_equal(st.failed, cases[i].retry ? 0 : 1);
+		assert_int_equal(st.dropped, cases[i].retry ? 1 : 0);
+		srv_fini(&s);
+	}
 	fixture_fini(&f);
 }
 
@@ -1224,7 +1258,8 @@ int main(void)
 		cmocka_unit_test(test_bad_args),
 		cmocka_unit_test(test_pyroscope_ingest),
 		cmocka_unit_test(test_pyroscope_push),
-		cmocka_unit_test(test_parca_json),
+		cmocka_unit_test(test_parca_grpc_web),
+		cmocka_unit_test(test_parca_grpc_status),
 		cmocka_unit_test(test_exporter_nothing_to_send),
 	};
 
