@@ -104,3 +104,35 @@ bool export_series_has_samples(const struct export_series *s)
 	profile_get_stats(s->prof, &st);
 	return st.samples > 0;
 }
+
+size_t export_batch_count(const struct export_batch *b, size_t *ret_labels)
+{
+	size_t n = 0;
+
+	*ret_labels = 0;
+	for (size_t i = 0; i < b->nseries; i++) {
+		if (!export_series_has_samples(&b->series[i]))
+			continue;
+		n++;
+		*ret_labels += 2 + b->series[i].nlabels;
+	}
+	return n;
+}
+
+bool export_series_sent_label(const struct export_series *s, const char *profile_name, size_t k,
+			      const char **name, const char **value)
+{
+	if (k == 0) {
+		*name = EXPORT_NAME_LABEL;
+		*value = profile_name;
+	} else if (k == 1) {
+		*name = LABEL_SERVICE_NAME;
+		*value = export_series_service(s);
+	} else if (export_label_is_extra(&s->labels[k - 2])) {
+		*name = s->labels[k - 2].name;
+		*value = s->labels[k - 2].value;
+	} else {
+		return false;
+	}
+	return true;
+}

@@ -51,5 +51,12 @@ const char *export_series_service(const struct export_series *s);
 bool export_label_is_extra(const struct series_label *l);
 /* Whether s has a profile with at least one sample: empty series are not sent. */
 bool export_series_has_samples(const struct export_series *s);
+/* How many series of b have samples, and in *ret_labels at most how many labels a
+ * backend sends for them (export_series_sent_label's slots). */
+size_t export_batch_count(const struct export_batch *b, size_t *ret_labels);
+/* Slot k (0 .. 2 + s->nlabels - 1) of the labels a backend sends for s: __name__ =
+ * profile_name, service_name, then each extra label; false for a slot not sent. */
+bool export_series_sent_label(const struct export_series *s, const char *profile_name, size_t k,
+			      const char **name, const char **value);
 
 #endif

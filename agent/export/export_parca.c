@@ -227,12 +227,7 @@ static int parca_submit(struct exporter *e, const struct export_batch *b)
 	size_t nser = 0, nlab = 0, ns = 0, nl = 0, len;
 	int r = 0;
 
-	for (size_t i = 0; i < b->nseries; i++) {
-		if (!export_series_has_samples(&b->series[i]))
-			continue;
-		nser++;
-		nlab += 2 + b->series[i].nlabels;
-	}
+	nser = export_batch_count(b, &nlab);
 	if (nser == 0)
 		return 0;
 	series = calloc(nser, sizeof(*series));
@@ -263,13 +258,7 @@ static int parca_submit(struct exporter *e, const struct export_batch *b)
 		for (size_t k = 0; k < 2 + s->nlabels; k++) {
 			const char *name, *value;
 
-			if (k == 0)
-				name = EXPORT_NAME_LABEL, value = PROFILE_NAME;
-			else if (k == 1)
-				name = LABEL_SERVICE_NAME, value = export_series_service(s);
-			else if (export_label_is_extra(&s->labels[k - 2]))
-				name = s->labels[k - 2].name, value = s->labels[k - 2].value;
-			else
+			if (!export_series_sent_label(s, PROFILE_NAME, k, &name, &value))
 				continue;
 			prowl__parca__profilestore__v1alpha1__label__init(&labels[nl]);
 			labels[nl].name = (char *)name;

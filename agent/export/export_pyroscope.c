@@ -196,12 +196,7 @@ static int submit_push(struct exporter_pyroscope *p, const struct export_batch *
 	char *path = NULL;
 	int r = 0;
 
-	for (size_t i = 0; i < b->nseries; i++) {
-		if (!export_series_has_samples(&b->series[i]))
-			continue;
-		nser++;
-		nlab += 2 + b->series[i].nlabels;
-	}
+	nser = export_batch_count(b, &nlab);
 	if (nser == 0)
 		return 0;
 	series = calloc(nser, sizeof(*series));
@@ -233,22 +228,14 @@ static int submit_push(struct exporter_pyroscope *p, const struct export_batch *
 		sm->raw_profile.len = len;
 		samplesp[ns] = sm;
 
-		prowl__pyroscope__push__v1__label_pair__init(&labels[nl]);
-		labels[nl].name = EXPORT_NAME_LABEL;
-		labels[nl].value = PROFILE_NAME;
-		labelsp[nl] = &labels[nl];
-		nl++;
-		prowl__pyroscope__push__v1__label_pair__init(&labels[nl]);
-		labels[nl].name = LABEL_SERVICE_NAME;
-		labels[nl].value = (char *)export_series_service(s);
-		labelsp[nl] = &labels[nl];
-		nl++;
-		for (size_t k = 0; k < s->nlabels; k++) {
-			if (!export_label_is_extra(&s->labels[k]))
+		for (size_t k = 0; k < 2 + s->nlabels; k++) {
+			const char *name, *value;
+
+			if (!export_series_sent_label(s, PROFILE_NAME, k, &name, &value))
 				continue;
 			prowl__pyroscope__push__v1__label_pair__init(&labels[nl]);
-			labels[nl].name = (char *)s->labels[k].name;
-			labels[nl].value = (char *)s->labels[k].value;
+			labels[nl].name = (char *)name;
+			labels[nl].value = (char *)value;
 			labelsp[nl] = &labels[nl];
 			nl++;
 		}

@@ -1,11 +1,13 @@
 /* fuzz_http.c: raw HTTP answers from a loopback server to what prowl reads over HTTP:
- * the Kubernetes client (a list body, a watch stream of lines) and an exporter's POST. */
+ * the Kubernetes client (a list body, a watch stream of lines) and an exporter's POST
+ * (plain, or Parca's gRPC-web call, whose 2xx answer is read for its grpc-status). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/socket.h>
 
+#include "export_parca.h"
 #include "fuzz_common.h"
 #include "kube_http.h"
 #include "sender_priv.h"
@@ -88,7 +90,7 @@ static bool on_line(void *ctx, const char *line, size_t len)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct kube_http *kh;
-	static struct sender *snd;
+	static struct sender *snd, *grpc;
 	struct kube_get g = {.max = 1 << 20, .timeout_ms = 2000};
 	struct sender_request req = {.path = "/ingest?name=fuzz", .content_type = "text/plain",
 				     .body = (uint8_t *)"x", .len = 1};
@@ -101,8 +103,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (start_server() < 0 || kube_http_new(&(struct kube_http_opts){.api_url = base_url}, &kh) < 0)
 			abort();
 		t.url = base_url;
-		if (sender_new("fuzz", &t, &snd) < 0)
+		if (sender_new("fuzz", &t, &snd) < 0 || sender_new("fuzz-grpc", &t, &grpc) < 0)
 			abort();
+		sender_set_reply_check(grpc, parca_reply_verdict);
 	}
 	pthread_mutex_lock(&lock);
 	free(answer);
@@ -124,8 +127,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (strnlen(g.why, sizeof(g.why)) == sizeof(g.why))
 		abort();
 	/* An exporter's POST: the worker thread is idle (nothing queued), so the
-	 * transfer runs here; the outcome and Retry-After come from the answer. */
-	sender_attempt(snd, &req, &retry_after_ms);
+	 * transfer runs here; the outcome and Retry-After come from the answer. Answers
+	 * of odd length go to the sender that reads gRPC-web answers. */
+	sender_attempt(size & 1 ? grpc : snd, &req, &retry_after_ms);
 	if (retry_after_ms > RETRY_AFTER_CAP_MS)
 		abort();
 	return 0;
