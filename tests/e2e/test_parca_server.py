@@ -4,6 +4,7 @@ gRPC-web); Parca takes every call (grpc-status 0), and what its query API gives 
 the functions, shares (within 0.5 pp) and labels of prowl's own pprof of the same
 windows."""
 import time
+import urllib.request
 
 import pytest
 
@@ -11,6 +12,7 @@ import pbwire
 from agentlib import Agent, assert_same_shares, free_port, private_cpusplit
 from conftest import pprof_raw, start, stop
 from pprofgen import _bytes, _int
+from receiver import GRPC_WEB, PARCA_WRITERAW, Receiver
 from serverlib import Server, call, tool
 from test_collector import FREQ, INTERVAL, SHARE_PP
 from test_pyroscope_server import wait_windows
@@ -109,6 +111,7 @@ def run(server, tmp_path_factory):
     r.rc, r.svc, r.log, r.log_lines = rc, svc, agent.log(), agent.log_lines()
     files = sorted((agent.state / "profiles" / svc).glob("*.pb.gz"))
     r.raws = [pprof_raw(str(f), "-symbolize=none") for f in files]
+    r.pprof = files[0].read_bytes() if files else b""
     (d / "merged.pb").write_bytes(server.merged(f'{{service_name="{svc}"}}'))
     r.merged = pprof_raw(str(d / "merged.pb"), "-symbolize=none")
     r.labels = {"service_name": svc, "namespace": "shop", "pod": "web-1"}
@@ -142,3 +145,38 @@ def test_labels(run):
     labels in Parca, with their values: selecting on all of them gives the whole profile back."""
     assert {"service_name", "namespace", "pod", "host_name"} <= run.label_names, run.label_names
     assert run.all_labels.total() == run.merged.total() > 0, (run.all_labels.total(), run.merged.total())
+
+
+def grpc_status(url, msg):
+    """The grpc-status of one WriteRaw call (headers of a trailers-only answer, else trailer frame)."""
+    req = urllib.request.Request(url + PARCA_WRITERAW, data=b"\0" + len(msg).to_bytes(4, "big") + msg,
+                                 headers={"Content-Type": GRPC_WEB})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        assert r.status == 200, r.status
+        hdrs, body = {k.lower(): v for k, v in r.headers.items()}, r.read()
+    if "grpc-status" in hdrs:
+        return int(hdrs["grpc-status"])
+    i = 0
+    while i + 5 <= len(body):
+        n = int.from_bytes(body[i + 1:i + 5], "big")
+        if body[i] & 0x80:
+            for line in body[i + 5:i + 5 + n].decode().splitlines():
+                k, _, v = line.partition(":")
+                if k.strip().lower() == "grpc-status":
+                    return int(v)
+        i += 5 + n
+    raise AssertionError(f"no grpc-status: {hdrs} {body[:200]!r}")
+
+
+def test_stand_in_answers_as_parca(server, run):
+    """The stand-in and the real Parca agree on a good call (grpc-status 0) and on one
+    without __name__ (refused; the stand-in says INVALID_ARGUMENT)."""
+    def call_of(labels):
+        ls = b"".join(_bytes(1, _bytes(1, k.encode()) + _bytes(2, v.encode())) for k, v in labels)
+        return _bytes(2, _bytes(1, ls) + _bytes(2, _bytes(1, run.pprof)))
+    good = call_of([("__name__", "parca_agent_cpu"), ("service_name", "standin-check")])
+    bad = call_of([("service_name", "standin-check")])
+    with Receiver() as rx:
+        assert grpc_status(server.url, good) == grpc_status(rx.url, good) == 0
+        assert grpc_status(server.url, bad) != 0
+        assert grpc_status(rx.url, bad) == 3
