@@ -4,7 +4,7 @@
 # (ASan+UBSan: the unit tests and the e2e
 # tests that feed prowl untrusted input, SAN_E2E below), then the kernel matrix
 # (tests/kmatrix: Debian's kernels under QEMU) on build/, then each libFuzzer harness
-# for 15 s when FUZZ_BUILD names their build; checks that every line the mutation
+# for 10 s when FUZZ_BUILD names their build; checks that every line the mutation
 # check breaks is still in the sources (tests/mutation.sh --check); lists every skipped test
 # with its reason and ends with "N passed, N failed, N skipped".
 # Usage: tests/run.sh [--quick] [BUILD_DIR...]   (default: build build-san)
@@ -143,9 +143,9 @@ run_kmatrix() { # $1 = build dir
 
 run_fuzz() { # $1 = the libFuzzer build (make O=build-fuzz FUZZ=1 fuzzers)
 	local h c n corpus why
-	echo "== fuzzing ($1, ${FUZZ_SUITE_SECONDS:-15} s per harness)"
+	echo "== fuzzing ($1, ${FUZZ_SUITE_SECONDS:-10} s per harness)"
 	rm -f "$1/fuzz/results.txt"
-	tests/fuzz/run.sh "$1" "${FUZZ_SUITE_SECONDS:-15}"
+	tests/fuzz/run.sh "$1" "${FUZZ_SUITE_SECONDS:-10}"
 	if [ ! -s "$1/fuzz/results.txt" ]; then
 		failed=$((failed + 1))
 		failures+=("$1/fuzz (tests/fuzz/run.sh wrote no results)")
@@ -187,6 +187,14 @@ run_layout() {
 	fi
 }
 
+# Wall time per phase, printed before the closing line (the suite's budget is 30 minutes).
+phase_times=()
+phase_start=$SECONDS
+phase() { # $1 = what just ended
+	phase_times+=("$1 $((SECONDS - phase_start)) s")
+	phase_start=$SECONDS
+}
+
 only_quick=0
 if [ "${1:-}" = --quick ]; then
 	only_quick=1
@@ -220,14 +228,17 @@ for d in "${dirs[@]}"; do
 		continue
 	fi
 	run_unit "$d"
+	phase "unit ($d)"
 	if [ $only_quick = 1 ]; then
 		run_e2e "$d" stages
+		phase "e2e ($d)"
 		continue
 	fi
 	case "$d" in
 	*san*) run_e2e "$d" quick ;; # sanitizers: every test but the long captures
 	*) run_e2e "$d" "" ;;
 	esac
+	phase "e2e ($d)"
 done
 if [ $only_quick = 1 ]; then
 	dirs=()
@@ -242,6 +253,7 @@ for d in "${dirs[@]}"; do
 		failures+=("$d/kernel-matrix (not root)")
 	else
 		run_kmatrix "$d"
+		phase "kernel matrix"
 	fi
 	break
 done
@@ -250,6 +262,7 @@ done
 if [ -n "${FUZZ_BUILD:-}" ]; then
 	if [ -x "$FUZZ_BUILD/fuzz/fuzz_procmaps" ]; then
 		run_fuzz "$FUZZ_BUILD"
+		phase "fuzzing"
 	else
 		failed=$((failed + 1))
 		failures+=("$FUZZ_BUILD (fuzzers not built)")
@@ -257,6 +270,7 @@ if [ -n "${FUZZ_BUILD:-}" ]; then
 fi
 
 echo
+echo "wall time: $(IFS=,; echo "${phase_times[*]}" | sed 's/,/, /g') (tests/run.sh in all: $SECONDS s)"
 if [ ${#skips[@]} -gt 0 ]; then
 	echo "skipped (with the reason):"
 	printf '  %s\n' "${skips[@]}"
