@@ -82,6 +82,10 @@ def test_list_and_watch_with_a_service_account_token(env):
         wait_for(lambda: labelled(env, n1, before), 15, "the listed pod's labels", agent)
         after = api.add_pod(make_pod("api-0", "shop", NODE, containers={"app": new_id()},
                                      labels={"app.kubernetes.io/name": "api"}))
+        # The new pod reaches the agent by its watch before any process of it runs: a
+        # process of an unknown container would make the agent list again instead.
+        wait_for(lambda: (agent.metrics().get("prowl_kubernetes_watch_events_total") or 0) >= 1, 15,
+                 "a watch event for the new pod", agent)
         n2 = run_pod(env, after)
         wait_for(lambda: labelled(env, n2, after), 15, "the watched pod's labels", agent)
         m = agent.metrics()
