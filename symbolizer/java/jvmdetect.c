@@ -22,7 +22,7 @@ static void on_symbol(void *ctx, const char *name, const GElf_Sym *sym)
 {
 	struct jvm_elf *j = ctx;
 
-	if (sym->st_size != 8 || strncmp(name, "gHotSpotVM", 10) != 0)
+	if (GELF_ST_TYPE(sym->st_info) != STT_OBJECT || sym->st_size != 8 || strncmp(name, "gHotSpotVM", 10) != 0)
 		return;
 	for (unsigned int k = 0; k < JVM_SYM__N; k++)
 		if (strcmp(name, sym_names[k]) == 0)
@@ -40,7 +40,7 @@ int jvm_detect_elf(Elf *elf, struct jvm_elf *ret)
 		GElf_Shdr sh;
 
 		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNSYM) {
-			elf_each_data_symbol(elf, scn, on_symbol, ret);
+			elf_each_symbol(elf, scn, on_symbol, ret);
 			break;
 		}
 	}

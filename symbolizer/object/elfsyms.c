@@ -1,10 +1,10 @@
-/* elfsyms.c: walks the defined data symbols of a symbol table section (runtimes'
- * detection: CPython's _PyRuntime, HotSpot's gHotSpotVMStructs). */
+/* elfsyms.c: walks the defined data and function symbols of a symbol table section
+ * (runtimes' detection: CPython's _PyRuntime, HotSpot's gHotSpotVMStructs). */
 #include "elfsyms.h"
 
 #include <stddef.h>
 
-void elf_each_data_symbol(Elf *elf, Elf_Scn *scn, elf_sym_fn fn, void *ctx)
+void elf_each_symbol(Elf *elf, Elf_Scn *scn, elf_sym_fn fn, void *ctx)
 {
 	GElf_Shdr sh;
 	Elf_Data *d;
@@ -21,7 +21,7 @@ void elf_each_data_symbol(Elf *elf, Elf_Scn *scn, elf_sym_fn fn, void *ctx)
 		const char *name;
 
 		if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value ||
-		    GELF_ST_TYPE(sym.st_info) != STT_OBJECT)
+		    (GELF_ST_TYPE(sym.st_info) != STT_OBJECT && GELF_ST_TYPE(sym.st_info) != STT_FUNC))
 			continue;
 		name = elf_strptr(elf, sh.sh_link, sym.st_name);
 		if (name)

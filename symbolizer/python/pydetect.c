@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "elfsyms.h"
+
 /* Reads len bytes at virtual address addr from the section that holds it. */
 static int read_at(Elf *elf, uint64_t addr, void *ret, size_t len)
 {
@@ -47,47 +49,42 @@ static bool version_from_name(const char *path, uint8_t *major, uint8_t *minor)
 	return true;
 }
 
+struct scan {
+	struct py_elf *p;
+	uint64_t *py_version, *head_fn;
+};
+
+static void on_symbol(void *ctx, const char *name, const GElf_Sym *sym)
+{
+	struct scan *sc = ctx;
+	struct py_elf *p = sc->p;
+
+	if (name[0] != '_' && name[0] != 'P' && name[0] != 'i')
+		return;
+	if (GELF_ST_TYPE(sym->st_info) == STT_FUNC) {
+		if (strcmp(name, "PyInterpreterState_Head") == 0)
+			*sc->head_fn = sym->st_value;
+		return;
+	}
+	if (strcmp(name, "interp_head") == 0 && GELF_ST_BIND(sym->st_info) == STB_LOCAL && sym->st_size == 8)
+		p->interp_head = sym->st_value;
+	else if (strcmp(name, "_PyRuntime") == 0)
+		p->runtime = sym->st_value;
+	else if (strcmp(name, "PyCode_Type") == 0)
+		p->code_type = sym->st_value;
+	else if (strcmp(name, "PyUnicode_Type") == 0)
+		p->unicode_type = sym->st_value;
+	else if (strcmp(name, "PyBytes_Type") == 0)
+		p->bytes_type = sym->st_value;
+	else if (strcmp(name, "Py_Version") == 0 && (sym->st_size == 4 || sym->st_size == 8))
+		*sc->py_version = sym->st_value; /* unsigned int on 3.11, 3.12; unsigned long on 3.13 */
+}
+
 static void scan_symtab(Elf *elf, Elf_Scn *scn, struct py_elf *p, uint64_t *py_version, uint64_t *head_fn)
 {
-	GElf_Shdr sh;
-	Elf_Data *d;
-	size_t n;
+	struct scan sc = { p, py_version, head_fn };
 
-	if (!gelf_getshdr(scn, &sh) || !sh.sh_entsize)
-		return;
-	d = elf_getdata(scn, NULL);
-	if (!d)
-		return;
-	n = d->d_size / sh.sh_entsize;
-	for (size_t i = 0; i < n; i++) {
-		GElf_Sym sym;
-		const char *name;
-
-		if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF || !sym.st_value)
-			continue;
-		if (GELF_ST_TYPE(sym.st_info) != STT_OBJECT && GELF_ST_TYPE(sym.st_info) != STT_FUNC)
-			continue;
-		name = elf_strptr(elf, sh.sh_link, sym.st_name);
-		if (!name || (name[0] != '_' && name[0] != 'P' && name[0] != 'i'))
-			continue;
-		if (GELF_ST_TYPE(sym.st_info) == STT_FUNC) {
-			if (strcmp(name, "PyInterpreterState_Head") == 0)
-				*head_fn = sym.st_value;
-			continue;
-		}
-		if (strcmp(name, "interp_head") == 0 && GELF_ST_BIND(sym.st_info) == STB_LOCAL && sym.st_size == 8)
-			p->interp_head = sym.st_value;
-		else if (strcmp(name, "_PyRuntime") == 0)
-			p->runtime = sym.st_value;
-		else if (strcmp(name, "PyCode_Type") == 0)
-			p->code_type = sym.st_value;
-		else if (strcmp(name, "PyUnicode_Type") == 0)
-			p->unicode_type = sym.st_value;
-		else if (strcmp(name, "PyBytes_Type") == 0)
-			p->bytes_type = sym.st_value;
-		else if (strcmp(name, "Py_Version") == 0 && (sym.st_size == 4 || sym.st_size == 8))
-			*py_version = sym.st_value; /* unsigned int on 3.11, 3.12; unsigned long on 3.13 */
-	}
+	elf_each_symbol(elf, scn, on_symbol, &sc);
 }
 
 /* 3.6's PyInterpreterState_Head() is `return interp_head;`: mov interp_head(%rip),%rax
