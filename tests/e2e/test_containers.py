@@ -96,6 +96,8 @@ def test_process_in_its_own_mount_and_pid_namespace_is_symbolized(run):
     assert hot / tot > 0.5, f"hot_a in {hot / tot:.0%} of its samples: symbols not read from its mount namespace"
 
 
+# A reload, not untrusted input: the normal build's run covers it.
+@pytest.mark.slow
 def test_reload_lets_a_dropped_process_back(tmp_path):
     """A process relabel_configs drops is stopped in BPF; after a reload without the rule,
     it is sampled and exported again."""

@@ -354,6 +354,8 @@ def record_cpu(tmp_path, unprivileged, hostile):
             os.unlink(path)
 
 
+# Time, not memory safety: the map parser's hostile inputs run under ASan in the tests above.
+@pytest.mark.slow
 def test_out_of_order_map_is_read_in_linear_time(tmp_path, unprivileged):
     """The 32 MB map of 900,000 entries with one out-of-order entry per 64 KiB chunk: a
     sort per chunk made `record -d 4` take 26-30 s and lose samples. Now it costs about
