@@ -16,7 +16,7 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
 	    -D_GNU_SOURCE -DPROWL_VERSION='"$(VERSION)"' -DPROWL_GIT_REV='"$(GIT_REV)"'
 # Source folders: each stage's folder and its sub-folders (see README.md, "How it works").
-SRC_DIRS := lib lib/containers symbolizer symbolizer/names symbolizer/object symbolizer/unwind symbolizer/python symbolizer/java \
+SRC_DIRS := lib lib/containers symbolizer symbolizer/names symbolizer/object symbolizer/unwind symbolizer/python symbolizer/java symbolizer/node \
             agent agent/cli agent/config agent/sample agent/resolve agent/labels \
             agent/aggregate agent/encode agent/export agent/metrics agent/analyse
 INCLUDES := -I$(O) -I$(O)/proto -Ibpf $(addprefix -I,$(SRC_DIRS))
