@@ -318,7 +318,7 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	s->objs = opts->objects ? objcache_ref(opts->objects) : objcache_shared();
 	s->demangle = opts->demangle;
 	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys || !s->objs || py_resolver_new(&s->py) < 0 ||
-	    jvm_namer_new(&s->java) < 0)
+	    jvm_namer_new(&s->java) < 0 || v8_namer_new(&s->node) < 0)
 		goto fail;
 	if (opts->inflate_dir && opts->inflate_max_bytes) {
 		s->inflate.dir = strdup(opts->inflate_dir);
@@ -384,12 +384,18 @@ void symbolizer_free(struct symbolizer *s)
 	dbgd_free(s->dbgd);
 	py_resolver_free(s->py);
 	jvm_namer_free(s->java);
+	v8_namer_free(s->node);
 	free(s);
 }
 
 struct jvm_namer *symbolizer_java(struct symbolizer *s)
 {
 	return s->java;
+}
+
+struct v8_namer *symbolizer_node(struct symbolizer *s)
+{
+	return s->node;
 }
 
 struct py_resolver *symbolizer_python(struct symbolizer *s)
@@ -508,6 +514,17 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 		ret->java_name_misses = js.misses;
 		ret->java_name_failures = js.failures;
 		bytes += js.bytes;
+	}
+	{
+		struct v8_namer_stats ns;
+
+		v8_namer_stats(s->node, &ns);
+		ret->js_names = ns.entries;
+		ret->js_name_bytes = ns.bytes;
+		ret->js_name_hits = ns.hits;
+		ret->js_name_misses = ns.misses;
+		ret->js_name_failures = ns.failures;
+		bytes += ns.bytes;
 	}
 	ret->perfmap_symbols = s->perfmaps.symbols;
 	ret->perfmaps = s->perfmaps.maps;

@@ -275,6 +275,17 @@ void agent_metrics_render(void *ctx, FILE *f)
 	metrics_emit(f, "prowl_java_name_failures_total", "counter",
 		     "Java frames that got a marker: code freed or moved, the process gone, or garbled memory.", NULL,
 		     s.sym.java_name_failures);
+	metrics_emit(f, "prowl_js_names", "gauge",
+		     "JavaScript frame names cached, by process, registration and function (16384 at most).", NULL,
+		     s.sym.js_names);
+	metrics_emit(f, "prowl_js_name_bytes", "gauge", "Heap held by the cached JavaScript frame names and line tables.",
+		     NULL, s.sym.js_name_bytes);
+	metrics_emit(f, "prowl_js_name_lookups_total", "counter",
+		     "JavaScript frames named, by whether the name was cached.", "result=\"hit\"", s.sym.js_name_hits);
+	metrics_emit(f, "prowl_js_name_lookups_total", "counter", NULL, "result=\"miss\"", s.sym.js_name_misses);
+	metrics_emit(f, "prowl_js_name_failures_total", "counter",
+		     "JavaScript frames that got a marker: function moved or freed, the process gone, or garbled memory.",
+		     NULL, s.sym.js_name_failures);
 	metrics_emit(f, "prowl_symbol_cache_entries", "gauge", "Addresses in the symbolizer's frame cache.", NULL,
 		     s.sym.cached_frames);
 	metrics_emit(f, "prowl_symbol_open_modules", "gauge", "Object files with ELF/DWARF state open.", NULL,

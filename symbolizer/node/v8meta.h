@@ -67,7 +67,12 @@
 	X(O_CONS_SECOND, OFF, 2, "class_ConsString__second__String", NULL)                      \
 	X(O_THIN_ACTUAL, OFF, 0, "class_ThinString__actual__String", NULL)                      \
 	X(O_FA_LENGTH, OFF, 0, "class_FixedArrayBase__length__SMI", NULL)                       \
-	X(O_FA_DATA, OFF, 0, "class_FixedArray__data__uintptr_t", NULL)
+	X(O_FA_DATA, OFF, 0, "class_FixedArray__data__uintptr_t", NULL)                          \
+	X(O_BYTECODE_DATA, OFF, 0, "class_BytecodeArray__data__uintptr_t", NULL)                \
+	X(T_BYTE_ARRAY, ITYPE, 0, "type_ByteArray__BYTE_ARRAY_TYPE", NULL)                      \
+	X(T_FIXED_ARRAY, ITYPE, 0, "type_FixedArray__FIXED_ARRAY_TYPE", NULL)                   \
+	X(SI_FIRST_VARS, SMALL, 0, "scopeinfo_idx_first_vars", NULL)                            \
+	X(SI_NCONTEXT_LOCALS, SMALL, 0, "scopeinfo_idx_ncontextlocals", NULL)
 
 #define V8_CONST_ENUM(id, kind, need, name, old) V8_##id,
 enum v8_const { V8_CONSTS(V8_CONST_ENUM) V8__N };

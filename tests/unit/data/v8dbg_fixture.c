@@ -69,6 +69,11 @@ int v8dbg_class_ConsString__second__String = 24;
 int v8dbg_class_ThinString__actual__String = 16;
 int v8dbg_class_FixedArrayBase__length__SMI = 8;
 int v8dbg_class_FixedArray__data__uintptr_t = 16;
+int v8dbg_class_BytecodeArray__data__uintptr_t = 54;
+int v8dbg_type_ByteArray__BYTE_ARRAY_TYPE = 190;
+int v8dbg_type_FixedArray__FIXED_ARRAY_TYPE = 175;
+int v8dbg_scopeinfo_idx_first_vars = 3;
+int v8dbg_scopeinfo_idx_ncontextlocals = 2;
 
 /* V8's embedded builtins, which name the binary as a V8 with or without the constants. */
 void Builtins_InterpreterEntryTrampoline(void) {}
