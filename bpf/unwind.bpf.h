@@ -152,6 +152,15 @@ static __always_inline void unwind_stop(struct uw_state *st, __u8 reason)
 
 static __always_inline long stack_read(struct uw_state *st, __u64 addr, __u64 *ret);
 static __always_inline void fp_step(struct uw_state *st, __u8 fail_reason);
+/* An index of jframes (Java's and V8's frames) the verifier sees bounded. */
+static __always_inline __u32 jframe_slot(__u32 i)
+{
+	__u64 v = i;
+
+	asm volatile("%[v] &= %[m]" : [v] "+r"(v) : [m] "i"(127));
+	return (__u32)v;
+}
+
 #include "java.bpf.h"
 #include "v8.bpf.h"
 

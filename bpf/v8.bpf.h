@@ -18,14 +18,6 @@ struct {
 /* A V8 frame pointer this far above sp is not one. */
 #define V8_FRAME_MAX_SPAN (1u << 20)
 
-static __always_inline __u32 v8_slot(__u32 i)
-{
-	__u64 v = i;
-
-	asm volatile("%[v] &= %[m]" : [v] "+r"(v) : [m] "i"(127));
-	return (__u32)v;
-}
-
 /* The instance type of the heap object at tagged pointer obj, or -1. */
 static __always_inline int v8_type(const struct prowl_v8_proc *vp, __u64 obj)
 {
@@ -81,7 +73,7 @@ static __always_inline void v8_step(struct uw_state *st, const struct prowl_v8_p
 			}
 			name = v8_field(vp, sfi, vp->o_sfi_name);
 			script = v8_field(vp, sfi, vp->o_sfi_script);
-			st->jframes[v8_slot(j)] = (struct prowl_jframe){
+			st->jframes[jframe_slot(j)] = (struct prowl_jframe){
 				.ptr = sfi, .off = bco, .check = (__u32)(name ^ script), .idx = (__u8)(st->n - 1),
 				.kind = kind,
 			};

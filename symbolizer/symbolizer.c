@@ -504,28 +504,9 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 		ret->py_code_read_errors = ps.read_errors;
 		bytes += ps.bytes;
 	}
-	{
-		struct jvm_namer_stats js;
-
-		jvm_namer_stats(s->java, &js);
-		ret->java_names = js.entries;
-		ret->java_name_bytes = js.bytes;
-		ret->java_name_hits = js.hits;
-		ret->java_name_misses = js.misses;
-		ret->java_name_failures = js.failures;
-		bytes += js.bytes;
-	}
-	{
-		struct v8_namer_stats ns;
-
-		v8_namer_stats(s->node, &ns);
-		ret->js_names = ns.entries;
-		ret->js_name_bytes = ns.bytes;
-		ret->js_name_hits = ns.hits;
-		ret->js_name_misses = ns.misses;
-		ret->js_name_failures = ns.failures;
-		bytes += ns.bytes;
-	}
+	jvm_namer_stats(s->java, &ret->java_names);
+	v8_namer_stats(s->node, &ret->js_names);
+	bytes += ret->java_names.bytes + ret->js_names.bytes;
 	ret->perfmap_symbols = s->perfmaps.symbols;
 	ret->perfmaps = s->perfmaps.maps;
 	ret->perfmap_dropped = s->perfmaps.dropped;

@@ -433,7 +433,7 @@ static int java_location(struct ingest *g, const struct prowl_sample *s, const s
 {
 	static const struct prof_mapping_in in = { .key = KEY_JAVA, .start = 0, .limit = UINT64_MAX,
 						   .filename = "[java]", .is_java = true };
-	struct jvm_frame_name name;
+	struct frame_name name;
 	const char *why = NULL;
 	uint64_t key;
 	int r;
@@ -451,7 +451,7 @@ static int js_location(struct ingest *g, const struct prowl_sample *s, const str
 {
 	static const struct prof_mapping_in in = { .key = KEY_JS, .start = 0, .limit = UINT64_MAX, .filename = "[js]",
 						   .is_js = true };
-	struct v8_frame_name name;
+	struct frame_name name;
 	const char *why = NULL;
 	uint64_t key;
 	int r;

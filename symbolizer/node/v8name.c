@@ -9,15 +9,11 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "namecache.h"
 #include "u64map.h"
 #include "v8heap.h"
 
 #define SCRIPTS_MAX 256 /* line tables kept; dropped with the names */
-
-struct name_entry {
-	char *function, *file;
-	int line;
-};
 
 struct script_entry {
 	uint32_t *ends;
@@ -26,13 +22,11 @@ struct script_entry {
 
 struct v8_namer {
 	const struct maps_io *io;
-	struct u64map index;   /* key -> entries index + 1 */
-	struct name_entry *entries;
-	uint32_t n;
-	struct u64map scripts; /* (pid, gen, script) key -> scripts index + 1 */
+	struct name_cache names;
+	struct u64map scripts; /* (pid, gen, script) key -> script index + 1 */
 	struct script_entry script[SCRIPTS_MAX];
 	uint32_t nscripts;
-	struct v8_namer_stats st;
+	uint64_t script_bytes;
 	uint32_t pid, gen;     /* the registration of the last process looked up */
 	struct prowl_v8_proc proc;
 };
@@ -40,20 +34,18 @@ struct v8_namer {
 int v8_namer_new(struct v8_namer **ret)
 {
 	*ret = calloc(1, sizeof(**ret));
-	return *ret ? 0 : -ENOMEM;
+	if (!*ret)
+		return -ENOMEM;
+	(*ret)->names.max = V8_NAME_CACHE_MAX;
+	return 0;
 }
 
-static void cache_clear(struct v8_namer *r)
+static void scripts_clear(struct v8_namer *r)
 {
-	for (uint32_t i = 0; i < r->n; i++) {
-		free(r->entries[i].function);
-		free(r->entries[i].file);
-	}
 	for (uint32_t i = 0; i < r->nscripts; i++)
 		free(r->script[i].ends);
-	r->n = r->nscripts = 0;
-	r->st.bytes = 0;
-	u64map_free(&r->index);
+	r->nscripts = 0;
+	r->script_bytes = 0;
 	u64map_free(&r->scripts);
 }
 
@@ -61,8 +53,8 @@ void v8_namer_free(struct v8_namer *r)
 {
 	if (!r)
 		return;
-	cache_clear(r);
-	free(r->entries);
+	name_cache_free(&r->names);
+	scripts_clear(r);
 	free(r);
 }
 
@@ -72,10 +64,9 @@ void v8_namer_set_io(struct v8_namer *r, const struct maps_io *io)
 	r->pid = 0;
 }
 
-void v8_namer_stats(const struct v8_namer *r, struct v8_namer_stats *ret)
+void v8_namer_stats(const struct v8_namer *r, struct name_cache_stats *ret)
 {
-	*ret = r->st;
-	ret->entries = r->n;
+	name_cache_stats(&r->names, r->script_bytes, ret);
 }
 
 static int proc_read(void *ctx, uint64_t addr, void *buf, size_t len)
@@ -88,23 +79,17 @@ static int proc_read(void *ctx, uint64_t addr, void *buf, size_t len)
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-	return h * 0xbf58476d1ce4e5b9ull;
-}
-
 /* The line table of script in process pid, cached; NULL when it cannot be read. */
 static const struct script_entry *script_lines(struct v8_namer *r, const struct v8_mem *m, uint32_t pid,
 					       uint64_t script)
 {
-	uint64_t key = mix(mix((uint64_t)pid << 32 | r->gen, script), 0x5c), v;
+	uint64_t key = name_key_mix(name_key_mix((uint64_t)pid << 32 | r->gen, script), 0x5c), v;
 	struct script_entry *e;
 
 	if (u64map_get(&r->scripts, key, &v))
 		return &r->script[v - 1];
 	if (r->nscripts >= SCRIPTS_MAX)
-		return NULL; /* full until the names start over */
+		scripts_clear(r); /* full: start over */
 	e = &r->script[r->nscripts];
 	if (v8_script_lines(m, &r->proc, script, &e->ends, &e->n) < 0 ||
 	    u64map_put(&r->scripts, key, r->nscripts + 1) < 0) {
@@ -112,7 +97,7 @@ static const struct script_entry *script_lines(struct v8_namer *r, const struct 
 		e->ends = NULL;
 		return NULL;
 	}
-	r->st.bytes += e->n * sizeof(*e->ends);
+	r->script_bytes += e->n * sizeof(*e->ends);
 	r->nscripts++;
 	return e;
 }
@@ -162,10 +147,11 @@ static int read_frame(struct v8_namer *r, uint32_t pid, const struct prowl_jfram
 }
 
 int v8_namer_frame(struct v8_namer *r, uint32_t pid, uint32_t gen, const struct prowl_jframe *f,
-		   struct v8_frame_name *ret, uint64_t *ret_key, const char **ret_why)
+		   struct frame_name *ret, uint64_t *ret_key, const char **ret_why)
 {
 	struct name_entry e = { 0 };
-	uint64_t key, v;
+	const struct name_entry *ce;
+	uint64_t key;
 	int rc;
 
 	*ret_why = "[v8: the process exited or re-registered before its frames were read]";
@@ -176,32 +162,25 @@ int v8_namer_frame(struct v8_namer *r, uint32_t pid, uint32_t gen, const struct 
 		r->pid = pid;
 		r->gen = gen;
 	}
-	key = mix(mix(mix(mix((uint64_t)pid << 32 | gen, f->ptr), f->check), f->kind), f->off);
+	key = name_key_mix(name_key_mix(name_key_mix(name_key_mix((uint64_t)pid << 32 | gen, f->ptr), f->check),
+					f->kind),
+			   f->off);
 	key = key ? key : 1;
-	if (u64map_get(&r->index, key, &v)) {
-		r->st.hits++;
-		*ret = (struct v8_frame_name){ r->entries[v - 1].function, r->entries[v - 1].file, r->entries[v - 1].line };
+	if ((ce = name_cache_get(&r->names, key))) {
+		*ret = (struct frame_name){ ce->function, ce->file, ce->line };
 		*ret_key = key;
 		return 0;
 	}
-	r->st.misses++;
 	rc = f->kind == PROWL_V8_INTERP || f->kind == PROWL_V8_JIT ? read_frame(r, pid, f, &e, ret_why) : -EBADMSG;
 	if (rc < 0) {
-		r->st.failures++;
+		r->names.failures++;
 		return rc == -ENOMEM ? rc : -ESTALE;
 	}
-	if (r->n >= V8_NAME_CACHE_MAX)
-		cache_clear(r);
-	if (!r->entries && !(r->entries = calloc(V8_NAME_CACHE_MAX, sizeof(*r->entries)))) {
-		free(e.function);
-		free(e.file);
+	if (r->names.n >= r->names.max)
+		scripts_clear(r); /* the names start over: the line tables with them */
+	if (!(ce = name_cache_put(&r->names, key, &e)))
 		return -ENOMEM;
-	}
-	r->entries[r->n++] = e;
-	r->st.bytes += sizeof(e) + strlen(e.function) + 1 + (e.file ? strlen(e.file) + 1 : 0);
-	if (u64map_put(&r->index, key, r->n) < 0)
-		return -ENOMEM;
-	*ret = (struct v8_frame_name){ e.function, e.file, e.line };
+	*ret = (struct frame_name){ ce->function, ce->file, ce->line };
 	*ret_key = key;
 	return 0;
 }

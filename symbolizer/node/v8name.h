@@ -8,22 +8,9 @@
 #include <linux/types.h>
 #include "prowl.h"
 #include "maps_io.h"
+#include "namecache.h"
 
 struct v8_namer;
-
-/* A JavaScript frame as named. Strings live as long as the namer's cache entry: until
- * the next v8_namer_frame(). */
-struct v8_frame_name {
-	const char *function; /* the function's name, "(anonymous)" when it has none */
-	const char *file;     /* the script's name, or NULL */
-	int line;             /* 0: not known */
-};
-
-struct v8_namer_stats {
-	uint64_t hits, misses, failures;
-	uint32_t entries;     /* names cached now (at most V8_NAME_CACHE_MAX) */
-	uint64_t bytes;       /* their memory, with the scripts' line tables */
-};
 
 #define V8_NAME_CACHE_MAX 16384 /* names kept; the cache starts over when full */
 
@@ -32,11 +19,13 @@ void v8_namer_free(struct v8_namer *r); /* accepts NULL */
 /* Processes are looked up in the sampler's v8_procs map through io (NULL, or no
  * io->v8_proc_get, turns naming off). */
 void v8_namer_set_io(struct v8_namer *r, const struct maps_io *io);
-/* The name of JavaScript frame f of process pid (registration gen, from the sample).
+/* The name of JavaScript frame f of process pid (the function's, "(anonymous)" when
+ * it has none; the script's) (registration gen, from the sample).
  * *ret_key names the result for the namer's life. On failure returns a negative
  * errno and *ret_why is a marker frame's text. */
 int v8_namer_frame(struct v8_namer *r, uint32_t pid, uint32_t gen, const struct prowl_jframe *f,
-		   struct v8_frame_name *ret, uint64_t *ret_key, const char **ret_why);
-void v8_namer_stats(const struct v8_namer *r, struct v8_namer_stats *ret);
+		   struct frame_name *ret, uint64_t *ret_key, const char **ret_why);
+/* Its figures; bytes include the scripts' line tables. */
+void v8_namer_stats(const struct v8_namer *r, struct name_cache_stats *ret);
 
 #endif
