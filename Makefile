@@ -161,6 +161,15 @@ $(O)/workloads/fakejvm: tests/workloads/java/fakejvm.c
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -rdynamic -o $@ $<
 
+# The forged node (its v8dbg_ constants the fixture's, in .dynsym as node's are), and the
+# same with one constant out of its range.
+$(O)/workloads/node/fakenode: tests/workloads/node/fakenode.c tests/unit/data/v8dbg_fixture.c
+	@mkdir -p $(@D)
+	$(CC) $$(sed -n 's|^/\* *BUILD: *\(.*\) *\*/|\1|p' $<) -o $@ $<
+$(O)/workloads/node/fakenode_badmeta: tests/workloads/node/fakenode.c tests/unit/data/v8dbg_fixture.c
+	@mkdir -p $(@D)
+	$(CC) $$(sed -n 's|^/\* *BUILD: *\(.*\) *\*/|\1|p' $<) -DFP_FUNCTION=13 -o $@ $<
+
 # A workload that includes another is rebuilt with it.
 $(O)/workloads/split532_fp: tests/workloads/split532.c
 
@@ -177,7 +186,8 @@ $(O)/workloads/java/%.class: tests/workloads/java/%.java
 	@mkdir -p $(@D)
 	$(JAVAC) --release 17 -g -d $(@D) $<
 
-workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy $(O)/workloads/fakejvm
+workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy $(O)/workloads/fakejvm \
+	$(O)/workloads/node/fakenode $(O)/workloads/node/fakenode_badmeta
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
 # independent reader the tests check prowl's pprof output with.

@@ -260,7 +260,7 @@ static int vlq(const uint8_t *tab, size_t len, size_t *pos, int64_t *ret)
 
 int32_t v8_postab_lookup(const uint8_t *tab, size_t len, uint32_t off)
 {
-	int64_t code = -1, source = 0, d;
+	int64_t code = -1, source = 0, d; /* code -1: the function's entry */
 	size_t pos = 0;
 
 	while (pos < len) {
@@ -273,7 +273,7 @@ int32_t v8_postab_lookup(const uint8_t *tab, size_t len, uint32_t off)
 		if (vlq(tab, len, &pos, &d) < 0)
 			return -1;
 		source += d;
-		if (code < 0 || code > INT32_MAX || source < 0 || source > ((int64_t)1 << 47))
+		if (code < -1 || code > INT32_MAX || source < 0 || source > ((int64_t)1 << 47))
 			return -1;
 	}
 	if (source & 1)
