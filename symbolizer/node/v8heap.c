@@ -243,7 +243,7 @@ static int vlq(const uint8_t *tab, size_t len, size_t *pos, int64_t *ret)
 {
 	uint64_t v = 0;
 
-	for (unsigned int shift = 0; shift < 64; shift += 7) {
+	for (unsigned int shift = 0; shift < 35; shift += 7) { /* 32-bit values: 5 bytes */
 		uint8_t b;
 
 		if (*pos >= len)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "../../unit/data/v8dbg_fixture.c"
+#include "../../unit/v8forge.h"
 
 /* The frame V8's builtins build: fp, then the context and function slots (Node 20:
  * fp-8, fp-16), then the bytecode array and offset (fp-32, fp-40). Never returns. */
@@ -28,23 +29,12 @@ __asm__(".text\n.globl Builtins_FakeSpin\n.type Builtins_FakeSpin,@function\n"
 
 static uint64_t heap[4096] __attribute__((aligned(64)));
 
-#define TAG(i)  ((uint64_t)(uintptr_t)&heap[i] + 1)
-#define SMI(v)  ((uint64_t)(v) << 32)
+static struct v8forge forge = { heap, 0 };
 
-/* A map of instance type `type` at word i. */
-static void map(int i, uint16_t type)
-{
-	memcpy((char *)&heap[i] + 12, &type, 2);
-}
-
-static void seq_string(int i, int map_i, const char *s)
-{
-	int32_t len = (int32_t)strlen(s);
-
-	heap[i] = TAG(map_i);
-	memcpy((char *)&heap[i] + 12, &len, 4);
-	memcpy((char *)&heap[i] + 16, s, (size_t)len);
-}
+#define TAG(i) v8forge_tag(&forge, i)
+#define SMI(v) v8forge_smi(v)
+#define map(i, type) v8forge_map(&forge, i, type)
+#define seq_string(i, map_i, s) v8forge_string(&forge, i, map_i, s)
 
 enum { M_FN = 0, M_SFI = 4, M_STR = 8, M_SCRIPT = 12, M_CONS = 16, M_BA = 20, M_BYTES = 24, M_CTX = 28,
        FN = 100, SFI = 200, NAME = 300, NAME2 = 340, SCRIPT = 400, CONS = 500, BA = 600, TAB = 700, CTX = 800 };
@@ -70,6 +60,8 @@ int main(int argc, char **argv)
 	const char *mode = argc > 1 ? argv[1] : "heap";
 	pthread_t t;
 
+	forge.base = (uint64_t)(uintptr_t)heap;
+
 	map(M_FN, (uint16_t)v8dbg_type_JSFunction__JS_FUNCTION_TYPE);
 	map(M_SFI, (uint16_t)v8dbg_type_SharedFunctionInfo__SHARED_FUNCTION_INFO_TYPE);
 	map(M_STR, 8);   /* a one-byte sequential string */
@@ -78,8 +70,6 @@ int main(int argc, char **argv)
 	map(M_BA, (uint16_t)v8dbg_type_BytecodeArray__BYTECODE_ARRAY_TYPE);
 	map(M_BYTES, (uint16_t)v8dbg_type_ByteArray__BYTE_ARRAY_TYPE);
 	map(M_CTX, 1);
-	for (int i = 0; i < 32; i += 4)
-		heap[i] = TAG(0); /* every map's map: some heap object */
 	heap[CTX] = TAG(M_CTX);
 	heap[FN] = TAG(M_FN);
 	heap[FN + 3] = TAG(SFI); /* JSFunction::shared, at 24 */
