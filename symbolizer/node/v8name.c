@@ -4,6 +4,7 @@
 #include "v8name.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +175,8 @@ int v8_namer_frame(struct v8_namer *r, uint32_t pid, uint32_t gen, const struct 
 	rc = f->kind == PROWL_V8_INTERP || f->kind == PROWL_V8_JIT ? read_frame(r, pid, f, &e, ret_why) : -EBADMSG;
 	if (rc < 0) {
 		r->names.failures++;
+		if (rc != -ENOMEM && kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			*ret_why = "[v8: the process exited before its frames were read]";
 		return rc == -ENOMEM ? rc : -ESTALE;
 	}
 	if (r->names.n >= r->names.max)

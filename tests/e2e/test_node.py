@@ -10,9 +10,14 @@ import select
 import signal
 import subprocess
 
+import time
+
 import pytest
 
+import otlp_check
+from agentlib import Agent
 from conftest import pprof_raw, run_prowl, stop
+from receiver import Receiver
 
 NODE = "/usr/bin/node"
 SCRIPT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "workloads", "node", "split.js"))
@@ -41,14 +46,21 @@ LOOP_LINE, BODY_LINES = _source_lines()
 pytestmark = pytest.mark.skipif(not os.access(NODE, os.X_OK), reason=f"{NODE} is not installed (apt-get install nodejs)")
 
 
-def _run(tmp_path_factory, name, node_flags=(), mode="split", extra=()):
-    """Starts node on split.js, records 3 s of it at 999 Hz, stops it: the pprof -raw."""
-    out = tmp_path_factory.mktemp("node") / f"{name}.pb.gz"
+def start_node(node_flags=(), mode="split"):
     p = subprocess.Popen([NODE, *node_flags, SCRIPT, "60", mode], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    ready, _, _ = select.select([p.stdout], [], [], 30)
+    if not (ready and p.stdout.readline() == b"ready\n"):
+        p.kill()
+        pytest.fail("node did not start")
+    return p
+
+
+def _run(tmp_path_factory, name, node_flags=(), mode="split", extra=(), seconds=3):
+    """Starts node on split.js, records it at 999 Hz, stops it: the pprof -raw."""
+    out = tmp_path_factory.mktemp("node") / f"{name}.pb.gz"
+    p = start_node(node_flags, mode)
     try:
-        ready, _, _ = select.select([p.stdout], [], [], 30)
-        assert ready and p.stdout.readline() == b"ready\n", "node did not start"
-        res = run_prowl(["record", "-p", str(p.pid), "-F", "999", "-d", "3", "-o", str(out)] + list(extra))
+        res = run_prowl(["record", "-p", str(p.pid), "-F", "999", "-d", str(seconds), "-o", str(out)] + list(extra))
         assert res.returncode == 0, res.stderr
     finally:
         p.send_signal(signal.SIGKILL)
@@ -85,11 +97,12 @@ def assert_split_and_root(raw):
         assert abs(shares[f] - want) <= 0.05, (f, shares)
     rooted = raw.total(lambda s: raw.frames(s)[-1] in ROOTS)
     assert rooted / total >= 0.95, f"{rooted} of {total} samples reach the thread's root"
-    # The work is under main() and node's own loader, through V8's entry into JavaScript.
+    # The work is under main() and node's own loader (whose module wrapper has no name),
+    # through V8's entry into JavaScript.
     for s in [s for s in raw.samples if set(raw.frames(s)) & set(SPLIT)]:
         fr = raw.frames(s)
-        assert "main" in fr and "Builtins_JSEntry" in fr, fr
-        assert fr.index("main") < fr.index("Builtins_JSEntry"), fr
+        assert "main" in fr and "Builtins_JSEntry" in fr and "(anonymous)" in fr, fr
+        assert fr.index("main") < fr.index("(anonymous)") < fr.index("Builtins_JSEntry"), fr
 
 
 def test_split_file_line_and_root(default_run):
@@ -124,7 +137,7 @@ def test_jitless_busy_loop_line(jitless_run):
 def test_class_method_and_async_chain(tmp_path_factory):
     """A class method called from an async chain: restock under inner under outer, as
     V8 names them (a method by its own name), with restock's busy loop line."""
-    raw, _ = _run(tmp_path_factory, "async", node_flags=("--jitless",), mode="async")
+    raw, _ = _run(tmp_path_factory, "async", node_flags=("--jitless",), mode="async", seconds=2)
     assert raw.share("restock") >= 0.8, raw.share("restock")
     for s in raw.samples:
         fr = raw.frames(s)
@@ -138,7 +151,38 @@ def test_class_method_and_async_chain(tmp_path_factory):
 def test_node_off(tmp_path_factory):
     """--node=off: no [js] frame; V8's code stays [jit] and builtins, and the stacks are
     cut where the builtins have no unwind info."""
-    raw, _ = _run(tmp_path_factory, "off", extra=["--node", "off"])
+    raw, _ = _run(tmp_path_factory, "off", extra=["--node", "off"], seconds=2)
     assert not [m for m in raw.mappings.values() if m["file"] == "[js]"]
     assert raw.share("fifty") == 0
     assert raw.share("[jit]") > 0.5
+
+
+def test_agent_otlp_frame_type_and_metrics(tmp_path):
+    """The agent (whole host) exports node's frames over OTLP, read by the strict checker:
+    mapping [js] and frame type v8js for the JavaScript functions, native for V8's own
+    C++; the name cache shows in /metrics."""
+    p = start_node(("--jitless",))
+    rx = Receiver().start()
+    agent = Agent(tmp_path, ["--otlp-url", rx.url + "/", "--interval", "2s", "-F", "997"])
+    try:
+        agent.start()
+        time.sleep(6)
+        m = agent.metrics()
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+        rx.stop()
+        p.kill()
+        stop(p)
+    profs = [prof for r in rx.requests for prof in otlp_check.check(r.body)]
+    mine = [s for prof in profs for s in prof["samples"]
+            if prof["resource"].get("process.pid") == p.pid and set(s["stack"]) & set(SPLIT)]
+    assert sum(s["value"] for s in mine) > 100, len(mine)
+    for s in mine:
+        for f in s["frames"]:
+            if f["function"] in SPLIT:
+                assert (f["frame_type"], f["mapping"], f["file"]) == ("v8js", "[js]", SCRIPT), f
+            elif f["function"] in ("node::Start", "Builtins_JSEntry"):
+                assert f["frame_type"] == "native", f
+    assert m.get("prowl_js_names") >= 4, m.text
+    assert m.get("prowl_js_name_lookups_total", result="hit") > m.get("prowl_js_name_lookups_total", result="miss")

@@ -18,9 +18,9 @@ STALE = "[v8: function moved or freed since the sample]"
 def capture(tmp_path, unprivileged, binary, mode):
     p = unprivileged.popen([workload(binary), mode, "60"])
     try:
-        time.sleep(0.5)
+        time.sleep(0.3)
         out = tmp_path / f"{mode}.pb.gz"
-        res = run_prowl(["record", "-p", str(p.pid), "-d", "2", "-F", "499", "-o", str(out)])
+        res = run_prowl(["record", "-p", str(p.pid), "-d", "1", "-F", "499", "-o", str(out)])
         assert res.returncode == 0, res.stderr
         assert p.poll() is None, "the forged node died"
     finally:
@@ -31,7 +31,7 @@ def capture(tmp_path, unprivileged, binary, mode):
 def test_forged_heap_names_without_injection(tmp_path, unprivileged):
     raw, _ = capture(tmp_path, unprivileged, "node/fakenode", "heap")
     spin = raw.total(lambda s: "main" in raw.frames(s))
-    assert spin > 50, f"only {spin} samples of the spinning thread"
+    assert spin > 30, f"only {spin} samples of the spinning thread"
     named = raw.total(lambda s: EVIL in raw.frames(s))
     assert named / spin >= 0.95, (named, spin)
     for s in raw.samples:  # rooted through the forged frame: main, then _start
