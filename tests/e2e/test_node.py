@@ -10,14 +10,11 @@ import select
 import signal
 import subprocess
 
-import time
 
 import pytest
 
-import otlp_check
-from agentlib import Agent
+from agentlib import otlp_window_run
 from conftest import pprof_raw, run_prowl, stop
-from receiver import Receiver
 
 NODE = "/usr/bin/node"
 SCRIPT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "workloads", "node", "split.js"))
@@ -162,19 +159,11 @@ def test_agent_otlp_frame_type_and_metrics(tmp_path):
     mapping [js] and frame type v8js for the JavaScript functions, native for V8's own
     C++; the name cache shows in /metrics."""
     p = start_node(("--jitless",))
-    rx = Receiver().start()
-    agent = Agent(tmp_path, ["--otlp-url", rx.url + "/", "--interval", "2s", "-F", "997"])
     try:
-        agent.start()
-        time.sleep(6)
-        m = agent.metrics()
-        assert agent.stop() == 0, agent.log()
+        profs, m = otlp_window_run(tmp_path)
     finally:
-        agent.kill()
-        rx.stop()
         p.kill()
         stop(p)
-    profs = [prof for r in rx.requests for prof in otlp_check.check(r.body)]
     mine = [s for prof in profs for s in prof["samples"]
             if prof["resource"].get("process.pid") == p.pid and set(s["stack"]) & set(SPLIT)]
     assert sum(s["value"] for s in mine) > 100, len(mine)
