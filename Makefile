@@ -169,6 +169,9 @@ $(O)/workloads/node/fakenode: tests/workloads/node/fakenode.c tests/unit/data/v8
 $(O)/workloads/node/fakenode_badmeta: tests/workloads/node/fakenode.c tests/unit/data/v8dbg_fixture.c
 	@mkdir -p $(@D)
 	$(CC) $$(sed -n 's|^/\* *BUILD: *\(.*\) *\*/|\1|p' $<) -DFP_FUNCTION=13 -o $@ $<
+$(O)/workloads/node/fakenode_stripped: tests/workloads/node/fakenode.c tests/unit/data/v8dbg_fixture.c
+	@mkdir -p $(@D)
+	$(CC) $$(sed -n 's|^/\* *BUILD: *\(.*\) *\*/|\1|p' $<) -DNO_BUILTINS -o $@ $<
 
 # A workload that includes another is rebuilt with it.
 $(O)/workloads/split532_fp: tests/workloads/split532.c
@@ -187,7 +190,7 @@ $(O)/workloads/java/%.class: tests/workloads/java/%.java
 	$(JAVAC) --release 17 -g -d $(@D) $<
 
 workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy $(O)/workloads/fakejvm \
-	$(O)/workloads/node/fakenode $(O)/workloads/node/fakenode_badmeta
+	$(O)/workloads/node/fakenode $(O)/workloads/node/fakenode_badmeta $(O)/workloads/node/fakenode_stripped
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
 # independent reader the tests check prowl's pprof output with.

@@ -260,6 +260,9 @@ struct prowl_v8_proc {
 	__u8 si_first_vars, si_ncontext_locals;
 	__u8 _pad[3];
 	__u32 str_not_string_mask;
+	/* The V8 binary's executable mapping: a pc there that its CFI does not cover is
+	 * V8's code too (builtins whose symbols were stripped). */
+	__u64 text_low, text_high;
 };
 
 /* prowl_jframe.kind of a V8 frame: ptr is the SharedFunctionInfo (tagged), check the
@@ -438,7 +441,8 @@ PROWL_AT(prowl_v8_proc, gen, 16);
 PROWL_AT(prowl_v8_proc, fp_context, 24);
 PROWL_AT(prowl_v8_proc, smi_tag, 48);
 PROWL_AT(prowl_v8_proc, t_script, 52);
-PROWL_SIZE(prowl_v8_proc, 104);
+PROWL_AT(prowl_v8_proc, text_low, 104);
+PROWL_SIZE(prowl_v8_proc, 120);
 
 PROWL_AT(prowl_unwind_row, pc, 0);
 PROWL_AT(prowl_unwind_row, cfa_off, 4);

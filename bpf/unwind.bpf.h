@@ -320,6 +320,11 @@ static __always_inline long unwind_step(struct uw_state *st)
 		return st->done != 0;
 	}
 	row = find_row(m->row_first, m->row_count, (__u32)(lookup - m->bias));
+	if ((!row || PROWL_ROW_CFA(row) == PROWL_CFA_NONE) && st->v8 && lookup >= st->vp.text_low &&
+	    lookup < st->vp.text_high) {
+		v8_step(st, &st->vp); /* the V8 binary's code without CFI: its builtins */
+		return st->done != 0;
+	}
 	if (!row) {
 		unwind_stop(st, PROWL_UR_NO_FDE);
 		return 1;

@@ -185,7 +185,8 @@ static void v8_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm
 
 		if (!t || !t->v8 || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
 			continue;
-		v8_proc_register(u->io, pid, t->v8, obj_load_bias(l, e->start, e->offset), ++u->v8_gen);
+		v8_proc_register(u->io, pid, t->v8, obj_load_bias(l, e->start, e->offset), ++u->v8_gen, e->start,
+				 e->end);
 		return;
 	}
 	u->io->v8_proc_del(u->io->ctx, pid);

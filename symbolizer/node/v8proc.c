@@ -23,9 +23,6 @@ struct v8_file *v8_file_detect(Elf *elf, const char *path)
 	}
 	if (!m.found)
 		return NULL;
-	if (!m.builtins_hi)
-		log_warn("node: %s has no symbols for V8's builtins (stripped?): JavaScript frames are read only "
-			 "where JIT code calls JIT code", path);
 	vf = calloc(1, sizeof(*vf));
 	if (!vf)
 		return NULL;
@@ -69,11 +66,14 @@ void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct p
 #undef U8
 }
 
-int v8_proc_register(const struct maps_io *io, uint32_t pid, const struct v8_file *vf, uint64_t bias, uint32_t gen)
+int v8_proc_register(const struct maps_io *io, uint32_t pid, const struct v8_file *vf, uint64_t bias, uint32_t gen,
+		     uint64_t text_low, uint64_t text_high)
 {
 	struct prowl_v8_proc vp;
 
 	v8_proc_fill(&vf->meta, bias, gen, &vp);
+	vp.text_low = text_low;
+	vp.text_high = text_high;
 	log_debug("node: pid %" PRIu32 " registered (builtins at %#" PRIx64 ")", pid, (uint64_t)vp.builtins_low);
 	return io->v8_proc_set(io->ctx, pid, &vp);
 }

@@ -25,8 +25,10 @@ struct v8_file *v8_file_detect(Elf *elf, const char *path);
 /* Fills *ret for a process that maps vf's binary with load bias `bias`. */
 void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct prowl_v8_proc *ret);
 
-/* Writes pid's entry into the sampler's v8_procs map (io->v8_proc_set must be there).
+/* Writes pid's entry into the sampler's v8_procs map (io->v8_proc_set must be there);
+ * [text_low, text_high): the binary's executable mapping in pid.
  * Returns 0 or a negative errno. */
-int v8_proc_register(const struct maps_io *io, uint32_t pid, const struct v8_file *vf, uint64_t bias, uint32_t gen);
+int v8_proc_register(const struct maps_io *io, uint32_t pid, const struct v8_file *vf, uint64_t bias, uint32_t gen,
+		     uint64_t text_low, uint64_t text_high);
 
 #endif

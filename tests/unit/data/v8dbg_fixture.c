@@ -75,6 +75,9 @@ int v8dbg_type_FixedArray__FIXED_ARRAY_TYPE = 175;
 int v8dbg_scopeinfo_idx_first_vars = 3;
 int v8dbg_scopeinfo_idx_ncontextlocals = 2;
 
-/* V8's embedded builtins, which name the binary as a V8 with or without the constants. */
+/* V8's embedded builtins, which name the binary as a V8 with or without the constants
+ * (-DNO_BUILTINS: their symbols stripped). */
+#ifndef NO_BUILTINS
 void Builtins_InterpreterEntryTrampoline(void) {}
 void Builtins_JSEntry(void) {}
+#endif

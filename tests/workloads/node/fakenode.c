@@ -1,6 +1,7 @@
 /* fakenode.c: a forged node for prowl's hostile-input tests: it exports V8's v8dbg_ constants
  * (Node 20's, from tests/unit/data/v8dbg_fixture.c; -DFP_FUNCTION=13 forges one) and spins in a
- * "builtin" whose frame holds a forged JSFunction, as MODE says:
+ * "builtin" whose frame holds a forged JSFunction (-DNO_BUILTINS: without the builtins'
+ * symbols, found as code of the binary without CFI), as MODE says:
  *   heap   a function whose name holds a newline and ';', whose script's name is a cons
  *          string that is its own first half, with a source position table of garbage
  *   flip   the function's name and script words change all the time (a moving collector)
@@ -19,13 +20,20 @@
 
 /* The frame V8's builtins build: fp, then the context and function slots (Node 20:
  * fp-8, fp-16), then the bytecode array and offset (fp-32, fp-40). Never returns. */
-void Builtins_FakeSpin(uint64_t ctx, uint64_t fn, uint64_t pad, uint64_t ba, uint64_t off);
-__asm__(".text\n.globl Builtins_FakeSpin\n.type Builtins_FakeSpin,@function\n"
-	"Builtins_FakeSpin:\n"
+#ifdef NO_BUILTINS /* a binary whose builtins' symbols were stripped: a local name */
+#define SPIN "fake_spin"
+#define SPIN_BIND ".local"
+#else
+#define SPIN "Builtins_FakeSpin"
+#define SPIN_BIND ".globl"
+#endif
+void fake_spin(uint64_t ctx, uint64_t fn, uint64_t pad, uint64_t ba, uint64_t off) __asm__(SPIN);
+__asm__(".text\n" SPIN_BIND " " SPIN "\n.type " SPIN ",@function\n"
+	SPIN ":\n"
 	"	push %rbp\n	mov %rsp, %rbp\n"
 	"	push %rdi\n	push %rsi\n	push %rdx\n	push %rcx\n	push %r8\n"
 	"1:	pause\n	jmp 1b\n"
-	".size Builtins_FakeSpin, .-Builtins_FakeSpin\n");
+	".size " SPIN ", .-" SPIN "\n");
 
 static uint64_t heap[4096] __attribute__((aligned(64)));
 
@@ -97,7 +105,7 @@ int main(int argc, char **argv)
 	printf("ready\n");
 	fflush(stdout);
 	if (strcmp(mode, "nometa") == 0)
-		Builtins_FakeSpin(SMI(2), 0, 0, 0, 0); /* a frame type marker: no function */
-	Builtins_FakeSpin(TAG(CTX), TAG(FN), 0, TAG(BA), SMI(60));
+		fake_spin(SMI(2), 0, 0, 0, 0); /* a frame type marker: no function */
+	fake_spin(TAG(CTX), TAG(FN), 0, TAG(BA), SMI(60));
 	return 0;
 }
