@@ -52,7 +52,7 @@ def start_node(node_flags=(), mode="split"):
     return p
 
 
-def _run(tmp_path_factory, name, node_flags=(), mode="split", extra=(), seconds=3):
+def _run(tmp_path_factory, name, node_flags=(), mode="split", extra=(), seconds=2):
     """Starts node on split.js, records it at 999 Hz, stops it: the pprof -raw."""
     out = tmp_path_factory.mktemp("node") / f"{name}.pb.gz"
     p = start_node(node_flags, mode)
@@ -67,12 +67,12 @@ def _run(tmp_path_factory, name, node_flags=(), mode="split", extra=(), seconds=
 
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory):
-    return _run(tmp_path_factory, "default")
+    return _run(tmp_path_factory, "default", seconds=3)
 
 
 @pytest.fixture(scope="module")
 def jitless_run(tmp_path_factory):
-    return _run(tmp_path_factory, "jitless", node_flags=("--jitless",))
+    return _run(tmp_path_factory, "jitless", node_flags=("--jitless",), seconds=3)
 
 
 def js_frames(raw, s):
@@ -134,7 +134,7 @@ def test_jitless_busy_loop_line(jitless_run):
 def test_class_method_and_async_chain(tmp_path_factory):
     """A class method called from an async chain: restock under inner under outer, as
     V8 names them (a method by its own name), with restock's busy loop line."""
-    raw, _ = _run(tmp_path_factory, "async", node_flags=("--jitless",), mode="async", seconds=2)
+    raw, _ = _run(tmp_path_factory, "async", node_flags=("--jitless",), mode="async")
     assert raw.share("restock") >= 0.8, raw.share("restock")
     for s in raw.samples:
         fr = raw.frames(s)
@@ -148,7 +148,7 @@ def test_class_method_and_async_chain(tmp_path_factory):
 def test_node_off(tmp_path_factory):
     """--node=off: no [js] frame; V8's code stays [jit] and builtins, and the stacks are
     cut where the builtins have no unwind info."""
-    raw, _ = _run(tmp_path_factory, "off", extra=["--node", "off"], seconds=2)
+    raw, _ = _run(tmp_path_factory, "off", extra=["--node", "off"])
     assert not [m for m in raw.mappings.values() if m["file"] == "[js]"]
     assert raw.share("fifty") == 0
     assert raw.share("[jit]") > 0.5

@@ -45,6 +45,7 @@ def test_forged_heap_names_without_injection(tmp_path, unprivileged):
     assert js and all(file == "" and line == 0 for _, file, line in js), js
 
 
+@pytest.mark.slow  # the sanitizer pass has the forged heap above; this one checks the logic
 def test_moving_words_give_markers_not_other_names(tmp_path, unprivileged):
     """The name and script words flip between two values all the time: a frame is named
     only when both are what BPF read, else marked. This forgery's builtin has no symbol
