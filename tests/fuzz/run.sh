@@ -72,13 +72,13 @@ seed() { # $1 = harness
 		for f in tests/unit/data/jvm*_meta.img.gz; do
 			gzip -dc "$f" | put jvmmeta "$(basename "$f" .img.gz)"
 		done ;;
-	v8meta)
+	v8)
 		# Node 20's constants (tests/unit/data/v8dbg_fixture.c), and forged variants.
 		local tmp v
 		tmp=$(mktemp -d)
 		for v in "" "-DOLD_NAMES" "-DDROP_FP_FUNCTION" "-DTAGGED_SIZE=4"; do
 			cc -shared -fPIC -fno-common $v -o "$tmp/f.so" tests/unit/data/v8dbg_fixture.c 2>/dev/null &&
-				put v8meta "fixture${v//[^A-Z0-9]/_}" < "$tmp/f.so"
+				put v8 "fixture${v//[^A-Z0-9]/_}" < "$tmp/f.so"
 		done
 		rm -rf "$tmp" ;;
 	kallsyms)
