@@ -29,14 +29,6 @@ struct {
 /* A compiled frame's size, in words, past which it is garbage. */
 #define JAVA_MAX_FRAME_WORDS  (1u << 16)
 
-static __always_inline __u32 java_slot(__u32 i)
-{
-	__u64 v = i;
-
-	asm volatile("%[v] &= %[m]" : [v] "+r"(v) : [m] "i"(127));
-	return (__u32)v;
-}
-
 /* The code blob holding pc, or 0: the heap's segment map leads back from pc's
  * segment to the first segment of its block; the blob follows the block header. */
 static __always_inline __u64 java_find_blob(const struct prowl_java_proc *jp, __u64 pc)
@@ -71,7 +63,7 @@ static __always_inline void java_push(struct uw_state *st, __u64 ptr, __u32 off,
 
 	if (j >= PROWL_MAX_JAVA)
 		return; /* the native pc stays; the frame is named [jit] */
-	st->jframes[java_slot(j)] = (struct prowl_jframe){
+	st->jframes[jframe_slot(j)] = (struct prowl_jframe){
 		.ptr = ptr, .off = off, .check = check, .idx = (__u8)(st->n - 1), .kind = kind,
 	};
 	st->jn = j + 1;

@@ -30,6 +30,10 @@ struct maps_io {
 	int (*java_proc_set)(void *ctx, uint32_t pid, const struct prowl_java_proc *jp);
 	void (*java_proc_del)(void *ctx, uint32_t pid);
 	int (*java_proc_get)(void *ctx, uint32_t pid, struct prowl_java_proc *ret);
+	/* v8_procs, the V8 walk's processes; all three NULL when it is off. */
+	int (*v8_proc_set)(void *ctx, uint32_t pid, const struct prowl_v8_proc *vp);
+	void (*v8_proc_del)(void *ctx, uint32_t pid);
+	int (*v8_proc_get)(void *ctx, uint32_t pid, struct prowl_v8_proc *ret);
 };
 
 #endif

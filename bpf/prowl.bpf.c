@@ -131,8 +131,8 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 	else if (pn && ust) {
 		bpf_probe_read_kernel(e->jstack, sizeof(e->jstack), ust->jframes);
 		e->pystack_len = pn;
-		e->pygen = ust->jp.gen;
-		e->flags |= PROWL_SAMPLE_JAVA;
+		e->pygen = ust->v8 ? ust->vp.gen : ust->jp.gen;
+		e->flags |= ust->v8 ? PROWL_SAMPLE_V8 : PROWL_SAMPLE_JAVA;
 	}
 #endif
 	if (ps && ps->reason)

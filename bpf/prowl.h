@@ -48,7 +48,9 @@ enum prowl_filter {
 	X(NO_REGS, "no_registers", "no registers", "[truncated: frame pointers only, user registers not found in the kernel]", 0) \
 	/* a frame of the JVM's code cache the Java walk cannot follow (no code blob for     \
 	 * the pc, a frame pointer or frame size that leads nowhere) */                        \
-	X(JAVA, "java", "java frame", "[truncated: Java frame prowl cannot follow]", 0)
+	X(JAVA, "java", "java frame", "[truncated: Java frame prowl cannot follow]", 0) \
+	/* a frame of V8's code (the builtins, JIT code) whose frame pointer leads nowhere */ \
+	X(V8, "v8", "v8 frame", "[truncated: V8 frame prowl cannot follow]", 0)
 
 enum prowl_ureason {
 	PROWL_UR_NONE = 0,
@@ -112,6 +114,7 @@ static inline const struct prowl_ureason_text *prowl_ureason_text(unsigned int r
 					     * walk (bpf_get_stack), which cannot tell
 					     * whether it reached the thread's entry */
 #define PROWL_SAMPLE_JAVA (1u << 4)         /* pystack holds Java frames (jstack) */
+#define PROWL_SAMPLE_V8 (1u << 5)           /* pystack holds V8's JavaScript frames (jstack) */
 
 
 /* ---- CPython (3.6-3.14) ----
@@ -233,6 +236,40 @@ struct prowl_jframe {
 	__u8 idx;   /* the ustack entry this frame names */
 	__u8 kind;  /* enum prowl_jkind */
 	__u8 _pad[6];
+};
+
+/* ---- V8 (Node.js) ----
+ * User space reads V8's post-mortem constants from the node binary (symbolizer/node/
+ * v8meta.c) and writes, per tgid, where the embedded builtins are and the frame and
+ * object offsets. The DWARF unwinder hands a pc in the builtins, or in code no file
+ * backs, to the V8 walk (bpf/v8.bpf.h): it steps by frame pointer, as V8's frames all
+ * keep one, and records each JavaScript frame in jstack (kind PROWL_V8_*). */
+struct prowl_v8_proc {
+	__u64 builtins_low, builtins_high; /* [low, high): the embedded builtins' code */
+	__u32 gen;                /* changes with every (re)registration of the process */
+	__u32 flags;
+	__s16 fp_context, fp_function, fp_bytecode_array, fp_bytecode_offset; /* slots from fp */
+	__u16 o_map, o_map_type, o_fn_shared, o_sfi_name, o_sfi_script; /* field offsets */
+	__u16 t_js_function, t_bytecode_array, t_sfi; /* instance types */
+	__u8 smi_tag, smi_tag_mask, heap_tag, heap_tag_mask;
+	/* Read by user space only (naming, symbolizer/node/v8name.c). */
+	__u16 t_script, t_scope_info, first_nonstring, o_sfi_data, o_script_name, o_script_source,
+		o_script_line_ends, o_str_length, o_seq1_chars, o_seq2_chars, o_cons_first, o_cons_second,
+		o_thin_actual, o_fa_length, o_fa_data, o_bytecode_data, t_byte_array, t_fixed_array;
+	__u8 str_repr_mask, str_encoding_mask, str_seq, str_cons, str_thin, str_one_byte, str_two_byte;
+	__u8 si_first_vars, si_ncontext_locals;
+	__u8 _pad[3];
+	__u32 str_not_string_mask;
+	/* The V8 binary's executable mapping: a pc there that its CFI does not cover is
+	 * V8's code too (builtins whose symbols were stripped). */
+	__u64 text_low, text_high;
+};
+
+/* prowl_jframe.kind of a V8 frame: ptr is the SharedFunctionInfo (tagged), check the
+ * low 32 bits of its name ^ script words as BPF read them (user space reads them again). */
+enum prowl_v8kind {
+	PROWL_V8_INTERP = 1, /* off: the bytecode offset (Ignition, Sparkplug) */
+	PROWL_V8_JIT,        /* off: PROWL_JF_BCI_NONE (Maglev, TurboFan, and builtins) */
 };
 
 /* One sample, as written to the ring buffer. Stacks are leaf first. A sample of a
@@ -399,6 +436,13 @@ PROWL_AT(prowl_jframe, off, 8);
 PROWL_AT(prowl_jframe, idx, 16);
 PROWL_SIZE(prowl_jframe, 24);
 _Static_assert(PROWL_MAX_JAVA * 24 <= PROWL_MAX_PY * 16, "Java frames fit in pystack's room");
+
+PROWL_AT(prowl_v8_proc, gen, 16);
+PROWL_AT(prowl_v8_proc, fp_context, 24);
+PROWL_AT(prowl_v8_proc, smi_tag, 48);
+PROWL_AT(prowl_v8_proc, t_script, 52);
+PROWL_AT(prowl_v8_proc, text_low, 104);
+PROWL_SIZE(prowl_v8_proc, 120);
 
 PROWL_AT(prowl_unwind_row, pc, 0);
 PROWL_AT(prowl_unwind_row, cfa_off, 4);

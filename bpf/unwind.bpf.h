@@ -73,10 +73,17 @@ struct uw_state {
 	__u8 _jpad[3];
 	struct prowl_java_proc jp;
 	struct prowl_jframe jframes[PROWL_MAX_JAVA];
+	/* The V8 walk (v8.bpf.h): the process's entry when it runs V8; its frames go in
+	 * jframes (a process is not both a JVM and a node). */
+	__u8 v8;          /* vp holds the entry */
+	__u8 _vpad[7];
+	struct prowl_v8_proc vp;
 };
 
 /* Writable at run time: walk Java frames of the processes in java_procs. */
 volatile bool java_on = true;
+/* Writable at run time: walk JavaScript frames of the processes in v8_procs. */
+volatile bool v8_on = true;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -145,7 +152,17 @@ static __always_inline void unwind_stop(struct uw_state *st, __u8 reason)
 
 static __always_inline long stack_read(struct uw_state *st, __u64 addr, __u64 *ret);
 static __always_inline void fp_step(struct uw_state *st, __u8 fail_reason);
+/* An index of jframes (Java's and V8's frames) the verifier sees bounded. */
+static __always_inline __u32 jframe_slot(__u32 i)
+{
+	__u64 v = i;
+
+	asm volatile("%[v] &= %[m]" : [v] "+r"(v) : [m] "i"(127));
+	return (__u32)v;
+}
+
 #include "java.bpf.h"
+#include "v8.bpf.h"
 
 /* The mapping covering addr, trying the previous frame's first. */
 static __always_inline struct prowl_unwind_map *find_map(struct uw_state *st, __u64 addr)
@@ -281,6 +298,10 @@ static __always_inline long unwind_step(struct uw_state *st)
 		java_step(st, &st->jp);
 		return st->done != 0;
 	}
+	if (st->v8 && lookup >= st->vp.builtins_low && lookup < st->vp.builtins_high) {
+		v8_step(st, &st->vp); /* V8's builtins: no CFI, a frame pointer always */
+		return st->done != 0;
+	}
 	m = find_map(st, lookup);
 	if (!m) {
 		st->want_refresh = 1;
@@ -291,10 +312,19 @@ static __always_inline long unwind_step(struct uw_state *st)
 		if (m->kind == PROWL_MAP_NO_TABLE)
 			st->sticky = PROWL_UR_NO_TABLE;
 		count(PROWL_CNT_UNWIND_FP_FRAMES);
+		if (st->v8 && m->kind == PROWL_MAP_FP) { /* code no file backs: V8's JIT code */
+			v8_step(st, &st->vp);
+			return st->done != 0;
+		}
 		fp_step(st, m->kind == PROWL_MAP_NO_TABLE ? PROWL_UR_NO_TABLE : PROWL_UR_BAD_CFI);
 		return st->done != 0;
 	}
 	row = find_row(m->row_first, m->row_count, (__u32)(lookup - m->bias));
+	if ((!row || PROWL_ROW_CFA(row) == PROWL_CFA_NONE) && st->v8 && lookup >= st->vp.text_low &&
+	    lookup < st->vp.text_high) {
+		v8_step(st, &st->vp); /* the V8 binary's code without CFI: its builtins */
+		return st->done != 0;
+	}
 	if (!row) {
 		unwind_stop(st, PROWL_UR_NO_FDE);
 		return 1;
@@ -499,6 +529,15 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 			st->java = 1;
 		} else if (jp) {
 			st->want_refresh = 1; /* its code cache was not set up yet: ask again */
+		}
+	}
+	st->v8 = 0;
+	if (v8_on && !st->java) {
+		struct prowl_v8_proc *vp = bpf_map_lookup_elem(&v8_procs, &tgid);
+
+		if (vp) {
+			st->vp = *vp;
+			st->v8 = 1;
 		}
 	}
 	if (st->pc == 0 || st->pc >= KERNEL_MIN_ADDR)

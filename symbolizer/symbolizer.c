@@ -318,7 +318,7 @@ int symbolizer_new(const struct symbolizer_opts *opts, struct symbolizer **ret)
 	s->objs = opts->objects ? objcache_ref(opts->objects) : objcache_shared();
 	s->demangle = opts->demangle;
 	if (!s->proc_root || !s->kallsyms_path || !s->scratch || !s->keys || !s->objs || py_resolver_new(&s->py) < 0 ||
-	    jvm_namer_new(&s->java) < 0)
+	    jvm_namer_new(&s->java) < 0 || v8_namer_new(&s->node) < 0)
 		goto fail;
 	if (opts->inflate_dir && opts->inflate_max_bytes) {
 		s->inflate.dir = strdup(opts->inflate_dir);
@@ -384,12 +384,18 @@ void symbolizer_free(struct symbolizer *s)
 	dbgd_free(s->dbgd);
 	py_resolver_free(s->py);
 	jvm_namer_free(s->java);
+	v8_namer_free(s->node);
 	free(s);
 }
 
 struct jvm_namer *symbolizer_java(struct symbolizer *s)
 {
 	return s->java;
+}
+
+struct v8_namer *symbolizer_node(struct symbolizer *s)
+{
+	return s->node;
 }
 
 struct py_resolver *symbolizer_python(struct symbolizer *s)
@@ -498,17 +504,9 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 		ret->py_code_read_errors = ps.read_errors;
 		bytes += ps.bytes;
 	}
-	{
-		struct jvm_namer_stats js;
-
-		jvm_namer_stats(s->java, &js);
-		ret->java_names = js.entries;
-		ret->java_name_bytes = js.bytes;
-		ret->java_name_hits = js.hits;
-		ret->java_name_misses = js.misses;
-		ret->java_name_failures = js.failures;
-		bytes += js.bytes;
-	}
+	jvm_namer_stats(s->java, &ret->java_names);
+	v8_namer_stats(s->node, &ret->js_names);
+	bytes += ret->java_names.bytes + ret->js_names.bytes;
 	ret->perfmap_symbols = s->perfmaps.symbols;
 	ret->perfmaps = s->perfmaps.maps;
 	ret->perfmap_dropped = s->perfmaps.dropped;

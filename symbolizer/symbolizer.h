@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "namecache.h"
 #include "sym_frame.h"
 
 struct objcache;
@@ -77,7 +78,9 @@ struct symbolizer_stats {
 	uint64_t py_code_read_errors;
 	/* Java frames named (java/jvmname.c): names cached now, their heap (also in
 	 * mem_bytes), lookups by whether cached, and frames that got a marker. */
-	uint64_t java_names, java_name_bytes, java_name_hits, java_name_misses, java_name_failures;
+	struct name_cache_stats java_names;
+	/* JavaScript frames named (node/v8name.c), the same figures. */
+	struct name_cache_stats js_names;
 	bool debuginfod;                   /* fetching is on */
 	uint64_t debuginfod_fetched, debuginfod_missed, debuginfod_failed, debuginfod_evicted;
 	uint64_t debuginfod_cache_bytes;
@@ -170,5 +173,13 @@ struct jvm_namer;
 /* The symbolizer's namer of Java frames: the sampler's maps are given to it with
  * jvm_namer_set_io(). */
 struct jvm_namer *symbolizer_java(struct symbolizer *s);
+
+/* ---- JavaScript frames (node/v8name.h) ---- */
+
+struct v8_namer;
+
+/* The symbolizer's namer of node's JavaScript frames: the sampler's maps are given
+ * to it with v8_namer_set_io(). */
+struct v8_namer *symbolizer_node(struct symbolizer *s);
 
 #endif

@@ -13,6 +13,7 @@
 #include "objcache.h"
 #include "perfmap.h"
 #include "jvmname.h"
+#include "v8name.h"
 #include "pyresolve.h"
 #include "procmaps.h"
 #include "symbolizer.h"
@@ -59,6 +60,7 @@ struct symbolizer {
 	struct dbgd *dbgd;        /* NULL: no debuginfod */
 	struct py_resolver *py;   /* Python frames (python/pyresolve.c) */
 	struct jvm_namer *java;   /* Java frames (java/jvmname.c) */
+	struct v8_namer *node;    /* node's JavaScript frames (node/v8name.c) */
 	size_t proc_bytes, mod_bytes;
 	struct symbolizer_stats st;
 };

@@ -61,7 +61,7 @@ run_unit() { # $1 = build dir
 # HTTP answers, Go tables, cgroup names, interpreter memory). The rest runs on the
 # normal build only.
 SAN_E2E=(test_untrusted test_hostile test_rules_hostile test_agent_inputs test_agent_faults test_report test_debuginfod
-	test_kubernetes test_jit test_names test_go test_containers test_python test_python_versions test_java_hostile)
+	test_kubernetes test_jit test_names test_go test_containers test_python test_python_versions test_java_hostile test_node_hostile)
 
 # make check-quick's e2e tests: one per stage of the README's stage table, each a few
 # seconds, so the inner loop stays under 5 minutes. A stage that moves keeps its line here.
@@ -70,6 +70,7 @@ QUICK_E2E=(
 	test_record.py::test_cpu_split_matches_design         # sample
 	test_unwind.py::test_recursion_depth_100_complete     # unwind
 	test_python.py::test_c_extension_frames_under_the_python_caller # python
+	test_node.py::test_jitless_busy_loop_line             # node
 	test_record.py::test_compressed_debug_sections_inflate_into_unnamed_files # objects
 	test_record.py::test_symbols_agree_with_eu_addr2line  # resolve
 	test_names.py::test_cpp_templates_full_and_none       # resolve: names

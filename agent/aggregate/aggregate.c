@@ -163,6 +163,7 @@ int profile_mapping(struct profile *p, const struct prof_mapping_in *m, uint32_t
 		.is_kernel = m->is_kernel,
 		.is_python = m->is_python,
 		.is_java = m->is_java,
+		.is_js = m->is_js,
 	};
 	uint32_t id;
 	bool added;

@@ -28,6 +28,7 @@ struct prof_mapping_in {
 	bool is_kernel;
 	bool is_python;                /* CPython frames (the [python] mapping) */
 	bool is_java;                  /* Java frames (the [java] mapping) */
+	bool is_js;                    /* node's JavaScript frames (the [js] mapping) */
 };
 
 /* One frame of a location, innermost (inlined callee) first. */

@@ -17,7 +17,7 @@
 struct prof_map {
 	uint64_t start, limit, offset;
 	uint32_t filename_str, build_id_str;
-	bool is_main, is_kernel, is_python, is_java;
+	bool is_main, is_kernel, is_python, is_java, is_js;
 };
 
 /* Also the interning key of a function, hence the explicit padding. */

@@ -321,6 +321,7 @@ static int merge_mapping(struct merge *g, size_t i, bool is_main)
 		.is_kernel = strncmp(file, "[kernel", 7) == 0,
 		.is_python = strcmp(file, "[python]") == 0,
 		.is_java = strcmp(file, "[java]") == 0,
+		.is_js = strcmp(file, "[js]") == 0,
 	};
 
 	return profile_mapping(g->p, &in, &g->map_ids[i]);

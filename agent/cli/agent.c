@@ -31,6 +31,7 @@
 #include "mkdir_p.h"
 #include "metrics.h"
 #include "jvmname.h"
+#include "v8name.h"
 #include "objcache.h"
 #include "pyresolve.h"
 #include "reload.h"
@@ -419,9 +420,10 @@ static void apply_config(struct agent *a, struct agent_config nc)
 	if (nc.python != a->cfg.python)
 		log_warn("python: turned %s in the configuration; that takes effect when the agent restarts",
 			 nc.python ? "on" : "off");
-	if (nc.java != a->cfg.java)
-		log_warn("java: turned %s in the configuration; that takes effect when the agent restarts",
-			 nc.java ? "on" : "off");
+	if (nc.java != a->cfg.java || nc.node != a->cfg.node)
+		log_warn("%s: turned %s in the configuration; that takes effect when the agent restarts",
+			 nc.java != a->cfg.java ? "java" : "node",
+			 (nc.java != a->cfg.java ? nc.java : nc.node) ? "on" : "off");
 	sampler_set_idle(a->sampler, nc.idle);
 	sampler_set_include_self(a->sampler, nc.include_self);
 	apply_logging(&nc);
@@ -623,11 +625,13 @@ int agent_main(int argc, char **argv)
 		.drop_pids = true,
 		.python_off = !a.cfg.python,
 		.java_off = !a.cfg.java,
+		.node_off = !a.cfg.node,
 	};
 	if (sampler_open(&so, &a.sampler) < 0)
 		goto out;
 	py_resolver_set_io(symbolizer_python(a.sym), sampler_maps_io(a.sampler));
 	jvm_namer_set_io(symbolizer_java(a.sym), sampler_maps_io(a.sampler));
+	v8_namer_set_io(symbolizer_node(a.sym), sampler_maps_io(a.sampler));
 	if (start_metrics(&a, &a.cfg) < 0)
 		goto out;
 

@@ -26,6 +26,28 @@ static double rss_bytes(void)
 	return (double)rss * sysconf(_SC_PAGESIZE);
 }
 
+/* A runtime's frame name cache (namecache.h): prowl_KEY_names and the rest; what: the
+ * frames' language, stale: what makes a name a marker, by: what a name is cached by. */
+static void emit_names(FILE *f, const char *key, const char *what, const char *stale, const char *by,
+		       const struct name_cache_stats *st)
+{
+	char name[64], help[160];
+
+	snprintf(name, sizeof(name), "prowl_%s_names", key);
+	snprintf(help, sizeof(help), "%s frame names cached, by process, registration and %s (16384 at most).", what, by);
+	metrics_emit(f, name, "gauge", help, NULL, st->entries);
+	snprintf(name, sizeof(name), "prowl_%s_name_bytes", key);
+	snprintf(help, sizeof(help), "Heap held by the cached %s frame names.", what);
+	metrics_emit(f, name, "gauge", help, NULL, st->bytes);
+	snprintf(name, sizeof(name), "prowl_%s_name_lookups_total", key);
+	snprintf(help, sizeof(help), "%s frames named, by whether the name was cached.", what);
+	metrics_emit(f, name, "counter", help, "result=\"hit\"", st->hits);
+	metrics_emit(f, name, "counter", NULL, "result=\"miss\"", st->misses);
+	snprintf(name, sizeof(name), "prowl_%s_name_failures_total", key);
+	snprintf(help, sizeof(help), "%s frames that got a marker: %s, the process gone, or garbled memory.", what, stale);
+	metrics_emit(f, name, "counter", help, NULL, st->failures);
+}
+
 static void exporter_metrics(FILE *f, const struct agent_snapshot *s)
 {
 	static const struct {
@@ -264,17 +286,8 @@ void agent_metrics_render(void *ctx, FILE *f)
 	metrics_emit(f, "prowl_python_code_read_errors_total", "counter",
 		     "Code objects that could not be read: the process was gone, or the frame was garbled.", NULL,
 		     s.sym.py_code_read_errors);
-	metrics_emit(f, "prowl_java_names", "gauge",
-		     "Java frame names cached, by process, registration and address (16384 at most).", NULL,
-		     s.sym.java_names);
-	metrics_emit(f, "prowl_java_name_bytes", "gauge", "Heap held by the cached Java frame names.", NULL,
-		     s.sym.java_name_bytes);
-	metrics_emit(f, "prowl_java_name_lookups_total", "counter", "Java frames named, by whether the name was cached.",
-		     "result=\"hit\"", s.sym.java_name_hits);
-	metrics_emit(f, "prowl_java_name_lookups_total", "counter", NULL, "result=\"miss\"", s.sym.java_name_misses);
-	metrics_emit(f, "prowl_java_name_failures_total", "counter",
-		     "Java frames that got a marker: code freed or moved, the process gone, or garbled memory.", NULL,
-		     s.sym.java_name_failures);
+	emit_names(f, "java", "Java", "code freed or moved", "address", &s.sym.java_names);
+	emit_names(f, "js", "JavaScript", "function moved or freed", "function", &s.sym.js_names);
 	metrics_emit(f, "prowl_symbol_cache_entries", "gauge", "Addresses in the symbolizer's frame cache.", NULL,
 		     s.sym.cached_frames);
 	metrics_emit(f, "prowl_symbol_open_modules", "gauge", "Object files with ELF/DWARF state open.", NULL,

@@ -34,6 +34,7 @@
 /* Where record caches fetched debug files (it runs as root, like the agent). */
 #define RECORD_DEBUGINFOD_CACHE "/var/cache/prowl/debuginfod"
 #include "jvmname.h"
+#include "v8name.h"
 #include "pyresolve.h"
 #include "symbolizer.h"
 
@@ -64,6 +65,8 @@ struct record_opts {
 	bool python_fp;   /* left at its default, off because of --unwind=fp */
 	bool java_off;    /* --java=off (or --unwind=fp) */
 	bool java_set;    /* --java was given */
+	bool node_off;    /* --node=off (or --unwind=fp) */
+	bool node_set;    /* --node was given */
 	enum sym_demangle demangle; /* --demangle */
 	uint64_t debuginfod_timeout_ns; /* --debuginfod-timeout */
 	uint32_t unwind_max_rows, unwind_max_maps, unwind_max_procs; /* 0: defaults */
@@ -106,6 +109,9 @@ static const char record_usage[] =
 	"      --java MODE           HotSpot JVMs (JDK 9+): on (default: Java methods, interpreted\n"
 	"                            and compiled, with file and line, no JVM flags; needs\n"
 	"                            --unwind=dwarf) or off (the JVM's code is [jit] frames)\n"
+	"      --node MODE           node (V8 with its v8dbg_ metadata): on (default: JavaScript\n"
+	"                            functions, unwound through V8's frames, no node flags; needs\n"
+	"                            --unwind=dwarf) or off (V8's code is [jit] frames)\n"
 	"      --demangle MODE       C++ and Rust names: templates (default; std::vector<int>::\n"
 	"                            push_back), full (with parameters) or none (linkage names)\n"
 	"      --unwind-max-rows N   capacity of the unwind tables in rows of 8 bytes,\n"
@@ -173,6 +179,7 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		{ "unwind", required_argument, NULL, 'U' },
 		{ "python", required_argument, NULL, 'Y' },
 		{ "java", required_argument, NULL, 'J' },
+		{ "node", required_argument, NULL, 'N' },
 		{ "demangle", required_argument, NULL, 'D' },
 		{ "debuginfod-timeout", required_argument, NULL, 'W' },
 		{ "unwind-max-rows", required_argument, NULL, 'R' },
@@ -263,14 +270,19 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 				return usage_error("unknown --python mode '%s': use on or off", optarg);
 			break;
 		case 'J':
-			o->java_set = true;
+		case 'N': {
+			bool *off = c == 'J' ? &o->java_off : &o->node_off;
+
+			*(c == 'J' ? &o->java_set : &o->node_set) = true;
 			if (strcmp(optarg, "off") == 0)
-				o->java_off = true;
+				*off = true;
 			else if (strcmp(optarg, "on") == 0)
-				o->java_off = false;
+				*off = false;
 			else
-				return usage_error("unknown --java mode '%s': use on or off", optarg);
+				return usage_error(c == 'J' ? "unknown --java mode '%s': use on or off"
+							    : "unknown --node mode '%s': use on or off", optarg);
 			break;
+		}
 		case 'R':
 			r = parse_unwind_limit(optarg, UNWIND_ROWS_MIN, UNWIND_ROWS_MAX, "--unwind-max-rows",
 					       &o->unwind_max_rows);
@@ -333,6 +345,12 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			return usage_error("%s", "--java=on needs --unwind=dwarf (frame pointers alone read no Java "
 						 "frames): drop one of the two");
 		o->java_off = true;
+	}
+	if (o->unwind_fp && !o->node_off) {
+		if (o->node_set)
+			return usage_error("%s", "--node=on needs --unwind=dwarf (frame pointers alone read no "
+						 "JavaScript frames): drop one of the two");
+		o->node_off = true;
 	}
 	if (!o->noutputs)
 		o->outputs[o->noutputs++] = o->format == FMT_FOLDED ? "prowl.folded" : "prowl.pb.gz";
@@ -712,6 +730,7 @@ int record_main(int argc, char **argv)
 		.unwind_names = { "--unwind-max-rows", "--unwind-max-mappings", "--unwind-max-procs" },
 		.python_off = o.python_off,
 		.java_off = o.java_off,
+		.node_off = o.node_off,
 		.cb = on_sample,
 		.cb_ctx = &c,
 	};
@@ -719,6 +738,7 @@ int record_main(int argc, char **argv)
 		goto out;
 	py_resolver_set_io(symbolizer_python(c.sym), sampler_maps_io(c.sampler));
 	jvm_namer_set_io(symbolizer_java(c.sym), sampler_maps_io(c.sampler));
+	v8_namer_set_io(symbolizer_node(c.sym), sampler_maps_io(c.sampler));
 	for (size_t i = 0; i < o.npids; i++) {
 		sampler_add_pid(c.sampler, o.pids[i]);
 		symbolizer_add_process(c.sym, o.pids[i]);

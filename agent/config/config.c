@@ -169,19 +169,20 @@ static int check_python(struct load *l)
 	return 0;
 }
 
-/* Java frames come from the DWARF unwinder too: java: true set with unwind: fp is
- * an error at its source; the default gives way (the JVM keeps its [jit] frames). */
-static int check_java(struct load *l)
+/* Java and JavaScript (node) frames come from the DWARF unwinder too: key (java,
+ * node) true set with unwind: fp is an error at its source; the default gives way
+ * (the runtime's code keeps its [jit] frames). what: the frames, for the message. */
+static int check_needs_dwarf(struct load *l, const char *key, bool *on, const char *what)
 {
-	const struct key_def *k = cfg_find_key("java");
+	const struct key_def *k = cfg_find_key(key);
 
-	if (l->cfg->unwind != UNWIND_FP || !l->cfg->java)
+	if (l->cfg->unwind != UNWIND_FP || !*on)
 		return 0;
 	if (l->origins[k - cfg_keys].kind != ORIGIN_DEFAULT)
 		return cfg_error(l, &l->origins[k - cfg_keys], k->path, false,
-				 "Java frames need unwind: dwarf (frame pointers alone read none): set unwind "
-				 "to dwarf, or java to false");
-	l->cfg->java = false;
+				 "%s frames need unwind: dwarf (frame pointers alone read none): set unwind "
+				 "to dwarf, or %s to false", what, key);
+	*on = false;
 	return 0;
 }
 
@@ -222,7 +223,9 @@ static int finalize(struct load *l)
 		return r;
 	r = check_python(l);
 	if (r == 0)
-		r = check_java(l);
+		r = check_needs_dwarf(l, "java", &l->cfg->java, "Java");
+	if (r == 0)
+		r = check_needs_dwarf(l, "node", &l->cfg->node, "JavaScript");
 	if (r < 0)
 		return r;
 	if (c->recording_rules.n) {

@@ -47,6 +47,7 @@ struct agent_config {
 	bool python;             /* CPython frames (default) */
 	bool python_fp;          /* python left at its default, off because unwind is fp */
 	bool java;               /* Java (HotSpot) frames (default); off with unwind fp */
+	bool node;               /* JavaScript (node's V8) frames (default); off with unwind fp */
 	int demangle;            /* enum sym_demangle: templates, full, none */
 	char *hostname;          /* never NULL after load: default gethostname() */
 	struct config_label *labels;

@@ -65,6 +65,8 @@ const char agent_config_usage[] =
 	"      --java MODE            on (default: HotSpot JVMs' Java methods, interpreted and\n"
 	"                             compiled, with file and line; needs dwarf unwinding) or\n"
 	"                             off (the JVM's code is [jit] frames)\n"
+	"      --node MODE            on (default: node's JavaScript functions, unwound through\n"
+	"                             V8's frames; needs dwarf unwinding) or off ([jit] frames)\n"
 	"      --demangle MODE        C++ and Rust names: templates (default: std::vector<int>::push_back),\n"
 	"                             full (with parameters) or none (linkage names as they are)\n"
 	"      --per-thread           label samples with tid and thread name\n"
@@ -164,6 +166,7 @@ enum {
 	OPT_UNWIND,
 	OPT_PYTHON,
 	OPT_JAVA,
+	OPT_NODE,
 	OPT_DEMANGLE,
 	OPT_PER_THREAD,
 	OPT_IDLE,
@@ -189,6 +192,7 @@ static const struct option longopts[] = {
 	{ "unwind", required_argument, NULL, OPT_UNWIND },
 	{ "python", required_argument, NULL, OPT_PYTHON },
 	{ "java", required_argument, NULL, OPT_JAVA },
+	{ "node", required_argument, NULL, OPT_NODE },
 	{ "demangle", required_argument, NULL, OPT_DEMANGLE },
 	{ "per-thread", no_argument, NULL, OPT_PER_THREAD },
 	{ "idle", no_argument, NULL, OPT_IDLE },
@@ -279,24 +283,20 @@ int cfg_parse_flags(int argc, char **argv, struct agent_config *c, struct pendin
 			else
 				log_error("unknown option '%s' (see 'prowl agent --help')", argv[optind - 1]);
 			return -EINVAL;
-		case OPT_PYTHON: /* on/off, as record takes it; the key is a boolean */
+		case OPT_PYTHON: /* on/off, as record takes them; each key (the option's name) is a boolean */
+		case OPT_JAVA:
+		case OPT_NODE: {
+			const char *key = option_name(ch);
+
 			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-				log_error("unknown --python mode '%s': use on or off", optarg);
+				log_error("unknown --%s mode '%s': use on or off", key, optarg);
 				return -EINVAL;
 			}
-			pend[(*npend)++] = (struct pending){ .key = cfg_find_key("python"),
+			pend[(*npend)++] = (struct pending){ .key = cfg_find_key(key),
 							     .value = optarg[1] == 'n' ? "true" : "false",
-							     .flag = "--python" };
+							     .flag = ch == OPT_PYTHON ? "--python" : ch == OPT_JAVA ? "--java" : "--node" };
 			continue;
-		case OPT_JAVA: /* on/off, as record takes it; the key is a boolean */
-			if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0) {
-				log_error("unknown --java mode '%s': use on or off", optarg);
-				return -EINVAL;
-			}
-			pend[(*npend)++] = (struct pending){ .key = cfg_find_key("java"),
-							     .value = optarg[1] == 'n' ? "true" : "false",
-							     .flag = "--java" };
-			continue;
+		}
 		default:
 			break;
 		}

@@ -70,6 +70,7 @@ const struct key_def cfg_keys[] = {
 	{ "unwind", K_ENUM, FIELD(unwind), "dwarf", .what = "unwind mode", .names = unwind_names },
 	{ "python", K_BOOL, FIELD(python), "true" },
 	{ "java", K_BOOL, FIELD(java), "true" },
+	{ "node", K_BOOL, FIELD(node), "true" },
 	{ "demangle", K_ENUM, FIELD(demangle), "templates", .what = "demangling mode", .names = demangle_names },
 	{ "hostname", K_STRING, FIELD(hostname), "" },
 	{ "symbols.debuginfod_urls", K_STRING, FIELD(symbols.debuginfod_urls), "" },

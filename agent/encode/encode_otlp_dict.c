@@ -212,6 +212,10 @@ static int series_location(struct otlp_build *b, struct series_map *m, uint32_t 
 		if (!b->frame_java)
 			err = dict_attr_str(b, "profile.frame.type", "java", &b->frame_java);
 		h.attr = b->frame_java;
+	} else if (l->mapping_id && m->p->maps[l->mapping_id].is_js) {
+		if (!b->frame_js) /* OpenTelemetry's name for V8's JavaScript frames */
+			err = dict_attr_str(b, "profile.frame.type", "v8js", &b->frame_js);
+		h.attr = b->frame_js;
 	} else {
 		if (!b->frame_native)
 			err = dict_attr_str(b, "profile.frame.type", "native", &b->frame_native);

@@ -98,7 +98,7 @@ struct otlp_build {
 	struct intern *samples;  /* struct sample_key */
 	int64_t *counts;         /* per sample id */
 	uint32_t counts_cap;
-	int32_t frame_native, frame_kernel, frame_python, frame_java; /* profile.frame.type attributes, 0 until used */
+	int32_t frame_native, frame_kernel, frame_python, frame_java, frame_js; /* profile.frame.type attributes, 0 until used */
 	unsigned char *scratch;  /* a location key being built */
 	size_t scratch_cap;
 	struct arena_chunk *arena;

@@ -14,6 +14,7 @@
 #include "label_names.h"
 #include "log.h"
 #include "jvmname.h"
+#include "v8name.h"
 #include "pymerge.h"
 #include "symbolizer.h"
 #include "u64map.h"
@@ -22,6 +23,7 @@
 #define KEY_PROWL   (UINT64_MAX - 2) /* mapping for prowl's own marker frames */
 #define KEY_PYTHON  (UINT64_MAX - 3) /* mapping for CPython frames */
 #define KEY_JAVA    (UINT64_MAX - 4) /* mapping for Java frames */
+#define KEY_JS      (UINT64_MAX - 5) /* mapping for node's JavaScript frames */
 
 /* Keys of the marker frames' locations in the KEY_PROWL mapping. */
 enum {
@@ -42,15 +44,19 @@ struct ingest {
 	struct ingest_opts opts;
 	uint32_t *mapping_of;   /* symbolizer module id -> profile mapping id */
 	size_t mapping_of_cap;
-	uint32_t unknown_mapping, prowl_mapping, python_mapping, java_mapping;
+	uint32_t unknown_mapping, prowl_mapping, python_mapping;
 	uint32_t loc_trunc_user, loc_trunc_kernel, loc_no_entry;
 	/* Per location id: LOC_* bits. */
 	uint8_t *loc_flags;
 	size_t loc_flags_cap;
 	struct u64map pylocs;  /* py_resolver_frame() key -> location id */
 	uint64_t py_next_addr; /* addresses of [python] locations: 1, 2, ... */
-	struct u64map javalocs;  /* jvm_namer_frame() key -> location id */
-	uint64_t java_next_addr; /* addresses of [java] locations: 1, 2, ... */
+	/* The runtimes whose frames BPF records (jstack): Java, JavaScript. */
+	struct runtime_locs {
+		uint32_t mapping;
+		struct u64map locs; /* the namer's key -> location id */
+		uint64_t next_addr; /* addresses of its locations: 1, 2, ... */
+	} java, js;
 	const struct sym_module *main_mod;
 	bool main_mod_looked_up;
 	/* The previous sample's labels, reused while pid/tid/names repeat. */
@@ -81,7 +87,8 @@ void ingest_free(struct ingest *g)
 	free(g->mapping_of);
 	free(g->loc_flags);
 	u64map_free(&g->pylocs);
-	u64map_free(&g->javalocs);
+	u64map_free(&g->java.locs);
+	u64map_free(&g->js.locs);
 	free(g);
 }
 
@@ -89,14 +96,15 @@ void ingest_profile_reset(struct ingest *g)
 {
 	if (g->mapping_of)
 		memset(g->mapping_of, 0, g->mapping_of_cap * sizeof(*g->mapping_of));
-	g->unknown_mapping = g->prowl_mapping = g->python_mapping = g->java_mapping = 0;
+	g->unknown_mapping = g->prowl_mapping = g->python_mapping = g->java.mapping = g->js.mapping = 0;
 	g->loc_trunc_user = g->loc_trunc_kernel = g->loc_no_entry = 0;
 	if (g->loc_flags)
 		memset(g->loc_flags, 0, g->loc_flags_cap);
 	u64map_free(&g->pylocs);
 	g->py_next_addr = 0;
-	u64map_free(&g->javalocs);
-	g->java_next_addr = 0;
+	u64map_free(&g->java.locs);
+	u64map_free(&g->js.locs);
+	g->java.next_addr = g->js.next_addr = 0;
 	g->last.id = 0;
 }
 
@@ -397,36 +405,62 @@ static int python_location(void *ctx, const struct py_frame_name *name, uint64_t
 	return u64map_put(&g->pylocs, key, *ret);
 }
 
-/* ---- Java frames ---- */
+/* ---- Java and JavaScript frames ---- */
+
+/* A runtime's named frame (key: its namer's): one location per name in the runtime's
+ * mapping (in: made on first use). */
+static int runtime_location(struct ingest *g, struct runtime_locs *rl, const struct prof_mapping_in *in, uint64_t key,
+			    const struct prof_frame *pf, uint32_t *ret)
+{
+	uint64_t id;
+	int r;
+
+	if (u64map_get(&rl->locs, key, &id)) {
+		*ret = (uint32_t)id;
+		return 0;
+	}
+	if (!rl->mapping && (r = profile_mapping(g->prof, in, &rl->mapping)) < 0)
+		return r;
+	r = profile_add_location(g->prof, rl->mapping, ++rl->next_addr, pf, 1, true, ret);
+	if (r < 0)
+		return r;
+	return u64map_put(&rl->locs, key, *ret);
+}
 
 /* Java frame f of s: one [java] location per name (method, file, line), or a
  * marker saying why it has none. */
 static int java_location(struct ingest *g, const struct prowl_sample *s, const struct prowl_jframe *f, uint32_t *ret)
 {
-	struct prof_mapping_in in = { .key = KEY_JAVA, .start = 0, .limit = UINT64_MAX, .filename = "[java]",
-				      .is_java = true };
-	struct jvm_frame_name name;
-	struct prof_frame pf;
+	static const struct prof_mapping_in in = { .key = KEY_JAVA, .start = 0, .limit = UINT64_MAX,
+						   .filename = "[java]", .is_java = true };
+	struct frame_name name;
 	const char *why = NULL;
-	uint64_t key, id;
+	uint64_t key;
 	int r;
 
 	r = jvm_namer_frame(symbolizer_java(g->sym), s->pid, s->pygen, f, &name, &key, &why);
-	if (r == -ENOMEM)
-		return r;
 	if (r < 0)
-		return python_marker(g, why, ret);
-	if (u64map_get(&g->javalocs, key, &id)) {
-		*ret = (uint32_t)id;
-		return 0;
-	}
-	if (!g->java_mapping && (r = profile_mapping(g->prof, &in, &g->java_mapping)) < 0)
-		return r;
-	pf = (struct prof_frame){ .function = name.function, .file = name.file, .line = name.line };
-	r = profile_add_location(g->prof, g->java_mapping, ++g->java_next_addr, &pf, 1, true, ret);
+		return r == -ENOMEM ? r : python_marker(g, why, ret);
+	return runtime_location(g, &g->java, &in, key,
+				&(struct prof_frame){ .function = name.function, .file = name.file, .line = name.line }, ret);
+}
+
+/* JavaScript frame f of s (node): one [js] location per name (function, script, line),
+ * or a marker saying why it has none. */
+static int js_location(struct ingest *g, const struct prowl_sample *s, const struct prowl_jframe *f, uint32_t *ret)
+{
+	static const struct prof_mapping_in in = { .key = KEY_JS, .start = 0, .limit = UINT64_MAX, .filename = "[js]",
+						   .is_js = true };
+	struct frame_name name;
+	const char *why = NULL;
+	uint64_t key;
+	int r;
+
+	r = v8_namer_frame(symbolizer_node(g->sym), s->pid, s->pygen, f, &name, &key, &why);
 	if (r < 0)
-		return r;
-	return u64map_put(&g->javalocs, key, *ret);
+		return r == -ENOMEM ? r : python_marker(g, why, ret);
+	return runtime_location(g, &g->js, &in, key,
+				&(struct prof_frame){ .function = name.function, .file = name.file, .line = name.line }, ret);
 }
 
 static int labels_for(struct ingest *g, const struct prowl_sample *s, uint32_t *ret)
@@ -511,7 +545,7 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 	unsigned int py_i = 0;
 	struct py_resolver *py = symbolizer_python(g->sym);
 	const struct py_sink sink = { .ctx = g, .frame = python_location, .marker = python_marker };
-	bool stop = false, java = s->flags & PROWL_SAMPLE_JAVA;
+	bool stop = false, java = s->flags & (PROWL_SAMPLE_JAVA | PROWL_SAMPLE_V8), js = s->flags & PROWL_SAMPLE_V8;
 	unsigned int jn = java ? (s->pystack_len < PROWL_MAX_JAVA ? s->pystack_len : PROWL_MAX_JAVA) : 0, j_i = 0;
 	int r;
 
@@ -541,8 +575,9 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 
 		if (s->ustack[i] == 0) /* the walk reached a zero return address: the end */
 			break;
-		if (j_i < jn && s->jstack[j_i].idx == i) { /* a Java frame: the JVM's code cache */
-			r = java_location(g, s, &s->jstack[j_i++], &g->locs[n]);
+		if (j_i < jn && s->jstack[j_i].idx == i) { /* a Java frame (code cache), or a JavaScript one */
+			r = js ? js_location(g, s, &s->jstack[j_i++], &g->locs[n])
+			       : java_location(g, s, &s->jstack[j_i++], &g->locs[n]);
 			if (r < 0)
 				return r;
 			n++;

@@ -109,9 +109,30 @@ static int java_proc_get(void *ctx, uint32_t pid, struct prowl_java_proc *ret)
 	return bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.java_procs), &pid, ret) < 0 ? -errno : 0;
 }
 
+static int v8_proc_set(void *ctx, uint32_t pid, const struct prowl_v8_proc *vp)
+{
+	struct sampler *s = ctx;
+
+	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.v8_procs), &pid, vp, BPF_ANY) < 0 ? -errno : 0;
+}
+
+static void v8_proc_del(void *ctx, uint32_t pid)
+{
+	struct sampler *s = ctx;
+
+	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.v8_procs), &pid);
+}
+
+static int v8_proc_get(void *ctx, uint32_t pid, struct prowl_v8_proc *ret)
+{
+	struct sampler *s = ctx;
+
+	return bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.v8_procs), &pid, ret) < 0 ? -errno : 0;
+}
+
 void sampler_maps_io_init(struct sampler *s)
 {
-	bool py = !s->opts.python_off, java = !s->opts.java_off;
+	bool py = !s->opts.python_off, java = !s->opts.java_off, v8 = !s->opts.node_off;
 
 	s->io = (struct maps_io){
 		.ctx = s,
@@ -129,6 +150,9 @@ void sampler_maps_io_init(struct sampler *s)
 		.java_proc_set = java ? java_proc_set : NULL,
 		.java_proc_del = java ? java_proc_del : NULL,
 		.java_proc_get = java ? java_proc_get : NULL,
+		.v8_proc_set = v8 ? v8_proc_set : NULL,
+		.v8_proc_del = v8 ? v8_proc_del : NULL,
+		.v8_proc_get = v8 ? v8_proc_get : NULL,
 	};
 }
 

@@ -241,7 +241,7 @@ static struct bpf_link *attach_tp(struct sampler *s, struct bpf_program *btf, st
 static int start_unwind(struct sampler *s)
 {
 	struct unwinder_opts uo = { .names = s->opts.unwind_names, .python_off = s->opts.python_off,
-				  .java_off = s->opts.java_off };
+				  .java_off = s->opts.java_off, .node_off = s->opts.node_off };
 	int r;
 
 	sampler_maps_io_init(s);
@@ -326,6 +326,7 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 	s->skel->bss->keep_idle = opts->idle;
 	s->skel->data->python_on = opts->unwind_dwarf && !opts->python_off;
 	s->skel->data->java_on = opts->unwind_dwarf && !opts->java_off;
+	s->skel->data->v8_on = opts->unwind_dwarf && !opts->node_off;
 	sampler_set_include_self(s, opts->include_self);
 	s->skel->rodata->follow_children = opts->follow_children;
 	r = setup_programs(s);

@@ -33,6 +33,7 @@ struct sampler_opts {
 	struct unwind_limit_names unwind_names; /* the settings that raise them, for warnings */
 	bool python_off;       /* --python=off: no CPython frames (they need unwind_dwarf) */
 	bool java_off;         /* --java=off: no Java frames (they need unwind_dwarf) */
+	bool node_off;         /* --node=off: no JavaScript frames of node (they need unwind_dwarf) */
 	sampler_cb cb;
 	void *cb_ctx;
 };

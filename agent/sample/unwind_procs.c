@@ -80,6 +80,8 @@ void unw_proc_drop(struct unwinder *u, uint32_t pid, bool delete_bpf)
 			u->io->py_proc_del(u->io->ctx, pid);
 		if (u->io->java_proc_del)
 			u->io->java_proc_del(u->io->ctx, pid);
+		if (u->io->v8_proc_del)
+			u->io->v8_proc_del(u->io->ctx, pid);
 	}
 	if (!p)
 		return;
@@ -168,6 +170,26 @@ static bool jvm_offer(struct unwinder *u, uint32_t pid, const struct procmaps *p
 	}
 	u->io->java_proc_del(u->io->ctx, pid);
 	return false;
+}
+
+/* Tells the BPF V8 walk about a node process (v8proc.h): the mapping of the binary's
+ * first page gives its load bias. */
+static void v8_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm, struct table **tabs)
+{
+	if (!u->io->v8_proc_set || u->opts.node_off)
+		return;
+	for (size_t i = 0; i < pm->n; i++) {
+		const struct pm_entry *e = &pm->v[i];
+		struct table *t = tabs[i];
+		const struct obj_load *l;
+
+		if (!t || !t->v8 || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
+			continue;
+		v8_proc_register(u->io, pid, t->v8, obj_load_bias(l, e->start, e->offset), ++u->v8_gen, e->start,
+				 e->end);
+		return;
+	}
+	u->io->v8_proc_del(u->io->ctx, pid);
 }
 
 int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
@@ -288,6 +310,7 @@ int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
 	}
 	py_offer(u, pid, &pm, tabs);
 	java_pending = jvm_offer(u, pid, &pm, tabs);
+	v8_offer(u, pid, &pm, tabs);
 	r = u->io->maps_write(u->io->ctx, first, ents, pm.n);
 	if (r < 0) {
 		extent_release(&u->maps, first, (uint32_t)pm.n);

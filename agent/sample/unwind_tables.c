@@ -23,6 +23,7 @@ void unw_table_free(struct unwinder *u, struct table *t)
 		return;
 	object_unref(u->objs, t->obj);
 	free(t->jvm);
+	free(t->v8);
 	free(t);
 }
 
@@ -163,6 +164,10 @@ static void table_build(struct unwinder *u, struct table *t, Elf *elf, const str
 
 		if (jvm_detect_elf(elf, &je) == 0 && je.found && (t->jvm = calloc(1, sizeof(*t->jvm))))
 			t->jvm->elf = je;
+	}
+	if (!u->opts.node_off && u->io->v8_proc_set && !t->v8_checked) {
+		t->v8_checked = true;
+		t->v8 = v8_file_detect(elf, t->obj->path);
 	}
 	if (object_broken(t->obj)) {
 		t->state = T_FAILED;

@@ -41,6 +41,7 @@ struct unwinder_opts {
 				   * cache, which the symbolizer shares */
 	bool python_off;          /* --python=off: no CPython process is registered */
 	bool java_off;            /* --java=off: no JVM is registered */
+	bool node_off;            /* --node=off: no node process is registered */
 };
 
 struct unwind_stats {

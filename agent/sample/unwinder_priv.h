@@ -13,6 +13,7 @@
 #include "procmaps.h"
 #include "pyproc.h"
 #include "u64map.h"
+#include "v8proc.h"
 #include "unwinder.h"
 
 #define GRACE_NS          (20ull * 1000 * 1000)     /* freed extents: reuse after this */
@@ -35,6 +36,8 @@ struct table {
 	struct py_elf py;       /* CPython's _PyRuntime and types, when it has them */
 	bool py_logged;         /* its unsupported version was logged */
 	struct jvm_file *jvm;   /* HotSpot's libjvm: its symbols and metadata (NULL: not one) */
+	struct v8_file *v8;     /* a V8 (node) binary prowl can walk (NULL: not one) */
+	bool v8_checked;        /* v8 was looked for (a V8 without metadata was warned about) */
 };
 
 struct uproc {
@@ -64,6 +67,7 @@ struct unwinder {
 	uint64_t next_sweep_ns;
 	uint32_t py_gen;             /* last prowl_py_proc.gen given out */
 	uint32_t java_gen;           /* last prowl_java_proc.gen given out */
+	uint32_t v8_gen;             /* last prowl_v8_proc.gen given out */
 	bool logged_rows_full, logged_maps_full, logged_procs_full;
 	struct unwind_stats st;
 };

@@ -9,23 +9,15 @@
 #include <string.h>
 
 #include "jvmimage.h"
-#include "u64map.h"
+#include "namecache.h"
 
 #define SYMBOL_MAX   1024 /* bytes of a class or method name read */
 #define LINES_MAX    4096 /* bytes of a line number table read */
 #define CP_MAX_INDEX 65535
 
-struct name_entry {
-	char *function, *file;
-	int line;
-};
-
 struct jvm_namer {
 	const struct maps_io *io;
-	struct u64map index; /* key -> entries index + 1 */
-	struct name_entry *entries;
-	uint32_t n;
-	struct jvm_namer_stats st;
+	struct name_cache names;
 	uint32_t pid, gen; /* the registration of the last process looked up */
 	struct prowl_java_proc proc;
 };
@@ -33,26 +25,17 @@ struct jvm_namer {
 int jvm_namer_new(struct jvm_namer **ret)
 {
 	*ret = calloc(1, sizeof(**ret));
-	return *ret ? 0 : -ENOMEM;
-}
-
-static void cache_clear(struct jvm_namer *r)
-{
-	for (uint32_t i = 0; i < r->n; i++) {
-		free(r->entries[i].function);
-		free(r->entries[i].file);
-	}
-	r->n = 0;
-	r->st.bytes = 0;
-	u64map_free(&r->index);
+	if (!*ret)
+		return -ENOMEM;
+	(*ret)->names.max = JVM_NAME_CACHE_MAX;
+	return 0;
 }
 
 void jvm_namer_free(struct jvm_namer *r)
 {
 	if (!r)
 		return;
-	cache_clear(r);
-	free(r->entries);
+	name_cache_free(&r->names);
 	free(r);
 }
 
@@ -62,10 +45,9 @@ void jvm_namer_set_io(struct jvm_namer *r, const struct maps_io *io)
 	r->pid = 0;
 }
 
-void jvm_namer_stats(const struct jvm_namer *r, struct jvm_namer_stats *ret)
+void jvm_namer_stats(const struct jvm_namer *r, struct name_cache_stats *ret)
 {
-	*ret = r->st;
-	ret->entries = r->n;
+	name_cache_stats(&r->names, 0, ret);
 }
 
 /* ---- the line number table ---- */
@@ -272,17 +254,12 @@ static int read_stub(uint32_t pid, const struct prowl_java_proc *jp, uint64_t bl
 	return 0;
 }
 
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-	h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-	return h * 0xbf58476d1ce4e5b9ull;
-}
-
 int jvm_namer_frame(struct jvm_namer *r, uint32_t pid, uint32_t gen, const struct prowl_jframe *f,
-		    struct jvm_frame_name *ret, uint64_t *ret_key, const char **ret_why)
+		    struct frame_name *ret, uint64_t *ret_key, const char **ret_why)
 {
 	struct name_entry e = { 0 };
-	uint64_t key, v, method;
+	const struct name_entry *ce;
+	uint64_t key, method;
 	uint32_t cid;
 	int rc;
 
@@ -294,17 +271,15 @@ int jvm_namer_frame(struct jvm_namer *r, uint32_t pid, uint32_t gen, const struc
 		r->pid = pid;
 		r->gen = gen;
 	}
-	key = mix(mix(mix(mix((uint64_t)pid << 32 | gen, f->ptr), f->check), f->kind),
-		  f->kind == PROWL_JF_INTERP ? f->off : 0);
+	key = name_key_mix(name_key_mix(name_key_mix(name_key_mix((uint64_t)pid << 32 | gen, f->ptr), f->check),
+					f->kind),
+			   f->kind == PROWL_JF_INTERP ? f->off : 0);
 	key = key ? key : 1;
-	if (u64map_get(&r->index, key, &v)) {
-		r->st.hits++;
-		*ret = (struct jvm_frame_name){ r->entries[v - 1].function, r->entries[v - 1].file,
-						r->entries[v - 1].line };
+	if ((ce = name_cache_get(&r->names, key))) {
+		*ret = (struct frame_name){ ce->function, ce->file, ce->line };
 		*ret_key = key;
 		return 0;
 	}
-	r->st.misses++;
 	switch (f->kind) {
 	case PROWL_JF_INTERP:
 		rc = read_method(pid, &r->proc, f->ptr, f->check, f->off, true, &e, ret_why);
@@ -330,21 +305,12 @@ int jvm_namer_frame(struct jvm_namer *r, uint32_t pid, uint32_t gen, const struc
 		rc = -EBADMSG;
 	}
 	if (rc < 0) {
-		r->st.failures++;
+		r->names.failures++;
 		return rc;
 	}
-	if (r->n >= JVM_NAME_CACHE_MAX)
-		cache_clear(r);
-	if (!r->entries && !(r->entries = calloc(JVM_NAME_CACHE_MAX, sizeof(*r->entries)))) {
-		free(e.function);
-		free(e.file);
+	if (!(ce = name_cache_put(&r->names, key, &e)))
 		return -ENOMEM;
-	}
-	r->entries[r->n++] = e;
-	r->st.bytes += sizeof(e) + strlen(e.function) + 1 + (e.file ? strlen(e.file) + 1 : 0);
-	if (u64map_put(&r->index, key, r->n) < 0)
-		return -ENOMEM;
-	*ret = (struct jvm_frame_name){ e.function, e.file, e.line };
+	*ret = (struct frame_name){ ce->function, ce->file, ce->line };
 	*ret_key = key;
 	return 0;
 }

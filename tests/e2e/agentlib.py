@@ -15,7 +15,9 @@ import time
 import urllib.error
 import urllib.request
 
+import otlp_check
 from conftest import PROWL, ROOT, pprof_raw, watch_stderr
+from receiver import Receiver
 
 PROTO_DIR = os.path.join(ROOT, "proto")
 NS = 1_000_000_000
@@ -424,3 +426,19 @@ def private_cpusplit(tmp_path):
     dst = tmp_path / name
     shutil.copy2(workload("cpusplit"), dst)
     return str(dst), name
+
+
+def otlp_window_run(tmp_path, seconds=6, freq="997"):
+    """The agent, whole host, exporting 2 s windows over OTLP to a loopback receiver for
+    `seconds`: (the profiles, read by the strict checker; its last /metrics scrape)."""
+    rx = Receiver().start()
+    agent = Agent(tmp_path, ["--otlp-url", rx.url + "/", "--interval", "2s", "-F", freq])
+    try:
+        agent.start()
+        time.sleep(seconds)
+        m = agent.metrics()
+        assert agent.stop() == 0, agent.log()
+    finally:
+        agent.kill()
+        rx.stop()
+    return [prof for r in rx.requests for prof in otlp_check.check(r.body)], m

@@ -432,7 +432,7 @@ def key_rows():
     return out
 
 
-TOP_KEYS = ("frequency", "interval", "idle", "include_self", "per_thread", "unwind", "python", "java", "demangle",
+TOP_KEYS = ("frequency", "interval", "idle", "include_self", "per_thread", "unwind", "python", "java", "node", "demangle",
             "hostname", "labels", "state_dir", "shutdown_timeout")
 
 

@@ -12,10 +12,8 @@ import time
 
 import pytest
 
-import otlp_check
-from agentlib import Agent
+from agentlib import otlp_window_run
 from conftest import BUILD, pprof_raw, run_prowl, stop
-from receiver import Receiver
 
 JDKS = {
     "openjdk17": "/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
@@ -163,17 +161,7 @@ def test_agent_otlp_java_frame_type(tmp_path):
     mapping [java], frame type java, native frames native; the split holds, and the
     name cache shows in /metrics."""
     p = jvm("openjdk17")
-    rx = Receiver().start()
-    agent = Agent(tmp_path, ["--otlp-url", rx.url + "/", "--interval", "2s", "-F", "997"])
-    try:
-        agent.start()
-        time.sleep(6)
-        m = agent.metrics()
-        assert agent.stop() == 0, agent.log()
-    finally:
-        agent.kill()
-        rx.stop()
-    profs = [prof for r in rx.requests for prof in otlp_check.check(r.body)]
+    profs, m = otlp_window_run(tmp_path)
     mine = [s for prof in profs for s in prof["samples"]
             if prof["resource"].get("process.pid") == p.pid and "Split.main" in s["stack"]]
     n = sum(s["value"] for s in mine)

@@ -1,6 +1,7 @@
 """test_runtime_homes.py: each runtime has one home per side. CPython: bpf/python.bpf.h
 (self-contained: it compiles on its own) and symbolizer/python/, whose internals no file
-outside it includes; the rest of the tree uses its interface headers only."""
+outside it includes; the rest of the tree uses its interface headers only. node (V8):
+symbolizer/node/ the same way (its BPF file is a step of the DWARF unwinder, as Java's)."""
 import os
 import re
 import subprocess
@@ -13,7 +14,6 @@ from conftest import BUILD, ROOT
 # unwinder (detection and registration), the symbolizer (naming frames, its cache's
 # figures), the resolve stage (the merge) and the commands (the sampler's maps).
 INTERFACE = {"pyproc.h", "pyresolve.h", "pymerge.h"}
-PY_HEADERS = {f for f in os.listdir(os.path.join(ROOT, "symbolizer", "python")) if f.endswith(".h")}
 
 
 def test_python_bpf_source_is_self_contained(tmp_path):
@@ -37,14 +37,22 @@ def test_python_bpf_source_is_self_contained(tmp_path):
         assert "py_procs" in syms
 
 
-def test_python_internals_stay_in_their_folder():
-    assert INTERFACE <= PY_HEADERS, f"symbolizer/python/ lacks {INTERFACE - PY_HEADERS}"
+# node's interface: registration (the unwinder) and naming (the symbolizer, the resolve
+# stage, the commands).
+NODE_INTERFACE = {"v8proc.h", "v8name.h"}
+
+
+@pytest.mark.parametrize("folder,interface,who", [("python", INTERFACE, "CPython"),
+                                                  ("node", NODE_INTERFACE, "node")])
+def test_internals_stay_in_their_folder(folder, interface, who):
+    headers = {f for f in os.listdir(os.path.join(ROOT, "symbolizer", folder)) if f.endswith(".h")}
+    assert interface <= headers, f"symbolizer/{folder}/ lacks {interface - headers}"
     inc = re.compile(r'#\s*include\s*"(?:[\w/]*/)?(\w+\.h)"')
     bad, users = [], set()
     for top, dirs, files in os.walk(ROOT):
         rel_top = os.path.relpath(top, ROOT)
         dirs[:] = [d for d in dirs if d not in {".git", "tests"} and not d.startswith("build")]
-        if rel_top == os.path.join("symbolizer", "python"):
+        if rel_top == os.path.join("symbolizer", folder):
             continue
         for f in files:
             if not f.endswith((".c", ".h")):
@@ -52,10 +60,10 @@ def test_python_internals_stay_in_their_folder():
             rel = os.path.normpath(os.path.join(rel_top, f))
             for i, line in enumerate(open(os.path.join(ROOT, rel), errors="replace"), 1):
                 m = inc.search(line)
-                if m and m.group(1) in PY_HEADERS:
+                if m and m.group(1) in headers:
                     users.add(m.group(1))
-                    if m.group(1) not in INTERFACE:
+                    if m.group(1) not in interface:
                         bad.append(f"{rel}:{i}: {line.strip()}")
-    assert not bad, ("CPython's internals are symbolizer/python/'s; outside it use "
-                     f"{sorted(INTERFACE)}:\n" + "\n".join(bad))
-    assert users == INTERFACE, f"interface headers used outside the folder: {sorted(users)}"
+    assert not bad, (f"{who}'s internals are symbolizer/{folder}/'s; outside it use "
+                     f"{sorted(interface)}:\n" + "\n".join(bad))
+    assert users == interface, f"interface headers used outside the folder: {sorted(users)}"

@@ -72,6 +72,15 @@ seed() { # $1 = harness
 		for f in tests/unit/data/jvm*_meta.img.gz; do
 			gzip -dc "$f" | put jvmmeta "$(basename "$f" .img.gz)"
 		done ;;
+	v8)
+		# Node 20's constants (tests/unit/data/v8dbg_fixture.c), and forged variants.
+		local tmp v
+		tmp=$(mktemp -d)
+		for v in "" "-DOLD_NAMES" "-DDROP_FP_FUNCTION" "-DTAGGED_SIZE=4"; do
+			cc -shared -fPIC -fno-common $v -o "$tmp/f.so" tests/unit/data/v8dbg_fixture.c 2>/dev/null &&
+				put v8 "fixture${v//[^A-Z0-9]/_}" < "$tmp/f.so"
+		done
+		rm -rf "$tmp" ;;
 	kallsyms)
 		head -n 3000 /proc/kallsyms | put kallsyms head
 		tail -n 800 /proc/kallsyms | put kallsyms tail ;;

@@ -28,6 +28,7 @@ static void test_metrics_labels_and_counters(void **state)
 		"prowl_unwind_truncated_total{reason=\"new_process\"} 107",
 		"prowl_unwind_truncated_total{reason=\"no_registers\"} 108",
 		"prowl_unwind_truncated_total{reason=\"java\"} 109",
+		"prowl_unwind_truncated_total{reason=\"v8\"} 110",
 	};
 	struct agent_snapshot *s = calloc(1, sizeof(*s));
 	char *buf = NULL, *at;
@@ -83,6 +84,7 @@ static void test_marker_texts(void **state)
 			    "[truncated: frame pointers only, process not loaded by the unwinder yet]");
 	assert_string_equal(prowl_ureason_text(PROWL_UR_NO_REGS)->marker,
 			    "[truncated: frame pointers only, user registers not found in the kernel]");
+	assert_string_equal(prowl_ureason_text(PROWL_UR_V8)->marker, "[truncated: V8 frame prowl cannot follow]");
 	/* A marker with a %s names the object, and only those. */
 	for (unsigned int r = PROWL_UR_NONE + 1; r < PROWL_UR__MAX; r++)
 		assert_int_equal(!!strstr(prowl_ureason_text(r)->marker, "%s"), prowl_ureason_text(r)->names_object);

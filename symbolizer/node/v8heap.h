@@ -1,0 +1,65 @@
+/* v8heap.h: reads V8 heap objects of a node process (strings, SharedFunctionInfo, ScopeInfo,
+ * Script, source position tables) through a memory reader, every type tag and length checked. */
+#ifndef PROWL_V8HEAP_H
+#define PROWL_V8HEAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <linux/types.h>
+#include "prowl.h"
+
+/* Memory of the process: read exactly len bytes at addr, 0 or a negative errno. The
+ * reader of a live process is process_vm_readv(); tests and fuzzers read an image. */
+struct v8_mem {
+	int (*read)(void *ctx, uint64_t addr, void *buf, size_t len);
+	void *ctx;
+};
+
+/* Bounds on what is read of a forged heap. */
+#define V8_NAME_MAX     512        /* bytes of a name kept */
+#define V8_SOURCE_MAX   (16u << 20) /* bytes of a script's source scanned for line ends */
+#define V8_POSTAB_MAX   (64u << 10) /* bytes of a source position table */
+#define V8_CONS_DEPTH   32         /* cons strings followed per string */
+#define V8_LINES_MAX    (1u << 20) /* line ends kept per script */
+
+/* The instance type of the heap object at tagged pointer obj, or a negative errno. */
+int v8_obj_type(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t obj);
+
+/* The string at tagged pointer str, as UTF-8 text (control characters made '?',
+ * cut to cap - 1 bytes) in out. Returns its length or a negative errno. */
+int v8_string(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t str, char *out, size_t cap);
+
+/* The check BPF recorded for sfi (its name and script words, xored), read again. */
+int v8_sfi_check(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint32_t *ret);
+
+/* The function's name (empty: anonymous) and the start of its source in the script
+ * (-1: not known). Returns 0 or a negative errno (sfi is not a SharedFunctionInfo). */
+int v8_sfi_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, char *out, size_t cap,
+		int32_t *ret_start);
+
+/* The Script of sfi (tagged), or a negative errno. */
+int v8_sfi_script(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint64_t *ret);
+
+/* The name of script (its file name or URL) in out; a negative errno when it has none. */
+int v8_script_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script, char *out, size_t cap);
+
+/* The script offset of bytecode offset bco of sfi's bytecode (from its source position
+ * table), or a negative errno. bco counts from the first bytecode. */
+int v8_bytecode_position(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint32_t bco,
+			 int32_t *ret);
+
+/* The line ends of script (its line_ends array, else found in its source): a malloc'ed
+ * array of *ret_n offsets, or a negative errno. */
+int v8_script_lines(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script, uint32_t **ret,
+		    size_t *ret_n);
+
+/* The 1-based line holding script offset pos, from line ends ends[0..n); 0 when unknown. */
+int v8_line_of(const uint32_t *ends, size_t n, int32_t pos);
+
+/* The source position at code offset off in V8's table tab[0..len) (pairs of signed
+ * VLQ deltas: code offset, source position); the script offset it encodes, or -1. Pure:
+ * for tests and fuzzers. */
+int32_t v8_postab_lookup(const uint8_t *tab, size_t len, uint32_t off);
+
+#endif

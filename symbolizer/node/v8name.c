@@ -1,0 +1,189 @@
+/* v8name.c: reads a JavaScript frame's function (name, script, line) from the node process
+ * with process_vm_readv() through v8heap.c, checked against what BPF saw, cached by (process,
+ * registration, SharedFunctionInfo, identity, offset); scripts' line tables cached with them. */
+#include "v8name.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "namecache.h"
+#include "u64map.h"
+#include "v8heap.h"
+
+#define SCRIPTS_MAX 256 /* line tables kept; dropped with the names */
+
+struct script_entry {
+	uint32_t *ends;
+	size_t n;
+};
+
+struct v8_namer {
+	const struct maps_io *io;
+	struct name_cache names;
+	struct u64map scripts; /* (pid, gen, script) key -> script index + 1 */
+	struct script_entry script[SCRIPTS_MAX];
+	uint32_t nscripts;
+	uint64_t script_bytes;
+	uint32_t pid, gen;     /* the registration of the last process looked up */
+	struct prowl_v8_proc proc;
+};
+
+int v8_namer_new(struct v8_namer **ret)
+{
+	*ret = calloc(1, sizeof(**ret));
+	if (!*ret)
+		return -ENOMEM;
+	(*ret)->names.max = V8_NAME_CACHE_MAX;
+	return 0;
+}
+
+static void scripts_clear(struct v8_namer *r)
+{
+	for (uint32_t i = 0; i < r->nscripts; i++)
+		free(r->script[i].ends);
+	r->nscripts = 0;
+	r->script_bytes = 0;
+	u64map_free(&r->scripts);
+}
+
+void v8_namer_free(struct v8_namer *r)
+{
+	if (!r)
+		return;
+	name_cache_free(&r->names);
+	scripts_clear(r);
+	free(r);
+}
+
+void v8_namer_set_io(struct v8_namer *r, const struct maps_io *io)
+{
+	r->io = io && io->v8_proc_get ? io : NULL;
+	r->pid = 0;
+}
+
+void v8_namer_stats(const struct v8_namer *r, struct name_cache_stats *ret)
+{
+	name_cache_stats(&r->names, r->script_bytes, ret);
+}
+
+static int proc_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len }, remote = { (void *)(uintptr_t)addr, len };
+	ssize_t n = process_vm_readv((pid_t)(uintptr_t)ctx, &local, 1, &remote, 1, 0);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+/* The line table of script in process pid, cached; NULL when it cannot be read. */
+static const struct script_entry *script_lines(struct v8_namer *r, const struct v8_mem *m, uint32_t pid,
+					       uint64_t script)
+{
+	uint64_t key = name_key_mix(name_key_mix((uint64_t)pid << 32 | r->gen, script), 0x5c), v;
+	struct script_entry *e;
+
+	if (u64map_get(&r->scripts, key, &v))
+		return &r->script[v - 1];
+	if (r->nscripts >= SCRIPTS_MAX)
+		scripts_clear(r); /* full: start over */
+	e = &r->script[r->nscripts];
+	if (v8_script_lines(m, &r->proc, script, &e->ends, &e->n) < 0 ||
+	    u64map_put(&r->scripts, key, r->nscripts + 1) < 0) {
+		free(e->ends);
+		e->ends = NULL;
+		return NULL;
+	}
+	r->script_bytes += e->n * sizeof(*e->ends);
+	r->nscripts++;
+	return e;
+}
+
+static int read_frame(struct v8_namer *r, uint32_t pid, const struct prowl_jframe *f, struct name_entry *e,
+		      const char **why)
+{
+	struct v8_mem m = { proc_read, (void *)(uintptr_t)pid };
+	const struct prowl_v8_proc *vp = &r->proc;
+	const struct script_entry *se;
+	char name[V8_NAME_MAX], file[V8_NAME_MAX] = "";
+	int32_t start, pos = -1;
+	uint64_t script;
+	uint32_t check;
+	int rc;
+
+	/* The function must still be the one BPF saw: the collector moves objects. */
+	*why = "[v8: function moved or freed since the sample]";
+	if (v8_obj_type(&m, vp, f->ptr) != vp->t_sfi || v8_sfi_check(&m, vp, f->ptr, &check) < 0 || check != f->check)
+		return -ESTALE;
+	*why = "[v8: function unreadable]";
+	rc = v8_sfi_name(&m, vp, f->ptr, name, sizeof(name), &start);
+	if (rc < 0)
+		return rc;
+	e->line = 0;
+	if (v8_sfi_script(&m, vp, f->ptr, &script) == 0) {
+		if (v8_script_name(&m, vp, script, file, sizeof(file)) < 0)
+			file[0] = 0;
+		/* The line of the bytecode being run; else (compiled code, no table) the
+		 * function's first line. */
+		if (f->kind == PROWL_V8_INTERP && f->off != PROWL_JF_BCI_NONE && vp->o_bytecode_data > vp->heap_tag &&
+		    f->off >= (uint32_t)(vp->o_bytecode_data - vp->heap_tag))
+			v8_bytecode_position(&m, vp, f->ptr, f->off - (vp->o_bytecode_data - vp->heap_tag), &pos);
+		if (pos < 0)
+			pos = start;
+		if (pos >= 0 && (se = script_lines(r, &m, pid, script)))
+			e->line = v8_line_of(se->ends, se->n, pos);
+	}
+	e->function = strdup(name[0] ? name : "(anonymous)");
+	e->file = file[0] ? strdup(file) : NULL;
+	if (!e->function || (file[0] && !e->file)) {
+		free(e->function);
+		free(e->file);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int v8_namer_frame(struct v8_namer *r, uint32_t pid, uint32_t gen, const struct prowl_jframe *f,
+		   struct frame_name *ret, uint64_t *ret_key, const char **ret_why)
+{
+	struct name_entry e = { 0 };
+	const struct name_entry *ce;
+	uint64_t key;
+	int rc;
+
+	*ret_why = "[v8: the process exited or re-registered before its frames were read]";
+	if (r->pid != pid || r->gen != gen) {
+		r->pid = 0;
+		if (!r->io || r->io->v8_proc_get(r->io->ctx, pid, &r->proc) < 0 || r->proc.gen != gen)
+			return -ESRCH;
+		r->pid = pid;
+		r->gen = gen;
+	}
+	key = name_key_mix(name_key_mix(name_key_mix(name_key_mix((uint64_t)pid << 32 | gen, f->ptr), f->check),
+					f->kind),
+			   f->off);
+	key = key ? key : 1;
+	if ((ce = name_cache_get(&r->names, key))) {
+		*ret = (struct frame_name){ ce->function, ce->file, ce->line };
+		*ret_key = key;
+		return 0;
+	}
+	rc = f->kind == PROWL_V8_INTERP || f->kind == PROWL_V8_JIT ? read_frame(r, pid, f, &e, ret_why) : -EBADMSG;
+	if (rc < 0) {
+		r->names.failures++;
+		if (rc != -ENOMEM && kill((pid_t)pid, 0) < 0 && errno == ESRCH)
+			*ret_why = "[v8: the process exited before its frames were read]";
+		return rc == -ENOMEM ? rc : -ESTALE;
+	}
+	if (r->names.n >= r->names.max)
+		scripts_clear(r); /* the names start over: the line tables with them */
+	if (!(ce = name_cache_put(&r->names, key, &e)))
+		return -ENOMEM;
+	*ret = (struct frame_name){ ce->function, ce->file, ce->line };
+	*ret_key = key;
+	return 0;
+}

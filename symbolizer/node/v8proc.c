@@ -1,0 +1,79 @@
+/* v8proc.c: decides which object is a V8 prowl can walk (one warning for one it cannot) and
+ * writes each node process's v8_procs entry through the sampler's maps_io.h calls. */
+#include "v8proc.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "log.h"
+
+struct v8_file *v8_file_detect(Elf *elf, const char *path)
+{
+	struct v8_meta m;
+	struct v8_file *vf;
+	char why[160];
+	int r = v8_meta_read(elf, &m);
+
+	if (r < 0) {
+		if (m.is_v8)
+			log_warn("node: %s: %s: its JavaScript frames are not unwound (native frames, and perf-map "
+				 "names where /tmp/perf-PID.map exists)", path, v8_meta_why(&m, r, why, sizeof(why)));
+		return NULL;
+	}
+	if (!m.found)
+		return NULL;
+	vf = calloc(1, sizeof(*vf));
+	if (!vf)
+		return NULL;
+	vf->meta = m;
+	log_debug("node: %s: %" PRIu32 " v8dbg_ constants, builtins at %#" PRIx64 "-%#" PRIx64, path, m.nsyms,
+		  m.builtins_lo, m.builtins_hi);
+	return vf;
+}
+
+void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct prowl_v8_proc *ret)
+{
+	const int32_t *v = m->v;
+
+#define U16(i) ((__u16)(m->has[V8_##i] ? v[V8_##i] : 0))
+#define U8(i)  ((__u8)v[V8_##i])
+	*ret = (struct prowl_v8_proc){
+		.builtins_low = m->builtins_hi ? m->builtins_lo + bias : 0,
+		.builtins_high = m->builtins_hi ? m->builtins_hi + bias : 0,
+		.gen = gen,
+		.fp_context = (__s16)v[V8_FP_CONTEXT], .fp_function = (__s16)v[V8_FP_FUNCTION],
+		.fp_bytecode_array = (__s16)v[V8_FP_BYTECODE_ARRAY], .fp_bytecode_offset = (__s16)v[V8_FP_BYTECODE_OFFSET],
+		.o_map = U16(O_MAP), .o_map_type = U16(O_MAP_TYPE), .o_fn_shared = U16(O_FN_SHARED),
+		.o_sfi_name = U16(O_SFI_NAME), .o_sfi_script = U16(O_SFI_SCRIPT),
+		.t_js_function = U16(T_JS_FUNCTION), .t_bytecode_array = U16(T_BYTECODE_ARRAY), .t_sfi = U16(T_SFI),
+		.smi_tag = U8(SMI_TAG), .smi_tag_mask = U8(SMI_TAG_MASK), .heap_tag = U8(HEAP_TAG),
+		.heap_tag_mask = U8(HEAP_TAG_MASK),
+		.t_script = U16(T_SCRIPT), .t_scope_info = U16(T_SCOPE_INFO), .first_nonstring = U16(FIRST_NONSTRING),
+		.o_sfi_data = U16(O_SFI_DATA), .o_script_name = U16(O_SCRIPT_NAME), .o_script_source = U16(O_SCRIPT_SOURCE),
+		.o_script_line_ends = U16(O_SCRIPT_LINE_ENDS), .o_str_length = U16(O_STR_LENGTH),
+		.o_seq1_chars = U16(O_SEQ1_CHARS), .o_seq2_chars = U16(O_SEQ2_CHARS), .o_cons_first = U16(O_CONS_FIRST),
+		.o_cons_second = U16(O_CONS_SECOND), .o_thin_actual = U16(O_THIN_ACTUAL), .o_fa_length = U16(O_FA_LENGTH),
+		.o_fa_data = U16(O_FA_DATA), .o_bytecode_data = U16(O_BYTECODE_DATA), .t_byte_array = U16(T_BYTE_ARRAY),
+		.t_fixed_array = U16(T_FIXED_ARRAY), .si_first_vars = U8(SI_FIRST_VARS),
+		.si_ncontext_locals = U8(SI_NCONTEXT_LOCALS),
+		.str_repr_mask = U8(STR_REPR_MASK), .str_encoding_mask = U8(STR_ENCODING_MASK), .str_seq = U8(STR_SEQ),
+		.str_cons = U8(STR_CONS), .str_thin = (__u8)(m->has[V8_STR_THIN] ? v[V8_STR_THIN] : 0xff),
+		.str_one_byte = U8(STR_ONE_BYTE), .str_two_byte = U8(STR_TWO_BYTE),
+		.str_not_string_mask = (__u32)v[V8_STR_NOT_STRING_MASK],
+	};
+#undef U16
+#undef U8
+}
+
+int v8_proc_register(const struct maps_io *io, uint32_t pid, const struct v8_file *vf, uint64_t bias, uint32_t gen,
+		     uint64_t text_low, uint64_t text_high)
+{
+	struct prowl_v8_proc vp;
+
+	v8_proc_fill(&vf->meta, bias, gen, &vp);
+	vp.text_low = text_low;
+	vp.text_high = text_high;
+	log_debug("node: pid %" PRIu32 " registered (builtins at %#" PRIx64 ")", pid, (uint64_t)vp.builtins_low);
+	return io->v8_proc_set(io->ctx, pid, &vp);
+}

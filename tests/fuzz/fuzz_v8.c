@@ -1,0 +1,91 @@
+/* fuzz_v8.c: what a node process controls: its binary's v8dbg_ constants (an input that
+ * starts as an ELF file, read by symbolizer/node/v8meta.c) and its heap (any other input, as
+ * memory: strings, functions, scripts, source position tables read by v8heap.c with Node 20's
+ * layout, from pointers the input's first bytes pick). */
+#include <errno.h>
+
+#include "fuzz_common.h"
+#include "v8heap.h"
+#include "v8meta.h"
+#include "../unit/v8node20.h"
+
+#define BASE 0x10000ull
+
+struct image {
+	const uint8_t *p;
+	size_t n;
+};
+
+static int img_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	const struct image *im = ctx;
+
+	if (addr < BASE || addr - BASE > im->n || im->n - (addr - BASE) < len)
+		return -EFAULT;
+	memcpy(buf, im->p + (addr - BASE), len);
+	return 0;
+}
+
+static int fuzz_meta(const uint8_t *data, size_t size)
+{
+	struct v8_meta m;
+	char why[256];
+	Elf *elf;
+	int r;
+
+	elf_version(EV_CURRENT);
+	elf = elf_memory((char *)data, size);
+	if (!elf)
+		return 0;
+	r = v8_meta_read(elf, &m);
+	if (r == 0 && m.found &&
+	    (m.v[V8_FP_FUNCTION] % 8 || m.v[V8_FP_FUNCTION] < -256 || m.v[V8_FP_FUNCTION] > 256 ||
+	     m.v[V8_O_FN_SHARED] < 0 || m.v[V8_O_FN_SHARED] >= 1024 || m.v[V8_POINTER_SIZE] != 8))
+		abort(); /* found promises values in their ranges */
+	if (r == 0 && m.found != (m.nsyms > 0))
+		abort();
+	if (m.nsyms > V8_MAX_SYMS)
+		abort();
+	if (r < 0 && !*v8_meta_why(&m, r, why, sizeof(why)))
+		abort(); /* every failure has words for its warning */
+	elf_end(elf);
+	return 0;
+}
+
+static int fuzz_heap(const uint8_t *data, size_t size)
+{
+	struct image im = { data, size };
+	const struct v8_mem mem = { img_read, &im };
+	char out[V8_NAME_MAX];
+	uint32_t *ends;
+	int32_t start, pos;
+	size_t n;
+
+	for (size_t k = 0; k + 2 <= size && k < 16; k += 2) {
+		uint64_t p = BASE + 8 * (uint64_t)(data[k] | data[k + 1] << 8) + 1;
+		int r = v8_string(&mem, &node20_vp, p, out, sizeof(out));
+
+		if (r >= (int)sizeof(out) || (r >= 0 && strlen(out) != (size_t)r))
+			abort(); /* the length said is the text's */
+		for (int i = 0; r > 0 && i < r; i++)
+			if ((unsigned char)out[i] < 0x20 || (unsigned char)out[i] >= 0x7f)
+				abort(); /* names are printable ASCII */
+		v8_sfi_name(&mem, &node20_vp, p, out, sizeof(out), &start);
+		v8_bytecode_position(&mem, &node20_vp, p, data[k], &pos);
+		if (v8_script_lines(&mem, &node20_vp, p, &ends, &n) == 0) {
+			if (n > V8_LINES_MAX || v8_line_of(ends, n, (int32_t)data[k]) > (int)n)
+				abort();
+			free(ends);
+		}
+	}
+	v8_postab_lookup(data, size, size ? data[0] : 0);
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	fuzz_quiet();
+	if (size >= 4 && memcmp(data, "\177ELF", 4) == 0)
+		return fuzz_meta(data, size);
+	return fuzz_heap(data, size);
+}

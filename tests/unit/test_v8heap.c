@@ -1,0 +1,199 @@
+/* test_v8heap.c: V8 heap objects read from a memory image laid out as Node 20's (strings:
+ * sequential, two-byte, cons, thin; a function's name from a ScopeInfo; a real source position
+ * table; line ends from a source), and forged ones (loops, huge lengths, wrong types) failing cleanly. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "v8heap.h"
+#include "v8forge.h"
+#include "v8node20.h"
+
+#define BASE 0x10000ull
+static uint64_t img[8192];
+
+static int img_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	(void)ctx;
+	if (addr < BASE || addr - BASE > sizeof(img) || sizeof(img) - (addr - BASE) < len)
+		return -EFAULT;
+	memcpy(buf, (char *)img + (addr - BASE), len);
+	return 0;
+}
+
+static const struct v8_mem mem = { img_read, NULL };
+
+static struct v8forge forge = { img, BASE };
+
+#define TAG(i) v8forge_tag(&forge, i)
+#define SMI(v) v8forge_smi(v)
+#define map(i, type) v8forge_map(&forge, i, type)
+#define string1(i, map_i, s) v8forge_string(&forge, i, map_i, s)
+
+enum { M_STR1 = 2, M_STR2 = 4, M_CONS = 6, M_THIN = 8, M_SFI = 10, M_SCOPE = 12, M_SCRIPT = 14, M_BA = 16,
+       M_BYTES = 18 };
+
+static int setup(void **state)
+{
+	(void)state;
+	memset(img, 0, sizeof(img));
+	map(M_STR1, 8);   /* ONE_BYTE_INTERNALIZED_STRING_TYPE */
+	map(M_STR2, 32);  /* STRING_TYPE: two-byte */
+	map(M_CONS, 41);  /* CONS_ONE_BYTE_STRING_TYPE */
+	map(M_THIN, 61);  /* a thin one-byte string: representation 5 */
+	map(M_SFI, 262);
+	map(M_SCOPE, 261);
+	map(M_SCRIPT, 167);
+	map(M_BA, 191);
+	map(M_BYTES, 190);
+	return 0;
+}
+
+static void test_strings(void **state)
+{
+	char out[64];
+	uint16_t two[] = { 'w', 'o', 0xe9, 'k' };
+	int32_t len = 4;
+
+	(void)state;
+	string1(100, M_STR1, "fifty");
+	assert_int_equal(v8_string(&mem, &node20_vp, TAG(100), out, sizeof(out)), 5);
+	assert_string_equal(out, "fifty");
+	/* Two-byte: beyond ASCII is '?'. */
+	img[120] = TAG(M_STR2);
+	memcpy((char *)&img[120] + 12, &len, 4);
+	memcpy((char *)&img[120] + 16, two, sizeof(two));
+	assert_int_equal(v8_string(&mem, &node20_vp, TAG(120), out, sizeof(out)), 4);
+	assert_string_equal(out, "wo?k");
+	/* A cons of the two, through a thin string; control characters are '?'. */
+	string1(140, M_STR1, "a\nb");
+	img[160] = TAG(M_CONS);
+	img[162] = TAG(140);
+	img[163] = TAG(170);
+	img[170] = TAG(M_THIN);
+	img[172] = TAG(100);
+	assert_int_equal(v8_string(&mem, &node20_vp, TAG(160), out, sizeof(out)), 8);
+	assert_string_equal(out, "a?bfifty");
+	/* Cut to the buffer. */
+	assert_int_equal(v8_string(&mem, &node20_vp, TAG(160), out, 4), 3);
+	assert_string_equal(out, "a?b");
+	/* A cons that is its own first half, a length past any string, no string at all. */
+	img[162] = TAG(160);
+	assert_true(v8_string(&mem, &node20_vp, TAG(160), out, sizeof(out)) < 0);
+	len = 0x7fffffff;
+	memcpy((char *)&img[100] + 12, &len, 4);
+	assert_int_equal(v8_string(&mem, &node20_vp, TAG(100), out, sizeof(out)), -E2BIG);
+	img[190] = TAG(M_SFI); /* a SharedFunctionInfo is no string */
+	assert_int_equal(v8_string(&mem, &node20_vp, TAG(190), out, sizeof(out)), -EBADMSG);
+	assert_true(v8_string(&mem, &node20_vp, SMI(3), out, sizeof(out)) < 0);
+	assert_true(v8_string(&mem, &node20_vp, BASE + sizeof(img) - 7, out, sizeof(out)) < 0);
+}
+
+static void test_function_name_and_line(void **state)
+{
+	/* Node 20's table of split.js's fifty(): the function entry, then bytecode offsets. */
+	static const uint8_t tab[] = { 0x01, 0xe8, 0x0a, 0x02, 0x40, 0x06, 0x48, 0x04, 0x14, 0x05, 0x00, 0x0a,
+				       0x28, 0x07, 0x10, 0x0c, 0x1f, 0x0b, 0x5f, 0x08, 0xf0, 0x01, 0x04, 0x24 };
+	const char src[] = "a\nbb\nfunction f() {\n  loop;\n}\n";
+	uint32_t *ends, check;
+	char name[64];
+	int32_t start, pos;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(v8_postab_lookup(tab, sizeof(tab), 15), 398);
+	assert_int_equal(v8_postab_lookup(tab, sizeof(tab), 0), 361);
+	assert_int_equal(v8_postab_lookup(tab, 0, 0), -1);
+	assert_int_equal(v8_postab_lookup((const uint8_t *)"\xff\xff\xff", 3, 5), -1);
+	/* SharedFunctionInfo -> ScopeInfo (no context locals: the name, then the range). */
+	img[200] = TAG(M_SFI);
+	img[201] = TAG(300);             /* function_data: the BytecodeArray */
+	img[202] = TAG(250);             /* name_or_scope_info */
+	img[204] = TAG(400);             /* script */
+	img[250] = TAG(M_SCOPE);
+	img[251] = SMI(0);               /* flags */
+	img[252] = SMI(1);               /* parameters */
+	img[253] = SMI(0);               /* context locals */
+	img[254] = TAG(100);             /* the name */
+	img[255] = SMI(9);               /* the source range */
+	img[256] = SMI(30);
+	string1(100, M_STR1, "fifty");
+	assert_int_equal(v8_sfi_name(&mem, &node20_vp, TAG(200), name, sizeof(name), &start), 0);
+	assert_string_equal(name, "fifty");
+	assert_int_equal(start, 9);
+	assert_int_equal(v8_sfi_check(&mem, &node20_vp, TAG(200), &check), 0);
+	assert_int_equal(check, (uint32_t)(TAG(250) ^ TAG(400)));
+	/* The bytecode's table: BytecodeArray's fourth word, a ByteArray. */
+	img[300] = TAG(M_BA);
+	img[304] = TAG(320);
+	img[320] = TAG(M_BYTES);
+	img[321] = SMI(sizeof(tab));
+	memcpy(&img[322], tab, sizeof(tab));
+	assert_int_equal(v8_bytecode_position(&mem, &node20_vp, TAG(200), 15, &pos), 0);
+	assert_int_equal(pos, 398);
+	/* The script: its name, and line ends found in its source. */
+	img[400] = TAG(M_SCRIPT);
+	img[401] = TAG(500);             /* source */
+	img[402] = TAG(100);             /* name */
+	img[407] = SMI(0);               /* line_ends: not made by V8 */
+	string1(500, M_STR1, src);
+	assert_int_equal(v8_script_name(&mem, &node20_vp, TAG(400), name, sizeof(name)), 5);
+	assert_int_equal(v8_script_lines(&mem, &node20_vp, TAG(400), &ends, &n), 0);
+	assert_int_equal(n, 6);
+	assert_int_equal(v8_line_of(ends, n, 0), 1);
+	assert_int_equal(v8_line_of(ends, n, 2), 2);
+	assert_int_equal(v8_line_of(ends, n, (int32_t)(strstr(src, "loop") - src)), 4);
+	assert_int_equal(v8_line_of(ends, n, 1000), 0);
+	free(ends);
+	/* Anonymous: a small integer where the name would be. */
+	img[202] = SMI(0);
+	assert_int_equal(v8_sfi_name(&mem, &node20_vp, TAG(200), name, sizeof(name), &start), 0);
+	assert_string_equal(name, "");
+	/* Not a SharedFunctionInfo (moved, freed): refused. */
+	img[200] = TAG(M_SCRIPT);
+	assert_int_equal(v8_sfi_name(&mem, &node20_vp, TAG(200), name, sizeof(name), &start), -ESTALE);
+}
+
+/* Random words over the whole image: every call answers, none runs away. */
+static void test_garbage(void **state)
+{
+	char out[64];
+	uint32_t *ends;
+	int32_t start, pos;
+	size_t n;
+
+	(void)state;
+	srand(29);
+	for (int round = 0; round < 200; round++) {
+		for (size_t i = 20; i < sizeof(img) / 8; i++)
+			img[i] = rand() % 3 ? TAG(rand() % 1024) : (uint64_t)rand() << (rand() % 40);
+		for (int k = 0; k < 50; k++) {
+			uint64_t p = TAG(rand() % 1024);
+
+			v8_string(&mem, &node20_vp, p, out, sizeof(out));
+			v8_sfi_name(&mem, &node20_vp, p, out, sizeof(out), &start);
+			v8_bytecode_position(&mem, &node20_vp, p, (uint32_t)rand() % 100, &pos);
+			if (v8_script_lines(&mem, &node20_vp, p, &ends, &n) == 0) {
+				assert_true(n <= V8_LINES_MAX);
+				free(ends);
+			}
+		}
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_strings, setup),
+		cmocka_unit_test_setup(test_function_name_and_line, setup),
+		cmocka_unit_test_setup(test_garbage, setup),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
