@@ -399,22 +399,23 @@ static int python_location(void *ctx, const struct py_frame_name *name, uint64_t
 
 /* ---- Java frames ---- */
 
-/* Java frame f of s: one [java] location per name (method, file, line), or a
- * marker saying why it has none. */
+/* Java frame f of s: one [java] location per name (a compiled frame's inlined
+ * methods as its lines, innermost first), or a marker saying why it has none. */
 static int java_location(struct ingest *g, const struct prowl_sample *s, const struct prowl_jframe *f, uint32_t *ret)
 {
 	struct prof_mapping_in in = { .key = KEY_JAVA, .start = 0, .limit = UINT64_MAX, .filename = "[java]",
 				      .is_java = true };
-	struct jvm_frame_name name;
-	struct prof_frame pf;
+	struct jvm_frame_name name[JVM_SCOPE_MAX];
+	struct prof_frame pf[JVM_SCOPE_MAX];
 	const char *why = NULL;
 	uint64_t key, id;
+	size_t n = 0;
 	int r;
 
-	r = jvm_namer_frame(symbolizer_java(g->sym), s->pid, s->pygen, f, &name, &key, &why);
+	r = jvm_namer_frame(symbolizer_java(g->sym), s->pid, s->pygen, f, name, JVM_SCOPE_MAX, &n, &key, &why);
 	if (r == -ENOMEM)
 		return r;
-	if (r < 0)
+	if (r < 0 || !n)
 		return python_marker(g, why, ret);
 	if (u64map_get(&g->javalocs, key, &id)) {
 		*ret = (uint32_t)id;
@@ -422,8 +423,9 @@ static int java_location(struct ingest *g, const struct prowl_sample *s, const s
 	}
 	if (!g->java_mapping && (r = profile_mapping(g->prof, &in, &g->java_mapping)) < 0)
 		return r;
-	pf = (struct prof_frame){ .function = name.function, .file = name.file, .line = name.line };
-	r = profile_add_location(g->prof, g->java_mapping, ++g->java_next_addr, &pf, 1, true, ret);
+	for (size_t i = 0; i < n; i++)
+		pf[i] = (struct prof_frame){ .function = name[i].function, .file = name[i].file, .line = name[i].line };
+	r = profile_add_location(g->prof, g->java_mapping, ++g->java_next_addr, pf, n, true, ret);
 	if (r < 0)
 		return r;
 	return u64map_put(&g->javalocs, key, *ret);
