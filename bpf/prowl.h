@@ -400,6 +400,8 @@ PROWL_AT(prowl_java_proc, cc_low, 72);
 PROWL_AT(prowl_java_proc, flags, 104);
 PROWL_AT(prowl_java_proc, log2_seg, 112);
 PROWL_AT(prowl_java_proc, cb_name, 114);
+PROWL_AT(prowl_java_proc, jdk_major, 128);
+PROWL_AT(prowl_java_proc, sc_pcs, 160);
 PROWL_SIZE(prowl_java_proc, 192);
 PROWL_AT(prowl_jframe, off, 8);
 PROWL_AT(prowl_jframe, idx, 16);
