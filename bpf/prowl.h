@@ -225,7 +225,7 @@ struct prowl_java_proc {
 
 /* prowl_jframe.kind */
 enum prowl_jkind {
-	PROWL_JF_INTERP = 1, /* ptr: Method*, off: bytecode index, check: ConstMethod* >> 3 */
+	PROWL_JF_INTERP = 1, /* ptr: Method*, off: bytecode index, check: ConstMethod* >> 3, ident */
 	PROWL_JF_COMPILED,   /* ptr: nmethod, off: pc - code begin, check: compile id */
 	PROWL_JF_NATIVE,     /* ptr: a native method's wrapper nmethod, as compiled */
 	PROWL_JF_STUB,       /* ptr: the code blob (stub, adapter, call stub) */
@@ -238,8 +238,12 @@ struct prowl_jframe {
 	__u32 check;
 	__u8 idx;   /* the ustack entry this frame names */
 	__u8 kind;  /* enum prowl_jkind */
-	__u8 _pad[6];
+	__u8 _pad[2];
+	__u32 ident; /* interpreted: PROWL_JAVA_IDENT of its class and method name Symbol*s */
 };
+/* A method's identity as its two names' Symbol*s, taken when sampled: metaspace is
+ * reused at the same addresses once a class is unloaded; other names are other Symbols. */
+#define PROWL_JAVA_IDENT(ksym, nsym) ((__u32)(((ksym) >> 3) * 0x9e3779b1u) ^ (__u32)((nsym) >> 3))
 
 /* One sample, as written to the ring buffer. Stacks are leaf first. A sample of a
  * process without Python frames ends at pystack (PROWL_SAMPLE_NOPY_SIZE bytes). */
@@ -405,6 +409,7 @@ PROWL_AT(prowl_java_proc, sc_pcs, 160);
 PROWL_SIZE(prowl_java_proc, 192);
 PROWL_AT(prowl_jframe, off, 8);
 PROWL_AT(prowl_jframe, idx, 16);
+PROWL_AT(prowl_jframe, ident, 20);
 PROWL_SIZE(prowl_jframe, 24);
 _Static_assert(PROWL_MAX_JAVA * 24 <= PROWL_MAX_PY * 16, "Java frames fit in pystack's room");
 

@@ -180,29 +180,54 @@ static int cp_symbol(uint32_t pid, const struct prowl_java_proc *jp, uint64_t cp
 	return read_symbol(pid, jp, sym, out, cap);
 }
 
+/* A method's metadata, as far as its two names: the Symbol*s of its class name and
+ * of its own name are its identity (metaspace is freed and reused when a class is
+ * unloaded, often at the same addresses; a symbol of another name is another Symbol). */
+struct msyms {
+	uint64_t cm, cp, holder, ksym, nsym;
+	uint16_t name_idx, code_size;
+};
+
+static int method_syms(uint32_t pid, const struct prowl_java_proc *jp, uint64_t method, struct msyms *s)
+{
+	uint8_t hdr[256];
+	size_t n = jp->const_method_size;
+
+	if (n > sizeof(hdr) || jp->cm_constants + 8u > n || jp->cm_name_index + 2u > n || jp->cm_code_size + 2u > n)
+		return -EBADMSG;
+	if (peek64(pid, method + jp->m_const_method, &s->cm) < 0 || !s->cm || peek(pid, s->cm, hdr, n) < 0)
+		return -EFAULT;
+	memcpy(&s->cp, hdr + jp->cm_constants, 8);
+	memcpy(&s->name_idx, hdr + jp->cm_name_index, 2);
+	memcpy(&s->code_size, hdr + jp->cm_code_size, 2);
+	if (!s->name_idx || peek64(pid, s->cp + jp->cp_holder, &s->holder) < 0 ||
+	    peek64(pid, s->holder + jp->k_name, &s->ksym) < 0 ||
+	    peek64(pid, s->cp + jp->cp_size + 8ull * s->name_idx, &s->nsym) < 0)
+		return -EFAULT;
+	return 0;
+}
+
 /* The method's names, file and (bci != PROWL_JF_BCI_NONE) line into e. */
 static int read_method(uint32_t pid, const struct prowl_java_proc *jp, uint64_t method, uint64_t cm_check,
-		       uint32_t bci, bool check_cm, struct name_line *e, const char **why)
+		       uint32_t ident, uint32_t bci, bool check_cm, struct name_line *e, const char **why)
 {
 	char klass[SYMBOL_MAX], name[SYMBOL_MAX], src[SYMBOL_MAX], *fn = NULL, *file = NULL;
-	uint64_t cm, cp, holder, ksym;
-	uint16_t name_idx, src_idx = 0, code_size, flags = 0;
+	struct msyms ms;
+	uint64_t cm, cp, holder;
+	uint16_t src_idx = 0, code_size, flags = 0;
 	int r;
 
 	*why = "[java: method unreadable]";
-	if (peek64(pid, method + jp->m_const_method, &cm) < 0 || !cm)
-		return -EFAULT;
-	if (check_cm && (uint32_t)(cm >> 3) != (uint32_t)cm_check) {
+	if ((r = method_syms(pid, jp, method, &ms)) < 0)
+		return r;
+	if (check_cm && ((uint32_t)(ms.cm >> 3) != (uint32_t)cm_check || PROWL_JAVA_IDENT(ms.ksym, ms.nsym) != ident)) {
 		*why = "[java: method unloaded or redefined since the sample]";
 		return -ESTALE;
 	}
-	if (peek64(pid, cm + jp->cm_constants, &cp) < 0 || peek16(pid, cm + jp->cm_name_index, &name_idx) < 0 ||
-	    peek16(pid, cm + jp->cm_code_size, &code_size) < 0 || peek64(pid, cp + jp->cp_holder, &holder) < 0 ||
-	    peek64(pid, holder + jp->k_name, &ksym) < 0)
-		return -EFAULT;
+	cm = ms.cm, cp = ms.cp, holder = ms.holder, code_size = ms.code_size;
 	*why = "[java: method name not a JVM symbol]";
-	if ((r = read_symbol(pid, jp, ksym, klass, sizeof(klass))) < 0 ||
-	    (r = cp_symbol(pid, jp, cp, name_idx, name, sizeof(name))) < 0)
+	if ((r = read_symbol(pid, jp, ms.ksym, klass, sizeof(klass))) < 0 ||
+	    (r = read_symbol(pid, jp, ms.nsym, name, sizeof(name))) < 0)
 		return r;
 	if (jp->cp_source_file != PROWL_JAVA_NONE)
 		peek16(pid, cp + jp->cp_source_file, &src_idx);
@@ -298,7 +323,7 @@ static int read_compiled(struct jvm_namer *r, uint32_t pid, const struct prowl_j
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		uint32_t bci = sc[i].bci < PROWL_JF_BCI_NONE ? sc[i].bci : PROWL_JF_BCI_NONE;
 
-		rc = read_method(pid, jp, sc[i].method, 0, bci, false, &v[i], why);
+		rc = read_method(pid, jp, sc[i].method, 0, 0, bci, false, &v[i], why);
 		*ret_n = (uint32_t)i + (rc == 0);
 	}
 	if (rc == 0 && (peek(pid, f->ptr + jp->nm_compile_id, &cid, 4) < 0 || cid != f->check)) {
@@ -328,7 +353,7 @@ int jvm_namer_frame(struct jvm_namer *r, uint32_t pid, uint32_t gen, const struc
 	}
 	/* An interpreted frame's line is its bci's; a compiled frame's inlined methods
 	 * and lines are its pc's (and whether the pc is the leaf's or a return). */
-	key = mix(mix(mix(mix((uint64_t)pid << 32 | gen, f->ptr), f->check), f->kind),
+	key = mix(mix(mix(mix(mix((uint64_t)pid << 32 | gen, f->ptr), f->check), f->ident), f->kind),
 		  f->kind == PROWL_JF_INTERP || f->kind == PROWL_JF_COMPILED ? f->off | (uint64_t)(f->idx == 0) << 32
 									 : 0);
 	key = key ? key : 1;
@@ -340,7 +365,7 @@ int jvm_namer_frame(struct jvm_namer *r, uint32_t pid, uint32_t gen, const struc
 	r->st.misses++;
 	switch (f->kind) {
 	case PROWL_JF_INTERP:
-		rc = read_method(pid, &r->proc, f->ptr, f->check, f->off, true, &v[0], ret_why);
+		rc = read_method(pid, &r->proc, f->ptr, f->check, f->ident, f->off, true, &v[0], ret_why);
 		n = rc == 0;
 		break;
 	case PROWL_JF_COMPILED:

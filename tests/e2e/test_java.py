@@ -301,3 +301,37 @@ def test_two_threads_name_their_own_methods(tmp_path):
         assert other not in fr and "Split.thirty" not in fr, (t, fr)
         seen[t] += s["values"][0] if own[t] in fr else 0
     assert seen["alpha"] > 100 and seen["beta"] > 100, seen
+
+
+def test_churn_names_only_methods_on_the_stack(tmp_path):
+    """Code that moves: threads ant and bee load fresh copies of their own worker class
+    round after round, compile and deoptimize them, and unload the old copies (their
+    compiled code freed, the code cache reused). No sample names a method that could not
+    be on its thread's stack: ant never shows BeeWork, bee never AntWork, neither Split;
+    freed code gets a marker, not the name of what took its place."""
+    java = JDKS["openjdk17"]
+    if not os.access(java, os.X_OK):
+        pytest.skip(f"{java} is not installed")
+    p = subprocess.Popen([java, "-cp", CLASSES, "Churn", "30"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        ready, _, _ = select.select([p.stdout], [], [], 60)
+        assert ready and p.stdout.readline() == b"ready\n", "the JVM did not start"
+        time.sleep(1)
+        raw = record(tmp_path, p, "churn")
+    finally:
+        stop(p)
+    allowed = {"ant": ("Churn", "AntWork."), "bee": ("Churn", "BeeWork.")}
+    own = {"ant": 0, "bee": 0}
+    markers = 0
+    for s in raw.samples:
+        t = s["labels"].get("thread_name")
+        if t not in allowed:
+            continue
+        for fn, _, _ in java_lines(raw, s):
+            if fn.startswith("["):
+                continue  # a stub ([jvm: ...]) or a marker
+            assert fn.startswith(allowed[t] + ("java.", "jdk.", "sun.")), (t, fn, raw.frames(s))
+        own[t] += s["values"][0] if any(fn.startswith(allowed[t][1]) for fn, _, _ in java_lines(raw, s)) else 0
+        markers += sum(s["values"][0] for f in raw.frames(s) if f.startswith("[java: compiled code freed"))
+    print(own, "freed-code markers:", markers)
+    assert own["ant"] > 300 and own["bee"] > 300, own
