@@ -1,5 +1,6 @@
-// AntWork.java: the worker thread "ant" of Churn.java loads afresh each round: a loop
-// hot enough to be compiled, then a type its compiled code never saw (deoptimization).
+// AntWork.java: the worker that Churn.java loads afresh each round, as AntWork for thread
+// "ant" and, its names rewritten, as BeeWork for "bee": a loop hot enough to be compiled,
+// then a type its compiled code never saw (deoptimization).
 public class AntWork implements Runnable {
     static volatile long sink;
 
@@ -19,7 +20,7 @@ public class AntWork implements Runnable {
         long x = sink;
         for (int k = 0; k < 40; k++)
             x = antLoop(x, one, 20_000);
-        x = antLoop(x, "ant", 20_000); // the uncommon trap
+        x = antLoop(x, "other", 20_000); // the uncommon trap
         sink = x;
     }
 }

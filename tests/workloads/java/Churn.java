@@ -1,13 +1,17 @@
 // Churn.java: code that moves, for prowl's Java tests. Threads "ant" and "bee" each load a
-// fresh copy of their own worker class (AntWork, BeeWork) per round through a new class
-// loader, drive it into compiled code and out again (a type its profile never saw: an
-// uncommon trap, deoptimization), and drop it; System.gc() every few rounds unloads the
-// old copies, so their compiled code is freed and the code cache reused. Ant never runs
-// BeeWork's code nor bee AntWork's. Usage: java Churn SECONDS
+// fresh copy of their own worker class per round through a new class loader (AntWork, and
+// BeeWork: AntWork.class with its names rewritten), drive it into compiled code and out
+// again (a type its profile never saw: an uncommon trap, deoptimization), and drop it;
+// System.gc() every few rounds unloads the old copies, so their metadata and compiled code
+// are freed and reused. Ant never runs BeeWork's code nor bee AntWork's.
+// Usage: java Churn SECONDS
 import java.io.IOException;
 import java.io.InputStream;
 
 public class Churn {
+    /** Same-length renames that make BeeWork of AntWork's class file. */
+    static final String[][] BEE = { { "AntWork", "BeeWork" }, { "antStep", "beeStep" }, { "antLoop", "beeLoop" } };
+
     /** Defines the *Work classes itself (a new class each time); the rest from its parent. */
     static class Fresh extends ClassLoader {
         Fresh() {
@@ -22,16 +26,25 @@ public class Churn {
                 Class<?> c = findLoadedClass(name);
                 if (c == null) {
                     byte[] b;
-                    try (InputStream in = getParent().getResourceAsStream(name + ".class")) {
+                    try (InputStream in = getParent().getResourceAsStream("AntWork.class")) {
                         b = in.readAllBytes();
                     } catch (IOException | NullPointerException e) {
                         throw new ClassNotFoundException(name, e);
                     }
+                    if (name.equals("BeeWork"))
+                        for (String[] r : BEE)
+                            replace(b, r[0].getBytes(), r[1].getBytes());
                     c = defineClass(name, b, 0, b.length);
                 }
                 return c;
             }
         }
+    }
+
+    static void replace(byte[] b, byte[] from, byte[] to) {
+        for (int i = 0; i + from.length <= b.length; i++)
+            if (java.util.Arrays.equals(b, i, i + from.length, from, 0, from.length))
+                System.arraycopy(to, 0, b, i, to.length);
     }
 
     static void churn(String cls, long end) {
