@@ -96,9 +96,21 @@ static __always_inline void java_interp(struct uw_state *st, const struct prowl_
 		unwind_stop(st, PROWL_UR_READ);
 		return;
 	}
+	if (st->jdeopt || (st->exact && st->sp > bp + 8 * JAVA_IFRAME_METHOD)) {
+		/* Its Method* slot holds whatever the stack held before: a leaf frame not
+		 * built yet (sp above the slot), or a skeletal frame that deoptimization
+		 * is filling in. Named by a marker; the frame pointer leads on. */
+		java_push(st, 0, PROWL_JF_BCI_NONE, 0, PROWL_JF_BUILDING, 0);
+		if (!st->jdeopt) {
+			fp_step(st, PROWL_UR_JAVA);
+			return;
+		}
+		method = 0;
+	}
 	if (st->exact && st->r13)
 		bcp = st->r13; /* the interpreter keeps the live bcp in r13 */
-	bpf_probe_read_user(&cm, sizeof(cm), (const void *)(method + jp->m_const_method));
+	if (method)
+		bpf_probe_read_user(&cm, sizeof(cm), (const void *)(method + jp->m_const_method));
 	if (cm && bcp >= cm + jp->const_method_size && bcp - (cm + jp->const_method_size) < PROWL_JF_BCI_NONE)
 		bci = bcp - (cm + jp->const_method_size);
 	/* The method's names as they are now, for user space to check against later. */
@@ -107,7 +119,8 @@ static __always_inline void java_interp(struct uw_state *st, const struct prowl_
 	bpf_probe_read_user(&holder, sizeof(holder), (const void *)(cp + jp->cp_holder));
 	bpf_probe_read_user(&ksym, sizeof(ksym), (const void *)(holder + jp->k_name));
 	bpf_probe_read_user(&nsym, sizeof(nsym), (const void *)(cp + jp->cp_size + 8 * (__u64)nidx));
-	java_push(st, method, (__u32)bci, (__u32)(cm >> 3), PROWL_JF_INTERP, PROWL_JAVA_IDENT(ksym, nsym));
+	if (method)
+		java_push(st, method, (__u32)bci, (__u32)(cm >> 3), PROWL_JF_INTERP, PROWL_JAVA_IDENT(ksym, nsym));
 	if (sender_sp <= st->sp) {
 		unwind_stop(st, PROWL_UR_JAVA);
 		return;
@@ -159,6 +172,11 @@ static __always_inline void java_step(struct uw_state *st, const struct prowl_ja
 		kind = PROWL_JF_NATIVE;   /* "native nmethod" */
 	else
 		kind = PROWL_JF_STUB;
+	/* "DeoptimizationBlob", "UncommonTrapBlob": the interpreted frames above are
+	 * built by the blob and filled in by the JVM, not yet whole. */
+	if ((name[0] == 'D' && name[1] == 'e' && name[2] == 'o' && name[5] == 'i' && name[7] == 'i') ||
+	    (name[0] == 'U' && name[1] == 'n' && name[2] == 'c' && name[5] == 'm' && name[7] == 'n'))
+		st->jdeopt = 1;
 	if (kind != PROWL_JF_STUB)
 		bpf_probe_read_user(&cid, 4, (const void *)(blob + jp->nm_compile_id));
 	java_push(st, blob, pc >= code ? (__u32)(pc - code) : 0, (__u32)cid, kind, 0);

@@ -229,6 +229,7 @@ enum prowl_jkind {
 	PROWL_JF_COMPILED,   /* ptr: nmethod, off: pc - code begin, check: compile id */
 	PROWL_JF_NATIVE,     /* ptr: a native method's wrapper nmethod, as compiled */
 	PROWL_JF_STUB,       /* ptr: the code blob (stub, adapter, call stub) */
+	PROWL_JF_BUILDING,   /* an interpreted frame being built, or rebuilt by deoptimization */
 };
 #define PROWL_JF_BCI_NONE 0xffffu /* no bytecode index */
 

@@ -372,6 +372,10 @@ int jvm_namer_frame(struct jvm_namer *r, uint32_t pid, uint32_t gen, const struc
 	case PROWL_JF_NATIVE:
 		rc = read_compiled(r, pid, f, v, &n, ret_why);
 		break;
+	case PROWL_JF_BUILDING:
+		*ret_why = "[java: interpreted frame being built or deoptimized]";
+		rc = -EAGAIN;
+		break;
 	case PROWL_JF_STUB:
 		*ret_why = "[java: stub unreadable]";
 		rc = read_stub(pid, &r->proc, f->ptr, &v[0]);

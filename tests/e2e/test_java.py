@@ -1,5 +1,6 @@
-"""test_java.py: Java stacks (issue 28). Real HotSpot JVMs of this machine (OpenJDK 17
-from Debian, Temurin 25), no JVM flags but -Xint where named, sampled by the real BPF
+"""test_java.py: Java stacks (issue 28). Real HotSpot JVMs: OpenJDK 17 from Debian 12 and
+this machine's Temurin 25, OpenJDK 11 and 21 from Debian 11 and 13 (jdkfetch.py), no JVM
+flags but -Xint and -XX:TieredStopAtLevel=1 where named, sampled by the real BPF
 program and read back with Google's pprof: the JVM's code cache frames become
 package.Class.method (interpreted: with file and line), the stacks reach the thread's
 root through them, and --java=off leaves the [jit] frames. One JVM per (JDK, mode),
@@ -12,6 +13,7 @@ import time
 
 import pytest
 
+import jdkfetch
 import otlp_check
 from agentlib import Agent
 from conftest import BUILD, pprof_raw, run_prowl, stop
@@ -21,6 +23,13 @@ JDKS = {
     "openjdk17": "/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
     "temurin25": "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java",
 }
+FETCHED = ["openjdk11", "openjdk21"]
+# The suite checks the fetched JDKs compiled (the split, inlined mix, lines, roots);
+# make check-long also interpreted and C1-only.
+ALL_JDKS = list(JDKS) + FETCHED
+MORE_JDKS = [pytest.param(j, marks=pytest.mark.more) if j in FETCHED else j for j in ALL_JDKS]
+# Checks the suite runs on OpenJDK 17 only.
+ONE_JDK = [j if j == "openjdk17" else pytest.param(j, marks=pytest.mark.more) for j in ALL_JDKS]
 CLASSES = os.path.join(BUILD, "workloads", "java")
 SPLIT = {"Split.fifty": 0.50, "Split.thirty": 0.30, "Split.twenty": 0.20}
 SOURCE = os.path.join(os.path.dirname(__file__), "..", "workloads", "java", "Split.java")
@@ -69,15 +78,25 @@ def _pause_jvms():
             p.send_signal(signal.SIGSTOP)
 
 
+def java_command(jdk):
+    """The command that runs jdk's java: installed, or fetched from Debian's archive."""
+    if jdk in FETCHED:
+        cmd = jdkfetch.fetch(BUILD, jdk)
+        if isinstance(cmd, str):
+            pytest.skip(cmd)
+        return cmd
+    if not os.access(JDKS[jdk], os.X_OK):
+        pytest.skip(f"{JDKS[jdk]} is not installed")
+    return [JDKS[jdk]]
+
+
 def jvm(jdk, *flags, mode=()):
     """A running Split JVM of jdk with flags (and Split's mode arguments), started once
     per module."""
-    java = JDKS[jdk]
-    if not os.access(java, os.X_OK):
-        pytest.skip(f"{java} is not installed")
+    java = java_command(jdk)
     key = (jdk,) + flags + tuple(mode)
     if key not in _jvms:
-        p = subprocess.Popen([java, *flags, "-cp", CLASSES, "Split", "600", *mode], stdout=subprocess.PIPE,
+        p = subprocess.Popen([*java, *flags, "-cp", CLASSES, "Split", "600", *mode], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL)
         _jvms[key] = p
         ready, _, _ = select.select([p.stdout], [], [], 60)
@@ -106,8 +125,17 @@ def java_lines(raw, s):
 
 
 def main_thread(s):
-    """The thread that runs Split.main (the launcher's main thread waits in join)."""
-    return s["labels"].get("thread_name") == "java"
+    """The thread that runs Split.main (the launcher's main thread waits in join); it
+    has the process's name: java, or ld.so's for a JDK run through its own glibc."""
+    return s["labels"].get("thread_name") in ("java", "ld-linux-x86-64")
+
+
+def at_root(frames):
+    """The stack ends at the thread's root: start_thread or clone by name; with the
+    fetched glibc (no symbols), libc's two frames (start_thread, clone3) right above
+    ThreadJavaMain, the launcher's thread body."""
+    return frames[-1] in ROOTS or (len(frames) >= 3 and frames[-3] == "ThreadJavaMain"
+                                   and all(f.startswith("libc.so.6+0x") for f in frames[-2:]))
 
 
 def assert_split_and_root(raw):
@@ -117,7 +145,7 @@ def assert_split_and_root(raw):
     print({k: round(v, 3) for k, v in shares.items()})
     for f, want in SPLIT.items():
         assert abs(shares[f] - want) <= 0.05, (f, shares)
-    rooted = raw.total(lambda s: main_thread(s) and raw.frames(s)[-1] in ROOTS)
+    rooted = raw.total(lambda s: main_thread(s) and at_root(raw.frames(s)))
     assert rooted / total >= 0.95, f"{rooted} of {total} samples reach the thread's root"
     # Through the Java frames: Split.main is under every rooted sample of the work.
     assert raw.share("Split.main", main_thread) >= 0.95
@@ -153,7 +181,7 @@ def assert_compiled_lines(raw, inlined_min):
     assert work > 200 and inlined / work >= inlined_min, (inlined, work)
 
 
-@pytest.mark.parametrize("jdk", JDKS)
+@pytest.mark.parametrize("jdk", ALL_JDKS)
 def test_split_compiled(tmp_path, jdk):
     """Default flags (tiered C1/C2): the three methods' shares within 5 points, and 95 %
     of the samples reach the thread's root through the compiled Java frames. C2 inlines
@@ -164,7 +192,7 @@ def test_split_compiled(tmp_path, jdk):
     assert_compiled_lines(raw, 0.8)
 
 
-@pytest.mark.parametrize("jdk", JDKS)
+@pytest.mark.parametrize("jdk", MORE_JDKS)
 def test_split_c1_only(tmp_path, jdk):
     """-XX:TieredStopAtLevel=1 (C1 only): the same split and roots; lines right where
     given (C1's debug information is sparser: half the samples show mix inlined)."""
@@ -173,7 +201,7 @@ def test_split_c1_only(tmp_path, jdk):
     assert_compiled_lines(raw, 0.5)
 
 
-@pytest.mark.parametrize("jdk", JDKS)
+@pytest.mark.parametrize("jdk", MORE_JDKS)
 def test_split_interpreted_file_and_line(tmp_path, jdk):
     """-Xint: the same split and roots; every interpreted frame of the three methods
     names Split.java and a line of its loop, and mix the line of its body."""
@@ -286,10 +314,11 @@ def test_container_mount_and_pid_namespaces(tmp_path):
     assert_split_and_root(raw)
 
 
-def test_two_threads_name_their_own_methods(tmp_path):
+@pytest.mark.parametrize("jdk", ONE_JDK)
+def test_two_threads_name_their_own_methods(tmp_path, jdk):
     """Thread alpha runs only fifty, beta only twenty: each thread's samples name its
     own method, never the other's."""
-    raw = record(tmp_path, jvm("openjdk17", mode=["threads"]), "threads")
+    raw = record(tmp_path, jvm(jdk, mode=["threads"]), "threads")
     seen = {"alpha": 0, "beta": 0}
     own = {"alpha": "Split.fifty", "beta": "Split.twenty"}
     for s in raw.samples:
@@ -303,16 +332,14 @@ def test_two_threads_name_their_own_methods(tmp_path):
     assert seen["alpha"] > 100 and seen["beta"] > 100, seen
 
 
-def test_churn_names_only_methods_on_the_stack(tmp_path):
+@pytest.mark.parametrize("jdk", ONE_JDK)
+def test_churn_names_only_methods_on_the_stack(tmp_path, jdk):
     """Code that moves: threads ant and bee load fresh copies of their own worker class
     round after round, compile and deoptimize them, and unload the old copies (their
     compiled code freed, the code cache reused). No sample names a method that could not
     be on its thread's stack: ant never shows BeeWork, bee never AntWork, neither Split;
     freed code gets a marker, not the name of what took its place."""
-    java = JDKS["openjdk17"]
-    if not os.access(java, os.X_OK):
-        pytest.skip(f"{java} is not installed")
-    p = subprocess.Popen([java, "-cp", CLASSES, "Churn", "30"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen([*java_command(jdk), "-cp", CLASSES, "Churn", "30"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         ready, _, _ = select.select([p.stdout], [], [], 60)
         assert ready and p.stdout.readline() == b"ready\n", "the JVM did not start"
@@ -334,4 +361,4 @@ def test_churn_names_only_methods_on_the_stack(tmp_path):
         own[t] += s["values"][0] if any(fn.startswith(allowed[t][1]) for fn, _, _ in java_lines(raw, s)) else 0
         markers += sum(s["values"][0] for f in raw.frames(s) if f.startswith("[java: compiled code freed"))
     print(own, "freed-code markers:", markers)
-    assert own["ant"] > 300 and own["bee"] > 300, own
+    assert own["ant"] > 150 and own["bee"] > 150, own
