@@ -280,6 +280,7 @@ bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench 
 	tests/bench/symbolize.sh
 	tests/bench/unwind.sh
 	tests/bench/python.sh
+	tests/bench/java.sh
 	tests/bench/agent.sh
 	tests/bench/rules.sh
 	tests/bench/perfmap.sh

@@ -109,18 +109,24 @@ static __always_inline void java_interp(struct uw_state *st, const struct prowl_
 	}
 	if (st->exact && st->r13)
 		bcp = st->r13; /* the interpreter keeps the live bcp in r13 */
-	if (method)
+	if (method && method == st->jlast_method) {
+		cm = st->jlast_cm; /* the same method again (recursion): its reads are done */
+	} else if (method) {
 		bpf_probe_read_user(&cm, sizeof(cm), (const void *)(method + jp->m_const_method));
+		/* The method's names as they are now, for user space to check against later. */
+		bpf_probe_read_user(&cp, sizeof(cp), (const void *)(cm + jp->cm_constants));
+		bpf_probe_read_user(&nidx, sizeof(nidx), (const void *)(cm + jp->cm_name_index));
+		bpf_probe_read_user(&holder, sizeof(holder), (const void *)(cp + jp->cp_holder));
+		bpf_probe_read_user(&ksym, sizeof(ksym), (const void *)(holder + jp->k_name));
+		bpf_probe_read_user(&nsym, sizeof(nsym), (const void *)(cp + jp->cp_size + 8 * (__u64)nidx));
+		st->jlast_method = method;
+		st->jlast_cm = cm;
+		st->jlast_ident = PROWL_JAVA_IDENT(ksym, nsym);
+	}
 	if (cm && bcp >= cm + jp->const_method_size && bcp - (cm + jp->const_method_size) < PROWL_JF_BCI_NONE)
 		bci = bcp - (cm + jp->const_method_size);
-	/* The method's names as they are now, for user space to check against later. */
-	bpf_probe_read_user(&cp, sizeof(cp), (const void *)(cm + jp->cm_constants));
-	bpf_probe_read_user(&nidx, sizeof(nidx), (const void *)(cm + jp->cm_name_index));
-	bpf_probe_read_user(&holder, sizeof(holder), (const void *)(cp + jp->cp_holder));
-	bpf_probe_read_user(&ksym, sizeof(ksym), (const void *)(holder + jp->k_name));
-	bpf_probe_read_user(&nsym, sizeof(nsym), (const void *)(cp + jp->cp_size + 8 * (__u64)nidx));
 	if (method)
-		java_push(st, method, (__u32)bci, (__u32)(cm >> 3), PROWL_JF_INTERP, PROWL_JAVA_IDENT(ksym, nsym));
+		java_push(st, method, (__u32)bci, (__u32)(cm >> 3), PROWL_JF_INTERP, st->jlast_ident);
 	if (sender_sp <= st->sp) {
 		unwind_stop(st, PROWL_UR_JAVA);
 		return;

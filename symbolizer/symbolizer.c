@@ -507,6 +507,7 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 		ret->java_name_hits = js.hits;
 		ret->java_name_misses = js.misses;
 		ret->java_name_failures = js.failures;
+		ret->java_name_miss_ns = js.miss_ns;
 		bytes += js.bytes;
 	}
 	ret->perfmap_symbols = s->perfmaps.symbols;

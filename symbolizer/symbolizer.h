@@ -78,6 +78,7 @@ struct symbolizer_stats {
 	/* Java frames named (java/jvmname.c): names cached now, their heap (also in
 	 * mem_bytes), lookups by whether cached, and frames that got a marker. */
 	uint64_t java_names, java_name_bytes, java_name_hits, java_name_misses, java_name_failures;
+	uint64_t java_name_miss_ns; /* time spent reading names not cached (first reads) */
 	bool debuginfod;                   /* fetching is on */
 	uint64_t debuginfod_fetched, debuginfod_missed, debuginfod_failed, debuginfod_evicted;
 	uint64_t debuginfod_cache_bytes;

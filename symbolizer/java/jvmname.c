@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "jvmimage.h"
 #include "jvmscope.h"
 #include "u64map.h"
@@ -339,7 +340,7 @@ int jvm_namer_frame(struct jvm_namer *r, uint32_t pid, uint32_t gen, const struc
 	struct name_line v[JVM_SCOPE_MAX] = { { 0 } }, *kept;
 	const struct name_entry *e;
 	uint32_t n = 0;
-	uint64_t key, idx;
+	uint64_t key, idx, t0;
 	int rc;
 
 	*ret_n = 0;
@@ -363,6 +364,7 @@ int jvm_namer_frame(struct jvm_namer *r, uint32_t pid, uint32_t gen, const struc
 		goto out;
 	}
 	r->st.misses++;
+	t0 = clock_mono_ns();
 	switch (f->kind) {
 	case PROWL_JF_INTERP:
 		rc = read_method(pid, &r->proc, f->ptr, f->check, f->ident, f->off, true, &v[0], ret_why);
@@ -385,6 +387,7 @@ int jvm_namer_frame(struct jvm_namer *r, uint32_t pid, uint32_t gen, const struc
 		*ret_why = "[java: unknown frame kind]";
 		rc = -EBADMSG;
 	}
+	r->st.miss_ns += clock_mono_ns() - t0;
 	if (rc < 0) {
 		for (uint32_t i = 0; i < n; i++) {
 			free(v[i].function);

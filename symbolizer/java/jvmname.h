@@ -24,6 +24,7 @@ struct jvm_frame_name {
 struct jvm_namer_stats {
 	uint64_t hits, misses, failures;
 	uint64_t scope_failures; /* compiled frames whose debug information was unreadable */
+	uint64_t miss_ns;        /* time spent reading the names that were not cached */
 	uint32_t entries;     /* names cached now (at most JVM_NAME_CACHE_MAX) */
 	uint64_t bytes;       /* their memory */
 };

@@ -1,7 +1,8 @@
 // Split.java: three methods that take 50 %, 30 % and 20 % of one thread's CPU time, for
 // prowl's Java tests. Usage: java Split SECONDS, or java Split SECONDS threads: then thread
 // "alpha" runs only fifty() and thread "beta" only twenty(); or java Split SECONDS deep:
-// the three under 30 frames of deep() (BPF cost per sample, BENCHMARKS.md). Each method runs its own loop of mix(), 5, 3 and 2 units per round, so
+// the three under 30 frames of deep() (BPF cost per sample, BENCHMARKS.md); or java Split
+// SECONDS count: no "ready", and the number of rounds done is printed at the end. Each method runs its own loop of mix(), 5, 3 and 2 units per round, so
 // the split holds interpreted (-Xint) and compiled alike; a round takes milliseconds, so
 // main stays cold and the three are compiled on their own (not inlined into main). mix()
 // runs the busy loop itself, and C2 inlines it into each caller: its loop's safepoint
@@ -70,12 +71,18 @@ public class Split {
             deep(30, end);
             return;
         }
-        System.out.println("ready");
-        System.out.flush();
-        while (System.nanoTime() < end) {
+        boolean count = args.length > 1 && args[1].equals("count");
+        if (!count) {
+            System.out.println("ready");
+            System.out.flush();
+        }
+        long rounds = 0;
+        for (; System.nanoTime() < end; rounds++) {
             fifty();
             thirty();
             twenty();
         }
+        if (count)
+            System.out.println(rounds);
     }
 }
