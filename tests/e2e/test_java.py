@@ -349,16 +349,18 @@ def test_churn_names_only_methods_on_the_stack(tmp_path, jdk):
         stop(p)
     allowed = {"ant": ("Churn", "AntWork."), "bee": ("Churn", "BeeWork.")}
     own = {"ant": 0, "bee": 0}
-    markers = 0
+    markers = total = 0
+    wrong = []
     for s in raw.samples:
         t = s["labels"].get("thread_name")
         if t not in allowed:
             continue
-        for fn, _, _ in java_lines(raw, s):
-            if fn.startswith("["):
-                continue  # a stub ([jvm: ...]) or a marker
-            assert fn.startswith(allowed[t] + ("java.", "jdk.", "sun.")), (t, fn, raw.frames(s))
-        own[t] += s["values"][0] if any(fn.startswith(allowed[t][1]) for fn, _, _ in java_lines(raw, s)) else 0
-        markers += sum(s["values"][0] for f in raw.frames(s) if f.startswith("[java: compiled code freed"))
-    print(own, "freed-code markers:", markers)
+        names = [fn for fn, _, _ in java_lines(raw, s) if not fn.startswith("[")]  # not stubs nor markers
+        total += s["values"][0]
+        if not all(fn.startswith(allowed[t] + ("java.", "jdk.", "sun.")) for fn in names):
+            wrong.append((t, raw.frames(s)[:6]))
+        own[t] += s["values"][0] if any(fn.startswith(allowed[t][1]) for fn in names) else 0
+        markers += sum(s["values"][0] for f in raw.frames(s) if f.startswith("[java: "))
+    print(own, "markers:", markers, "of", total)
+    assert not wrong, f"{len(wrong)} of {total} samples name a method not on their thread's stack: {wrong[:3]}"
     assert own["ant"] > 150 and own["bee"] > 150, own
