@@ -182,12 +182,12 @@ $(O)/workloads/libtrunc.so: tests/workloads/trunc_lib/first.c tests/workloads/tr
 	@mkdir -p $(@D)
 	$(CC) -O1 -g -shared -fPIC -o $@ $^
 
-# The Java workloads, compiled for JDK 17 (newer JVMs run them too) when a javac is here.
+# The Java workloads, compiled for JDK 11 (newer JVMs run them too) when a javac is here.
 JAVAC ?= $(firstword $(wildcard /usr/lib/jvm/java-17-openjdk-amd64/bin/javac) $(shell command -v javac 2>/dev/null))
 JAVA_WORKLOADS := $(if $(JAVAC),$(patsubst tests/workloads/java/%.java,$(O)/workloads/java/%.class,$(wildcard tests/workloads/java/*.java)))
 $(O)/workloads/java/%.class: tests/workloads/java/%.java
 	@mkdir -p $(@D)
-	$(JAVAC) --release 17 -g -d $(@D) $<
+	$(JAVAC) --release 11 -g -d $(@D) $<
 
 workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy $(O)/workloads/fakejvm \
 	$(O)/workloads/node/fakenode $(O)/workloads/node/fakenode_badmeta $(O)/workloads/node/fakenode_stripped
@@ -293,6 +293,7 @@ bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench 
 	tests/bench/symbolize.sh
 	tests/bench/unwind.sh
 	tests/bench/python.sh
+	tests/bench/java.sh
 	tests/bench/agent.sh
 	tests/bench/rules.sh
 	tests/bench/perfmap.sh

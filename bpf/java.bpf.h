@@ -57,14 +57,15 @@ static __always_inline __u64 java_find_blob(const struct prowl_java_proc *jp, __
 	return h->low + (seg << (jp->log2_seg & 31)) + jp->heap_block;
 }
 
-static __always_inline void java_push(struct uw_state *st, __u64 ptr, __u32 off, __u32 check, __u8 kind)
+static __always_inline void java_push(struct uw_state *st, __u64 ptr, __u32 off, __u32 check, __u8 kind,
+				      __u32 ident)
 {
 	__u32 j = st->jn;
 
 	if (j >= PROWL_MAX_JAVA)
 		return; /* the native pc stays; the frame is named [jit] */
 	st->jframes[jframe_slot(j)] = (struct prowl_jframe){
-		.ptr = ptr, .off = off, .check = check, .idx = (__u8)(st->n - 1), .kind = kind,
+		.ptr = ptr, .off = off, .check = check, .idx = (__u8)(st->n - 1), .kind = kind, .ident = ident,
 	};
 	st->jn = j + 1;
 }
@@ -74,6 +75,8 @@ static __always_inline void java_push(struct uw_state *st, __u64 ptr, __u32 off,
 static __always_inline void java_interp(struct uw_state *st, const struct prowl_java_proc *jp)
 {
 	__u64 bp = st->bp, method, bcp, cm = 0, sender_sp, caller_bp, ra, bci = PROWL_JF_BCI_NONE;
+	__u64 cp = 0, holder = 0, ksym = 0, nsym = 0;
+	__u16 nidx = 0;
 
 	if (!st->bp_valid || bp < st->sp || bp - st->sp > JAVA_IFRAME_MAX_SPAN) {
 		unwind_stop(st, PROWL_UR_JAVA);
@@ -85,12 +88,37 @@ static __always_inline void java_interp(struct uw_state *st, const struct prowl_
 		unwind_stop(st, PROWL_UR_READ);
 		return;
 	}
+	if (st->jdeopt || (st->exact && st->sp > bp + 8 * JAVA_IFRAME_METHOD)) {
+		/* Its Method* slot holds whatever the stack held before: a leaf frame not
+		 * built yet (sp above the slot), or a skeletal frame that deoptimization
+		 * is filling in. Named by a marker; the frame pointer leads on. */
+		java_push(st, 0, PROWL_JF_BCI_NONE, 0, PROWL_JF_BUILDING, 0);
+		if (!st->jdeopt) {
+			fp_step(st, PROWL_UR_JAVA);
+			return;
+		}
+		method = 0;
+	}
 	if (st->exact && st->r13)
 		bcp = st->r13; /* the interpreter keeps the live bcp in r13 */
-	bpf_probe_read_user(&cm, sizeof(cm), (const void *)(method + jp->m_const_method));
+	if (method && method == st->jlast_method) {
+		cm = st->jlast_cm; /* the same method again (recursion): its reads are done */
+	} else if (method) {
+		bpf_probe_read_user(&cm, sizeof(cm), (const void *)(method + jp->m_const_method));
+		/* The method's names as they are now, for user space to check against later. */
+		bpf_probe_read_user(&cp, sizeof(cp), (const void *)(cm + jp->cm_constants));
+		bpf_probe_read_user(&nidx, sizeof(nidx), (const void *)(cm + jp->cm_name_index));
+		bpf_probe_read_user(&holder, sizeof(holder), (const void *)(cp + jp->cp_holder));
+		bpf_probe_read_user(&ksym, sizeof(ksym), (const void *)(holder + jp->k_name));
+		bpf_probe_read_user(&nsym, sizeof(nsym), (const void *)(cp + jp->cp_size + 8 * (__u64)nidx));
+		st->jlast_method = method;
+		st->jlast_cm = cm;
+		st->jlast_ident = PROWL_JAVA_IDENT(ksym, nsym);
+	}
 	if (cm && bcp >= cm + jp->const_method_size && bcp - (cm + jp->const_method_size) < PROWL_JF_BCI_NONE)
 		bci = bcp - (cm + jp->const_method_size);
-	java_push(st, method, (__u32)bci, (__u32)(cm >> 3), PROWL_JF_INTERP);
+	if (method)
+		java_push(st, method, (__u32)bci, (__u32)(cm >> 3), PROWL_JF_INTERP, st->jlast_ident);
 	if (sender_sp <= st->sp) {
 		unwind_stop(st, PROWL_UR_JAVA);
 		return;
@@ -142,9 +170,14 @@ static __always_inline void java_step(struct uw_state *st, const struct prowl_ja
 		kind = PROWL_JF_NATIVE;   /* "native nmethod" */
 	else
 		kind = PROWL_JF_STUB;
+	/* "DeoptimizationBlob", "UncommonTrapBlob": the interpreted frames above are
+	 * built by the blob and filled in by the JVM, not yet whole. */
+	if ((name[0] == 'D' && name[1] == 'e' && name[2] == 'o' && name[5] == 'i' && name[7] == 'i') ||
+	    (name[0] == 'U' && name[1] == 'n' && name[2] == 'c' && name[5] == 'm' && name[7] == 'n'))
+		st->jdeopt = 1;
 	if (kind != PROWL_JF_STUB)
 		bpf_probe_read_user(&cid, 4, (const void *)(blob + jp->nm_compile_id));
-	java_push(st, blob, pc >= code ? (__u32)(pc - code) : 0, (__u32)cid, kind);
+	java_push(st, blob, pc >= code ? (__u32)(pc - code) : 0, (__u32)cid, kind, 0);
 
 	if (kind == PROWL_JF_STUB && fsize <= 0) {
 		/* Stubs without a frame size (the call stub, StubRoutines) keep rbp. */

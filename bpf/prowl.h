@@ -199,6 +199,8 @@ struct prowl_java_heap {
 #define PROWL_JAVA_READY       (1u << 0) /* the code cache is set up (else: ask again) */
 #define PROWL_JAVA_CODE_OFFSET (1u << 1) /* CodeBlob has _code_offset (int), not _code_begin */
 #define PROWL_JAVA_FC_16       (1u << 2) /* _frame_complete_offset is 16 bits wide */
+#define PROWL_JAVA_SCOPES      (1u << 3) /* the sc_* and pd_* offsets are set (user space) */
+#define PROWL_JAVA_SCOPES_NEW  (1u << 4) /* debug info in _immutable_data / _mutable_data (JDK 23+) */
 
 struct prowl_java_proc {
 	struct prowl_java_heap heap[PROWL_JAVA_HEAPS];
@@ -216,16 +218,21 @@ struct prowl_java_proc {
 	__u16 nm_method, cm_constants, cm_name_index, cm_sig_index, cm_code_size, cm_flags;
 	__u16 cp_holder, cp_size, cp_source_file; /* PROWL_JAVA_NONE: in InstanceKlass (ik_source_file) */
 	__u16 ik_source_file, k_name, sym_length, sym_body, has_lines; /* has_lines: the flag's bit */
-	__u16 _pad2[2];
+	/* An nmethod's debug information (inlined frames, lines: symbolizer/java/jvmscope.c):
+	 * offsets in the nmethod of the fields that bound its PcDescs, scopes and metadata. */
+	__u16 sc_pcs, sc_pcs_end, sc_data, sc_data_end, sc_base, sc_meta, sc_meta_base, sc_meta_end;
+	__u16 pd_size, pd_pc, pd_scope; /* PcDesc: size, _pc_offset, _scope_decode_offset */
+	__u16 _pad2[3];
 };
 #define PROWL_JAVA_NONE 0xffffu /* an offset this JVM does not have */
 
 /* prowl_jframe.kind */
 enum prowl_jkind {
-	PROWL_JF_INTERP = 1, /* ptr: Method*, off: bytecode index, check: ConstMethod* >> 3 */
+	PROWL_JF_INTERP = 1, /* ptr: Method*, off: bytecode index, check: ConstMethod* >> 3, ident */
 	PROWL_JF_COMPILED,   /* ptr: nmethod, off: pc - code begin, check: compile id */
 	PROWL_JF_NATIVE,     /* ptr: a native method's wrapper nmethod, as compiled */
 	PROWL_JF_STUB,       /* ptr: the code blob (stub, adapter, call stub) */
+	PROWL_JF_BUILDING,   /* an interpreted frame being built, or rebuilt by deoptimization */
 };
 #define PROWL_JF_BCI_NONE 0xffffu /* no bytecode index */
 
@@ -235,8 +242,12 @@ struct prowl_jframe {
 	__u32 check;
 	__u8 idx;   /* the ustack entry this frame names */
 	__u8 kind;  /* enum prowl_jkind */
-	__u8 _pad[6];
+	__u8 _pad[2];
+	__u32 ident; /* interpreted: PROWL_JAVA_IDENT of its class and method name Symbol*s */
 };
+/* A method's identity as its two names' Symbol*s, taken when sampled: metaspace is
+ * reused at the same addresses once a class is unloaded; other names are other Symbols. */
+#define PROWL_JAVA_IDENT(ksym, nsym) ((__u32)(((ksym) >> 3) * 0x9e3779b1u) ^ (__u32)((nsym) >> 3))
 
 /* ---- V8 (Node.js) ----
  * User space reads V8's post-mortem constants from the node binary (symbolizer/node/
@@ -431,9 +442,12 @@ PROWL_AT(prowl_java_proc, cc_low, 72);
 PROWL_AT(prowl_java_proc, flags, 104);
 PROWL_AT(prowl_java_proc, log2_seg, 112);
 PROWL_AT(prowl_java_proc, cb_name, 114);
-PROWL_SIZE(prowl_java_proc, 168);
+PROWL_AT(prowl_java_proc, jdk_major, 128);
+PROWL_AT(prowl_java_proc, sc_pcs, 160);
+PROWL_SIZE(prowl_java_proc, 192);
 PROWL_AT(prowl_jframe, off, 8);
 PROWL_AT(prowl_jframe, idx, 16);
+PROWL_AT(prowl_jframe, ident, 20);
 PROWL_SIZE(prowl_jframe, 24);
 _Static_assert(PROWL_MAX_JAVA * 24 <= PROWL_MAX_PY * 16, "Java frames fit in pystack's room");
 

@@ -70,7 +70,10 @@ struct uw_state {
 	__u64 r13;        /* the interrupted r13: the interpreter's bytecode pointer */
 	__u32 jn;         /* Java frames recorded */
 	__u8 java;        /* jp holds a ready JVM's entry */
-	__u8 _jpad[3];
+	__u8 jdeopt;      /* a deoptimization blob was passed: interpreted frames may be skeletal */
+	__u8 _jpad[2];
+	__u64 jlast_method, jlast_cm; /* the last interpreted frame's Method*, ConstMethod* and ident: */
+	__u32 jlast_ident, _jpad2;    /* recursion repeats them (read once per sample) */
 	struct prowl_java_proc jp;
 	struct prowl_jframe jframes[PROWL_MAX_JAVA];
 	/* The V8 walk (v8.bpf.h): the process's entry when it runs V8; its frames go in
@@ -520,6 +523,8 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 	st->runs = 0;
 	st->win_base = 0;
 	st->jn = 0;
+	st->jdeopt = 0;
+	st->jlast_method = 0;
 	st->java = 0;
 	if (java_on) {
 		struct prowl_java_proc *jp = bpf_map_lookup_elem(&java_procs, &tgid);

@@ -504,7 +504,15 @@ void symbolizer_get_stats(const struct symbolizer *s, struct symbolizer_stats *r
 		ret->py_code_read_errors = ps.read_errors;
 		bytes += ps.bytes;
 	}
-	jvm_namer_stats(s->java, &ret->java_names);
+	{
+		struct jvm_namer_stats js;
+
+		jvm_namer_stats(s->java, &js);
+		ret->java_names = (struct name_cache_stats){ .hits = js.hits, .misses = js.misses,
+							     .failures = js.failures, .entries = js.entries,
+							     .bytes = js.bytes };
+		ret->java_name_miss_ns = js.miss_ns;
+	}
 	v8_namer_stats(s->node, &ret->js_names);
 	bytes += ret->java_names.bytes + ret->js_names.bytes;
 	ret->perfmap_symbols = s->perfmaps.symbols;

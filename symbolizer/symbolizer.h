@@ -81,6 +81,7 @@ struct symbolizer_stats {
 	struct name_cache_stats java_names;
 	/* JavaScript frames named (node/v8name.c), the same figures. */
 	struct name_cache_stats js_names;
+	uint64_t java_name_miss_ns; /* time spent reading Java names not cached (first reads) */
 	bool debuginfod;                   /* fetching is on */
 	uint64_t debuginfod_fetched, debuginfod_missed, debuginfod_failed, debuginfod_evicted;
 	uint64_t debuginfod_cache_bytes;

@@ -796,6 +796,12 @@ int record_main(int argc, char **argv)
 				  " missed, %" PRIu64 " evicted, %" PRIu64 " unreadable",
 				  sst.py_code_entries, sst.py_code_bytes / 1024.0, sst.py_code_hits, sst.py_code_misses,
 				  sst.py_code_evictions, sst.py_code_read_errors);
+		if (sst.java_names.hits + sst.java_names.misses)
+			log_debug("java: %" PRIu64 " names cached (%.1f KiB), %" PRIu64 " lookups hit, %" PRIu64
+				  " missed (%.1f us each), %" PRIu64 " markers",
+				  sst.java_names.entries, sst.java_names.bytes / 1024.0, sst.java_names.hits, sst.java_names.misses,
+				  sst.java_name_miss_ns / 1e3 / (double)(sst.java_names.misses ? sst.java_names.misses : 1),
+				  sst.java_names.failures);
 		info.lost = cnt.v[PROWL_CNT_LOST];
 		info.kernel_addrs_hidden = sst.kernel_addrs_hidden;
 		info.max_samples = o.freq * (elapsed / 1e9) * (o.all ? sampler_ncpus_active(c.sampler) : 1);

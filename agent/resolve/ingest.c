@@ -408,9 +408,9 @@ static int python_location(void *ctx, const struct py_frame_name *name, uint64_t
 /* ---- Java and JavaScript frames ---- */
 
 /* A runtime's named frame (key: its namer's): one location per name in the runtime's
- * mapping (in: made on first use). */
+ * mapping (in: made on first use), with n lines (pf[0] innermost: inlined methods). */
 static int runtime_location(struct ingest *g, struct runtime_locs *rl, const struct prof_mapping_in *in, uint64_t key,
-			    const struct prof_frame *pf, uint32_t *ret)
+			    const struct prof_frame *pf, size_t n, uint32_t *ret)
 {
 	uint64_t id;
 	int r;
@@ -421,28 +421,33 @@ static int runtime_location(struct ingest *g, struct runtime_locs *rl, const str
 	}
 	if (!rl->mapping && (r = profile_mapping(g->prof, in, &rl->mapping)) < 0)
 		return r;
-	r = profile_add_location(g->prof, rl->mapping, ++rl->next_addr, pf, 1, true, ret);
+	r = profile_add_location(g->prof, rl->mapping, ++rl->next_addr, pf, n, true, ret);
 	if (r < 0)
 		return r;
 	return u64map_put(&rl->locs, key, *ret);
 }
 
-/* Java frame f of s: one [java] location per name (method, file, line), or a
- * marker saying why it has none. */
+/* Java frame f of s: one [java] location per name (a compiled frame's inlined
+ * methods as its lines, innermost first), or a marker saying why it has none. */
 static int java_location(struct ingest *g, const struct prowl_sample *s, const struct prowl_jframe *f, uint32_t *ret)
 {
 	static const struct prof_mapping_in in = { .key = KEY_JAVA, .start = 0, .limit = UINT64_MAX,
 						   .filename = "[java]", .is_java = true };
-	struct frame_name name;
+	struct jvm_frame_name name[JVM_SCOPE_MAX];
+	struct prof_frame pf[JVM_SCOPE_MAX];
 	const char *why = NULL;
 	uint64_t key;
+	size_t n = 0;
 	int r;
 
-	r = jvm_namer_frame(symbolizer_java(g->sym), s->pid, s->pygen, f, &name, &key, &why);
-	if (r < 0)
-		return r == -ENOMEM ? r : python_marker(g, why, ret);
-	return runtime_location(g, &g->java, &in, key,
-				&(struct prof_frame){ .function = name.function, .file = name.file, .line = name.line }, ret);
+	r = jvm_namer_frame(symbolizer_java(g->sym), s->pid, s->pygen, f, name, JVM_SCOPE_MAX, &n, &key, &why);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0 || !n)
+		return python_marker(g, why, ret);
+	for (size_t i = 0; i < n; i++)
+		pf[i] = (struct prof_frame){ .function = name[i].function, .file = name[i].file, .line = name[i].line };
+	return runtime_location(g, &g->java, &in, key, pf, n, ret);
 }
 
 /* JavaScript frame f of s (node): one [js] location per name (function, script, line),
@@ -460,7 +465,7 @@ static int js_location(struct ingest *g, const struct prowl_sample *s, const str
 	if (r < 0)
 		return r == -ENOMEM ? r : python_marker(g, why, ret);
 	return runtime_location(g, &g->js, &in, key,
-				&(struct prof_frame){ .function = name.function, .file = name.file, .line = name.line }, ret);
+				&(struct prof_frame){ .function = name.function, .file = name.file, .line = name.line }, 1, ret);
 }
 
 static int labels_for(struct ingest *g, const struct prowl_sample *s, uint32_t *ret)

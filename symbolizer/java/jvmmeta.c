@@ -271,7 +271,7 @@ const char *jvm_meta_missing(const struct jvm_meta *m)
 	if (!jvm_has_field(m, JVM_F_CB_CODE_BEGIN) && !jvm_has_field(m, JVM_F_CB_CODE_OFFSET))
 		return "CodeBlob::_code_begin";
 	for (unsigned int t = 0; t < JVM_T__N; t++)
-		if (t != JVM_T_METHOD && !((m->has_type >> t) & 1))
+		if (t != JVM_T_METHOD && t != JVM_T_PC_DESC && !((m->has_type >> t) & 1))
 			return type_names[t];
 	return NULL;
 }

@@ -58,14 +58,27 @@ struct jvm_mem {
 	X(AI_CODE, "AbstractInterpreter", "_code")                 \
 	X(SQ_BUFFER, "StubQueue", "_stub_buffer")                  \
 	X(SQ_LIMIT, "StubQueue", "_buffer_limit")                  \
-	X(VM_MAJOR, "Abstract_VM_Version", "_vm_major_version")
+	X(VM_MAJOR, "Abstract_VM_Version", "_vm_major_version")    \
+	X(PD_PC, "PcDesc", "_pc_offset")                           \
+	X(PD_SCOPE, "PcDesc", "_scope_decode_offset")              \
+	X(NM_METADATA, "nmethod", "_metadata_offset")              \
+	X(NM_SCOPES_PCS, "nmethod", "_scopes_pcs_offset")          \
+	X(NM_DEPS, "nmethod", "_dependencies_offset")              \
+	X(NM_SCOPES_DATA, "nmethod", "_scopes_data_offset")        \
+	X(CM_SCOPES_DATA, "CompiledMethod", "_scopes_data_begin")  \
+	X(NM_IMMUTABLE, "nmethod", "_immutable_data")              \
+	X(NM_IMMUTABLE_SIZE, "nmethod", "_immutable_data_size")    \
+	X(CB_MUTABLE, "CodeBlob", "_mutable_data")                 \
+	X(CB_MUTABLE_SIZE, "CodeBlob", "_mutable_data_size")       \
+	X(CB_RELOC_SIZE, "CodeBlob", "_relocation_size")
 
 /* The type sizes read, X(id, type name). */
 #define JVM_TYPES(X)                         \
 	X(T_CONST_METHOD, "ConstMethod")     \
 	X(T_CONSTANT_POOL, "ConstantPool")   \
 	X(T_HEAP_BLOCK, "HeapBlock")         \
-	X(T_METHOD, "Method")
+	X(T_METHOD, "Method")                \
+	X(T_PC_DESC, "PcDesc")
 
 /* The integer constants read, X(id, name). */
 #define JVM_INTS(X)                                                          \
@@ -79,6 +92,7 @@ enum jvm_type { JVM_TYPES(JVM_EN) JVM_T__N };
 enum jvm_int { JVM_INTS(JVM_EN) JVM_I__N };
 #undef JVM_EF
 #undef JVM_EN
+_Static_assert(JVM_F__N <= 64, "has_field holds one bit per field");
 
 /* Bounds on the tables: entries looked at per table, bytes of a name compared. */
 #define JVM_MAX_ENTRIES 20000

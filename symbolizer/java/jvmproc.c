@@ -29,6 +29,43 @@ static bool fits16(uint64_t v)
 	return v < 0x10000;
 }
 
+/* Where an nmethod's debug information lies (jvmscope.h): JDK 9-22 keep it in the
+ * blob (PcDescs to _dependencies_offset, scopes from _scopes_data_begin, metadata
+ * from _metadata_offset); JDK 25 in _immutable_data (PcDescs, then scopes to its
+ * end) and _mutable_data (relocations, then metadata). Other layouts (JDK 23, 24)
+ * get no inlined frames and no lines in compiled code. */
+static void scopes_fill(const struct jvm_meta *m, struct prowl_java_proc *ret)
+{
+	uint64_t v[8];
+
+	if (!HAS(PD_PC) || !HAS(PD_SCOPE) || !((m->has_type >> JVM_T_PC_DESC) & 1) || !HAS(NM_SCOPES_PCS))
+		return;
+	if (HAS(CM_SCOPES_DATA) && HAS(NM_DEPS) && HAS(NM_METADATA)) {
+		v[0] = F(NM_SCOPES_PCS), v[1] = F(NM_DEPS), v[2] = F(CM_SCOPES_DATA), v[3] = F(NM_SCOPES_PCS);
+		v[4] = PROWL_JAVA_NONE, v[5] = F(NM_METADATA), v[6] = PROWL_JAVA_NONE, v[7] = F(CM_SCOPES_DATA);
+	} else if (HAS(NM_IMMUTABLE) && HAS(NM_SCOPES_DATA) && HAS(NM_IMMUTABLE_SIZE) && HAS(CB_MUTABLE) &&
+		   HAS(CB_MUTABLE_SIZE) && HAS(CB_RELOC_SIZE)) {
+		v[0] = F(NM_SCOPES_PCS), v[1] = F(NM_SCOPES_DATA), v[2] = F(NM_SCOPES_DATA), v[3] = F(NM_IMMUTABLE_SIZE);
+		v[4] = F(NM_IMMUTABLE), v[5] = F(CB_RELOC_SIZE), v[6] = F(CB_MUTABLE), v[7] = F(CB_MUTABLE_SIZE);
+		ret->flags |= PROWL_JAVA_SCOPES_NEW;
+	} else {
+		return;
+	}
+	for (int i = 0; i < 8; i++)
+		if (v[i] >= PROWL_JAVA_NONE && !((i == 4 || i == 6) && v[i] == PROWL_JAVA_NONE))
+			return;
+	if (!fits16(F(PD_PC)) || !fits16(F(PD_SCOPE)) || m->type_size[JVM_T_PC_DESC] < 8 ||
+	    m->type_size[JVM_T_PC_DESC] > 64)
+		return;
+	ret->sc_pcs = (uint16_t)v[0], ret->sc_pcs_end = (uint16_t)v[1], ret->sc_data = (uint16_t)v[2];
+	ret->sc_data_end = (uint16_t)v[3], ret->sc_base = (uint16_t)v[4], ret->sc_meta = (uint16_t)v[5];
+	ret->sc_meta_base = (uint16_t)v[6], ret->sc_meta_end = (uint16_t)v[7];
+	ret->pd_size = (uint16_t)m->type_size[JVM_T_PC_DESC];
+	ret->pd_pc = (uint16_t)F(PD_PC);
+	ret->pd_scope = (uint16_t)F(PD_SCOPE);
+	ret->flags |= PROWL_JAVA_SCOPES;
+}
+
 int jvm_proc_fill(const struct jvm_mem *mem, const struct jvm_meta *m, uint64_t bias, uint32_t gen,
 		  struct prowl_java_proc *ret)
 {
@@ -74,6 +111,7 @@ int jvm_proc_fill(const struct jvm_mem *mem, const struct jvm_meta *m, uint64_t 
 	    !fits16(m->type_size[JVM_T_CONSTANT_POOL]))
 		return -EBADMSG;
 
+	scopes_fill(m, ret);
 	if (HAS(VM_MAJOR)) {
 		int32_t major = 0;
 

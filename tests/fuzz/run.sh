@@ -81,6 +81,25 @@ seed() { # $1 = harness
 				put v8 "fixture${v//[^A-Z0-9]/_}" < "$tmp/f.so"
 		done
 		rm -rf "$tmp" ;;
+	jvmscope)
+		# An nmethod of JDK 17's layout (as tests/unit/test_jvmscope.c builds it): the
+		# offsets, pc offset 35 (leaf), then memory: scopes at 0x100, PcDescs at 0x200.
+		python3 -c '
+import struct, sys
+jp = bytearray(192)
+struct.pack_into("<I", jp, 104, 1 << 3)                                   # flags: scopes
+struct.pack_into("<H", jp, 128, 17)                                         # jdk_major
+struct.pack_into("<8H3H", jp, 160, 0x10, 0x14, 0x18, 0x20, 0xffff, 0x24, 0xffff, 0x38, 16, 0, 4)
+mem = bytearray(0x420)
+struct.pack_into("<ii", mem, 0x10, 0x200, 0x240)
+struct.pack_into("<Q", mem, 0x18, 0x7f0000100100)
+struct.pack_into("<ii", mem, 0x20, 0x200, 0x400)
+struct.pack_into("<Q", mem, 0x38, 0x7f0000100418)
+mem[0x101:0x113] = bytes([0, 1, 8, 0, 0, 0, 1, 2, 4, 0, 0, 0, 7, 3, 0, 0, 0, 0])
+for i, (pc, dec) in enumerate(((10, 1), (40, 13), (100, 7), (0x7fffffff, 0))):
+    struct.pack_into("<ii", mem, 0x200 + 16 * i, pc, dec)
+struct.pack_into("<3Q", mem, 0x400, 0x7f00aaaa0000, 0x7f00bbbb0000, 0x7f00cccc0000)
+sys.stdout.buffer.write(bytes(jp) + struct.pack("<IB", 35, 1) + bytes(mem))' | put jvmscope jdk17 ;;
 	kallsyms)
 		head -n 3000 /proc/kallsyms | put kallsyms head
 		tail -n 800 /proc/kallsyms | put kallsyms tail ;;

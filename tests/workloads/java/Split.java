@@ -1,35 +1,44 @@
 // Split.java: three methods that take 50 %, 30 % and 20 % of one thread's CPU time, for
 // prowl's Java tests. Usage: java Split SECONDS, or java Split SECONDS threads: then thread
 // "alpha" runs only fifty() and thread "beta" only twenty(); or java Split SECONDS deep:
-// the three under 30 frames of deep() (BPF cost per sample, BENCHMARKS.md). Each method runs its own loop of mix(), 5, 3 and 2 units per round, so
+// the three under 30 frames of deep() (BPF cost per sample, BENCHMARKS.md); or java Split
+// SECONDS count: no "ready", and the number of rounds done is printed at the end. Each method runs its own loop of mix(), 5, 3 and 2 units per round, so
 // the split holds interpreted (-Xint) and compiled alike; a round takes milliseconds, so
-// main stays cold and the three are compiled on their own (not inlined into main).
+// main stays cold and the three are compiled on their own (not inlined into main). mix()
+// runs the busy loop itself, and C2 inlines it into each caller: its loop's safepoint
+// keeps mix in the compiled code's debug information (an inlined frame under each).
 public class Split {
     static volatile long sink;
-    static final int UNIT = 200_000;
+    static volatile int inner = 1000;
+    static final int ROUNDS = 200; // a unit: ROUNDS calls of mix, inner steps each
 
-    static long mix(long x) {
-        return x * 6364136223846793005L + 1442695040888963407L;
+    static long mix(long x, int n) {
+        for (int k = 0; k < n; k++)
+            x = x * 6364136223846793005L + 1442695040888963407L; // mix's busy line
+        return x;
     }
 
     static void fifty() {
         long x = sink;
-        for (int i = 0; i < 5 * UNIT; i++)
-            x = mix(x); // fifty's busy line
+        int n = inner;
+        for (int i = 0; i < 5 * ROUNDS; i++)
+            x = mix(x, n); // fifty's busy line
         sink = x;
     }
 
     static void thirty() {
         long x = sink;
-        for (int i = 0; i < 3 * UNIT; i++)
-            x = mix(x); // thirty's busy line
+        int n = inner;
+        for (int i = 0; i < 3 * ROUNDS; i++)
+            x = mix(x, n); // thirty's busy line
         sink = x;
     }
 
     static void twenty() {
         long x = sink;
-        for (int i = 0; i < 2 * UNIT; i++)
-            x = mix(x); // twenty's busy line
+        int n = inner;
+        for (int i = 0; i < 2 * ROUNDS; i++)
+            x = mix(x, n); // twenty's busy line
         sink = x;
     }
 
@@ -62,12 +71,18 @@ public class Split {
             deep(30, end);
             return;
         }
-        System.out.println("ready");
-        System.out.flush();
-        while (System.nanoTime() < end) {
+        boolean count = args.length > 1 && args[1].equals("count");
+        if (!count) {
+            System.out.println("ready");
+            System.out.flush();
+        }
+        long rounds = 0;
+        for (; System.nanoTime() < end; rounds++) {
             fifty();
             thirty();
             twenty();
         }
+        if (count)
+            System.out.println(rounds);
     }
 }
