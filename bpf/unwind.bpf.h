@@ -397,13 +397,16 @@ static __always_inline long unwind_step(struct uw_state *st)
 	return st->done != 0;
 }
 
-/* bpf_loop's callback: one frame per call. */
+/* bpf_loop's callback: two frames per call, which halves the calls and lookups of a
+ * deep stack (CPython 3.6-3.10: three native frames per Python call). */
 static long unwind_frame_cb(__u32 i, void *ctx)
 {
 	__u32 zero = 0;
 	struct uw_state *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
 
-	return st ? unwind_step(st) : 1;
+	if (!st || unwind_step(st))
+		return 1;
+	return unwind_step(st);
 }
 
 static __always_inline void unwind_request(__u32 type, __u32 pid, __u64 pc)
