@@ -398,7 +398,7 @@ struct prowl_unwind_event {
 
 /* Per-sample BPF cost histogram (when timing is on): bucket i counts program
  * runs that took [i * 100 ns, (i + 1) * 100 ns); the last bucket is open. */
-#define PROWL_COST_BUCKETS 128
+#define PROWL_COST_BUCKETS 512
 #define PROWL_COST_BUCKET_NS 100
 
 /* Every struct above crosses the BPF/user boundary: clang -target bpf and the

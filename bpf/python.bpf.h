@@ -29,6 +29,8 @@ struct {
 	__type(value, struct py_tstate_val);
 } py_tstate SEC(".maps");
 
+#define PY_FL_CACHE 4 /* slots of the per-sample co_firstlineno cache (a power of two) */
+
 struct py_state {
 	__u32 n;
 	__u8 reason;       /* enum prowl_pyreason */
@@ -36,6 +38,10 @@ struct py_state {
 	__u8 _pad[2];
 	__u32 gen;         /* prowl_py_proc.gen */
 	__u8 frame[136];   /* the frame being looked at (PY_OFF + 8 bytes) */
+	/* co_firstlineno of this sample's code objects so far, by address (0 = empty):
+	 * recursion repeats a code object, which is read once. */
+	__u64 fl_code[PY_FL_CACHE];
+	__s32 fl_first[PY_FL_CACHE];
 	struct prowl_pyframe frames[PROWL_MAX_PY];
 };
 
@@ -170,7 +176,7 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 {
 	struct prowl_py_proc *pp = bpf_map_lookup_elem(&py_procs, &tgid);
 	struct py_state *ps;
-	__u32 zero = 0, n, entry_all, shift;
+	__u32 zero = 0, n, entry_all, shift, slot;
 	__u64 ts, fp, objframe, low_mask, base_mask;
 	int i;
 
@@ -183,6 +189,8 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 	ps->reason = PROWL_PY_OK;
 	ps->is_python = 1;
 	ps->gen = pp->gen;
+	for (i = 0; i < PY_FL_CACHE; i++)
+		ps->fl_code[i] = 0;
 	/* One formula for both kinds of frame, so that the loop has no branch on the
 	 * version (each would double the verifier's states): lasti = (raw - base) >> shift
 	 * where raw is the frame's instruction field. 3.11+: raw is the instruction
@@ -241,8 +249,16 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 		f.lasti |= entry_all;
 		if (pp->fr_is_entry != PROWL_PY_NONE && ps->frame[PY_OFF(pp->fr_is_entry)])
 			f.lasti |= PROWL_PYF_ENTRY;
-		f.firstlineno = 0;
-		bpf_probe_read_user(&f.firstlineno, sizeof(f.firstlineno), (const void *)(code + pp->co_firstlineno));
+		slot = (__u32)((code >> 4) ^ (code >> 8)) & (PY_FL_CACHE - 1);
+		if (code && ps->fl_code[slot] == code) {
+			f.firstlineno = ps->fl_first[slot];
+		} else {
+			f.firstlineno = 0;
+			bpf_probe_read_user(&f.firstlineno, sizeof(f.firstlineno),
+					    (const void *)(code + pp->co_firstlineno));
+			ps->fl_code[slot] = code;
+			ps->fl_first[slot] = f.firstlineno;
+		}
 		ps->frames[py_slot(n)] = f;
 		ps->n = n + 1;
 	}

@@ -48,7 +48,8 @@ struct {
  * STACK_WIN bytes, and most frames' slots are found in it. A window never
  * crosses a page (it divides the page size), so it reads what single reads
  * would. */
-#define STACK_WIN 1024
+#define STACK_WIN 4096
+#define UW_ROW_CACHE 8 /* slots of the per-sample row cache (a power of two) */
 
 struct uw_state {
 	__u64 pc, sp, bp;
@@ -64,6 +65,11 @@ struct uw_state {
 	__u8 runs;        /* bounded build: program runs so far */
 	__u64 t0;         /* bounded build: the sample's start (cost timing), carried across tail calls */
 	__u64 win_base;   /* user address of win[0], 0 = empty */
+	/* The rows of this sample's pcs so far, by pc (0 = empty): a deep stack returns
+	 * to the same few pcs again and again (CPython before 3.11 recurses through three
+	 * C functions per Python call), and each repeat skips both searches. */
+	__u64 rc_pc[UW_ROW_CACHE];
+	__u64 rc_row[UW_ROW_CACHE];
 	__u64 frames[PROWL_MAX_STACK];
 	__u8 win[STACK_WIN];
 	/* The Java walk (java.bpf.h): the process's entry when it is a JVM. */
@@ -277,10 +283,11 @@ static __always_inline void fp_step(struct uw_state *st, __u8 fail_reason)
  * is over (st->done), 0 to go on. */
 static __always_inline long unwind_step(struct uw_state *st)
 {
+	struct prowl_unwind_row *found, *row, rowb;
 	struct prowl_unwind_map *m;
-	struct prowl_unwind_row *row;
-	__u64 lookup, cfa, ra;
+	__u64 lookup, cfa, ra, rowv;
 	__s64 rbp_off;
+	__u32 slot;
 	__u8 rbp_rule;
 	__u32 n;
 
@@ -305,33 +312,45 @@ static __always_inline long unwind_step(struct uw_state *st)
 		v8_step(st, &st->vp); /* V8's builtins: no CFI, a frame pointer always */
 		return st->done != 0;
 	}
-	m = find_map(st, lookup);
-	if (!m) {
-		st->want_refresh = 1;
-		unwind_stop(st, PROWL_UR_NO_MAPPING);
-		return 1;
-	}
-	if (m->kind != PROWL_MAP_TABLE) {
-		if (m->kind == PROWL_MAP_NO_TABLE)
-			st->sticky = PROWL_UR_NO_TABLE;
-		count(PROWL_CNT_UNWIND_FP_FRAMES);
-		if (st->v8 && m->kind == PROWL_MAP_FP) { /* code no file backs: V8's JIT code */
-			v8_step(st, &st->vp);
+	slot = (__u32)(lookup ^ (lookup >> 4) ^ (lookup >> 12)) & (UW_ROW_CACHE - 1);
+	if (lookup && st->rc_pc[slot] == lookup) {
+		rowv = st->rc_row[slot];
+	} else {
+		m = find_map(st, lookup);
+		if (!m) {
+			st->want_refresh = 1;
+			unwind_stop(st, PROWL_UR_NO_MAPPING);
+			return 1;
+		}
+		if (m->kind != PROWL_MAP_TABLE) {
+			if (m->kind == PROWL_MAP_NO_TABLE)
+				st->sticky = PROWL_UR_NO_TABLE;
+			count(PROWL_CNT_UNWIND_FP_FRAMES);
+			if (st->v8 && m->kind == PROWL_MAP_FP) { /* code no file backs: V8's JIT code */
+				v8_step(st, &st->vp);
+				return st->done != 0;
+			}
+			fp_step(st, m->kind == PROWL_MAP_NO_TABLE ? PROWL_UR_NO_TABLE : PROWL_UR_BAD_CFI);
 			return st->done != 0;
 		}
-		fp_step(st, m->kind == PROWL_MAP_NO_TABLE ? PROWL_UR_NO_TABLE : PROWL_UR_BAD_CFI);
-		return st->done != 0;
+		found = find_row(m->row_first, m->row_count, (__u32)(lookup - m->bias));
+		if ((!found || PROWL_ROW_CFA(found) == PROWL_CFA_NONE) && st->v8 && lookup >= st->vp.text_low &&
+		    lookup < st->vp.text_high) {
+			v8_step(st, &st->vp); /* the V8 binary's code without CFI: its builtins */
+			return st->done != 0;
+		}
+		if (!found) {
+			unwind_stop(st, PROWL_UR_NO_FDE);
+			return 1;
+		}
+		/* A copy, not the map's pointer: both ways then reach the code below as
+		 * one scalar, and the verifier checks it once. */
+		__builtin_memcpy(&rowv, found, sizeof(rowv));
+		st->rc_pc[slot] = lookup;
+		st->rc_row[slot] = rowv;
 	}
-	row = find_row(m->row_first, m->row_count, (__u32)(lookup - m->bias));
-	if ((!row || PROWL_ROW_CFA(row) == PROWL_CFA_NONE) && st->v8 && lookup >= st->vp.text_low &&
-	    lookup < st->vp.text_high) {
-		v8_step(st, &st->vp); /* the V8 binary's code without CFI: its builtins */
-		return st->done != 0;
-	}
-	if (!row) {
-		unwind_stop(st, PROWL_UR_NO_FDE);
-		return 1;
-	}
+	__builtin_memcpy(&rowb, &rowv, sizeof(rowb));
+	row = &rowb;
 	rbp_rule = PROWL_ROW_RBP(row);
 	rbp_off = (__s64)row->rbp_off * SLOT;
 	switch (PROWL_ROW_CFA(row)) {
@@ -411,13 +430,16 @@ static __always_inline long unwind_step(struct uw_state *st)
 	return st->done != 0;
 }
 
-/* bpf_loop's callback: one frame per call. */
+/* bpf_loop's callback: two frames per call, which halves the calls and lookups of a
+ * deep stack (CPython 3.6-3.10: three native frames per Python call). */
 static long unwind_frame_cb(__u32 i, void *ctx)
 {
 	__u32 zero = 0;
 	struct uw_state *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
 
-	return st ? unwind_step(st) : 1;
+	if (!st || unwind_step(st))
+		return 1;
+	return unwind_step(st);
 }
 
 static __always_inline void unwind_request(__u32 type, __u32 pid, __u64 pc)
@@ -522,6 +544,8 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 	st->want_refresh = 0;
 	st->runs = 0;
 	st->win_base = 0;
+	for (int i = 0; i < UW_ROW_CACHE; i++)
+		st->rc_pc[i] = 0;
 	st->jn = 0;
 	st->jdeopt = 0;
 	st->jlast_method = 0;

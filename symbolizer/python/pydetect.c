@@ -1,33 +1,123 @@
-/* pydetect.c: finds _PyRuntime (3.6: interp_head), the type objects and Py_Version in an
- * object's dynamic (or full) symbol table; the version falls back to the file name. */
+/* pydetect.c: finds _PyRuntime (3.6: interp_head), the type objects and the version in an
+ * object's symbols and data (Py_Version, Py_GetVersion's string), else its file name. */
 #include "pydetect.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "elfsyms.h"
 
-/* Reads len bytes at virtual address addr from the section that holds it. */
-static int read_at(Elf *elf, uint64_t addr, void *ret, size_t len)
+/* The bytes at virtual address addr in the section that holds it, and how many of them
+ * there are (*avail), or NULL (-ENOENT in no section, -EIO unreadable: *err). */
+static const uint8_t *bytes_at(Elf *elf, uint64_t addr, size_t *avail, int *err)
 {
 	Elf_Scn *scn = NULL;
 
+	*err = -ENOENT;
 	while ((scn = elf_nextscn(elf, scn))) {
 		GElf_Shdr sh;
 		Elf_Data *d;
 
 		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS || !(sh.sh_flags & SHF_ALLOC))
 			continue;
-		if (addr < sh.sh_addr || addr - sh.sh_addr + len > sh.sh_size)
+		if (addr < sh.sh_addr || addr - sh.sh_addr >= sh.sh_size)
 			continue;
 		d = elf_getdata(scn, NULL);
-		if (!d || !d->d_buf || addr - sh.sh_addr + len > d->d_size)
-			return -EIO;
-		memcpy(ret, (const char *)d->d_buf + (addr - sh.sh_addr), len);
-		return 0;
+		if (!d || !d->d_buf || addr - sh.sh_addr >= d->d_size || d->d_size > sh.sh_size) {
+			*err = -EIO;
+			return NULL;
+		}
+		*avail = d->d_size - (addr - sh.sh_addr);
+		return (const uint8_t *)d->d_buf + (addr - sh.sh_addr);
 	}
-	return -ENOENT;
+	return NULL;
+}
+
+/* Reads len bytes at virtual address addr from the section that holds it. */
+static int read_at(Elf *elf, uint64_t addr, void *ret, size_t len)
+{
+	size_t avail;
+	int err;
+	const uint8_t *b = bytes_at(elf, addr, &avail, &err);
+
+	if (!b)
+		return err;
+	if (len > avail)
+		return -EIO;
+	memcpy(ret, b, len);
+	return 0;
+}
+
+/* Reads the NUL-terminated string at virtual address addr, at most size - 1 bytes, from
+ * the section that holds it. Returns 0, or -ENOENT when it is not there or longer. */
+static int read_str_at(Elf *elf, uint64_t addr, char *ret, size_t size)
+{
+	size_t avail;
+	int err;
+	const uint8_t *b = bytes_at(elf, addr, &avail, &err);
+	const uint8_t *nul = b ? memchr(b, 0, avail < size ? avail : size) : NULL;
+
+	if (!nul)
+		return -ENOENT;
+	memcpy(ret, b, (size_t)(nul - b) + 1);
+	return 0;
+}
+
+/* PY_VERSION as the build spells it: "3.8.18", "3.10.0rc2", "3.9.2+", "2.7.18". The major
+ * (2 or 3) and the minor; false for any other text. */
+static bool version_from_text(const char *s, uint8_t *major, uint8_t *minor)
+{
+	unsigned int ma, mi, micro;
+	int end = 0;
+
+	if (!isdigit((unsigned char)s[0]) || sscanf(s, "%1u.%2u.%2u%n", &ma, &mi, &micro, &end) != 3 ||
+	    (ma != 2 && ma != 3) || !isdigit((unsigned char)s[end - 1]))
+		return false;
+	for (const char *c = s + end; *c; c++)
+		if (!isdigit((unsigned char)*c) && !strchr("abrc+", *c))
+			return false;
+	*major = (uint8_t)ma;
+	*minor = (uint8_t)mi;
+	return true;
+}
+
+/* Py_GetVersion() formats "%.80s (%.80s) %.80s" from PY_VERSION, which its code loads by
+ * address (x86_64: lea disp32(%rip), reg). The version of the first such string among its
+ * first PY_GETVERSION_SCAN bytes; false when none is one, or two disagree. */
+#define PY_GETVERSION_SCAN 96
+static bool version_from_code(Elf *elf, uint64_t fn, uint8_t *major, uint8_t *minor)
+{
+	const uint8_t *c;
+	uint8_t ma, mi;
+	bool found = false;
+	size_t n;
+	char s[24];
+	int err;
+
+	/* The function may end its section (a small program's .text): what there is. */
+	if (!fn || !(c = bytes_at(elf, fn, &n, &err)))
+		return false;
+	if (n > PY_GETVERSION_SCAN)
+		n = PY_GETVERSION_SCAN;
+	for (size_t i = 0; i + 7 <= n; i++) {
+		int32_t disp;
+
+		/* REX.W (0x48) or REX.WR (0x4c), lea, ModRM with mod 00 and r/m 101 (rip + disp32) */
+		if ((c[i] & 0xfb) != 0x48 || c[i + 1] != 0x8d || (c[i + 2] & 0xc7) != 0x05)
+			continue;
+		memcpy(&disp, c + i + 3, 4);
+		if (read_str_at(elf, fn + i + 7 + (uint64_t)(int64_t)disp, s, sizeof(s)) < 0 ||
+		    !version_from_text(s, &ma, &mi))
+			continue;
+		if (found && (ma != *major || mi != *minor))
+			return false;
+		*major = ma;
+		*minor = mi;
+		found = true;
+	}
+	return found;
 }
 
 /* "libpython3.11.so.1.0", "python3.12", ".../libpython3.6m.so", "python2.7": the
@@ -51,7 +141,7 @@ static bool version_from_name(const char *path, uint8_t *major, uint8_t *minor)
 
 struct scan {
 	struct py_elf *p;
-	uint64_t *py_version, *head_fn;
+	uint64_t *py_version, *head_fn, *getversion_fn;
 };
 
 static void on_symbol(void *ctx, const char *name, const GElf_Sym *sym)
@@ -64,6 +154,8 @@ static void on_symbol(void *ctx, const char *name, const GElf_Sym *sym)
 	if (GELF_ST_TYPE(sym->st_info) == STT_FUNC) {
 		if (strcmp(name, "PyInterpreterState_Head") == 0)
 			*sc->head_fn = sym->st_value;
+		else if (strcmp(name, "Py_GetVersion") == 0)
+			*sc->getversion_fn = sym->st_value;
 		return;
 	}
 	if (strcmp(name, "interp_head") == 0 && GELF_ST_BIND(sym->st_info) == STB_LOCAL && sym->st_size == 8)
@@ -80,11 +172,9 @@ static void on_symbol(void *ctx, const char *name, const GElf_Sym *sym)
 		*sc->py_version = sym->st_value; /* unsigned int on 3.11, 3.12; unsigned long on 3.13 */
 }
 
-static void scan_symtab(Elf *elf, Elf_Scn *scn, struct py_elf *p, uint64_t *py_version, uint64_t *head_fn)
+static void scan_symtab(Elf *elf, Elf_Scn *scn, struct scan *sc)
 {
-	struct scan sc = { p, py_version, head_fn };
-
-	elf_each_symbol(elf, scn, on_symbol, &sc);
+	elf_each_symbol(elf, scn, on_symbol, sc);
 }
 
 /* 3.6's PyInterpreterState_Head() is `return interp_head;`: mov interp_head(%rip),%rax
@@ -103,8 +193,11 @@ static uint64_t head_from_function(Elf *elf, uint64_t fn)
 int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)
 {
 	Elf_Scn *scn = NULL, *dynsym = NULL, *symtab = NULL;
-	uint64_t py_version = 0, head_fn = 0;
-	uint32_t hex;
+	uint64_t py_version = 0, head_fn = 0, getversion_fn = 0;
+	struct scan sc = { ret, &py_version, &head_fn, &getversion_fn };
+	uint8_t smajor = 0, sminor = 0;
+	bool from_string;
+	uint32_t hex = 0;
 
 	memset(ret, 0, sizeof(*ret));
 	if (!elf)
@@ -120,9 +213,9 @@ int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)
 			symtab = scn;
 	}
 	if (dynsym)
-		scan_symtab(elf, dynsym, ret, &py_version, &head_fn);
+		scan_symtab(elf, dynsym, &sc);
 	if (!ret->runtime && symtab)
-		scan_symtab(elf, symtab, ret, &py_version, &head_fn);
+		scan_symtab(elf, symtab, &sc);
 	if (!ret->runtime && !ret->interp_head)
 		ret->interp_head = head_from_function(elf, head_fn);
 	/* _PyRuntime exists since 3.7; an older CPython (2.7, 3.6) is told by its code
@@ -130,11 +223,23 @@ int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)
 	if (!ret->runtime && !ret->code_type)
 		return 0;
 	ret->found = true;
+	from_string = version_from_code(elf, getversion_fn, &smajor, &sminor);
 	/* Py_Version is PY_VERSION_HEX: 0x030b02f0 is 3.11.2 final (the low 4 bytes
-	 * of an 8-byte one on x86_64, which is little-endian). */
+	 * of an 8-byte one on x86_64, which is little-endian). Where Py_GetVersion's
+	 * string says otherwise, the build is not what it seems: no version. */
 	if (py_version && read_at(elf, py_version, &hex, sizeof(hex)) == 0 && (hex >> 24) == 3) {
-		ret->major = 3;
-		ret->minor = (hex >> 16) & 0xff;
+		if (!from_string || (smajor == 3 && sminor == ((hex >> 16) & 0xff))) {
+			ret->major = 3;
+			ret->minor = (hex >> 16) & 0xff;
+		}
+	} else if (from_string) {
+		/* The build's own PY_VERSION (3.10 and older: no Py_Version). One that claims
+		 * 3.11+ without Py_Version, or 3.6 with a _PyRuntime, is not believed. */
+		ret->version_from_string = true;
+		if (!(smajor == 3 && (sminor >= 11 || (sminor == 6 && ret->runtime)))) {
+			ret->major = smajor;
+			ret->minor = sminor;
+		}
 	} else {
 		ret->version_from_name = version_from_name(path, &ret->major, &ret->minor);
 	}

@@ -9,7 +9,9 @@
 
 struct py_elf {
 	bool found;             /* it exports _PyRuntime (3.7+) or PyCode_Type (older) */
-	bool version_from_name; /* the version comes from the file name (no Py_Version: 3.10-) */
+	bool version_from_name; /* the version comes from the file name (no Py_Version, no
+	                         * PY_VERSION string found through Py_GetVersion) */
+	bool version_from_string; /* ... from Py_GetVersion's PY_VERSION (3.10 and older) */
 	uint8_t major, minor;   /* 0.0: the version could not be read */
 	uint64_t runtime;       /* ELF virtual addresses of _PyRuntime, */
 	uint64_t code_type;     /* PyCode_Type, */
@@ -19,8 +21,8 @@ struct py_elf {
 	                         * variable PyInterpreterState_Head() loads; 0 when neither */
 };
 
-/* Fills *ret from elf (path: its file name, for the version when Py_Version is not
- * exported). Returns 0 (ret->found says whether it is CPython) or a negative errno. */
+/* Fills *ret from elf (path: its file name, for the version when neither Py_Version
+ * nor Py_GetVersion's string gives it). Returns 0 (ret->found says whether it is CPython) or a negative errno. */
 int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret);
 
 #endif

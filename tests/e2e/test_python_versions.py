@@ -267,11 +267,13 @@ spin_here(time.monotonic() + 60)
 
 
 def test_venv_and_any_prefix(tmp_path):
-    """The version of an interpreter without Py_Version (3.9, 3.10) comes from its
-    libpython's name wherever it lies: a venv's python (a symlink to pyenv's) and
-    pyenv's python3.10 loading a copy of its libpython from another prefix are both
-    named with their version and walked."""
-    py39, py310 = pyenv_python("3.9"), pyenv_python("3.10")
+    """The version of an interpreter without Py_Version (3.6 to 3.10) comes from its
+    build's own PY_VERSION (the string Py_GetVersion formats), wherever it lies and
+    whatever its name: a venv's python (a symlink to pyenv's), pyenv's python3.10
+    loading a copy of its libpython from another prefix, and pyenv's python3.7 loading
+    its libpython renamed libpython3.8.so.1.0 (3.8's layout would read the wrong
+    fields) are each named with their version and walked."""
+    py37, py39, py310 = pyenv_python("3.7"), pyenv_python("3.9"), pyenv_python("3.10")
     subprocess.run([py39, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
     venv_py = tmp_path / "venv" / "bin" / "python"
     assert os.path.islink(venv_py)
@@ -279,21 +281,31 @@ def test_venv_and_any_prefix(tmp_path):
     prefix = tmp_path / "opt" / "any-prefix" / "lib"
     prefix.mkdir(parents=True)
     shutil.copy(lib310, prefix)
+    # The loader asks for libpython3.7m.so.1.0, a link to the renamed copy: the process
+    # maps the copy under its new name.
+    renamed = tmp_path / "renamed"
+    renamed.mkdir()
+    shutil.copy(os.path.realpath(os.path.join(os.path.dirname(py37), "..", "lib", "libpython3.7m.so.1.0")),
+                renamed / "libpython3.8.so.1.0")
+    os.symlink("libpython3.8.so.1.0", renamed / "libpython3.7m.so.1.0")
     procs = [start([str(venv_py), "-c", NAMED_SPIN]),
-             start([py310, "-c", NAMED_SPIN], env=dict(os.environ, LD_LIBRARY_PATH=str(prefix)))]
+             start([py310, "-c", NAMED_SPIN], env=dict(os.environ, LD_LIBRARY_PATH=str(prefix))),
+             start([py37, "-c", NAMED_SPIN], env=dict(os.environ, LD_LIBRARY_PATH=str(renamed)))]
     try:
         time.sleep(1.0)
         assert all(p.poll() is None for p in procs)
         maps = open(f"/proc/{procs[1].pid}/maps").read()
         assert str(prefix / "libpython3.10.so.1.0") in maps  # the copy, not pyenv's
+        assert str(renamed / "libpython3.8.so.1.0") in open(f"/proc/{procs[2].pid}/maps").read()
         out = tmp_path / "prefix.pb.gz"
-        res = run_prowl(["record", "-p", f"{procs[0].pid},{procs[1].pid}", "-d", "2", "-v", "-o", str(out)])
+        res = run_prowl(["record", "-p", ",".join(str(p.pid) for p in procs), "-d", "2", "-v", "-o", str(out)])
         assert res.returncode == 0, res.stderr[-2000:]
     finally:
         for p in procs:
             stop(p)
     assert re.search(r"CPython 3\.9 in \S*/libpython3\.9\.so\.1\.0", res.stderr), res.stderr[-2000:]
     assert f"CPython 3.10 in {prefix}/libpython3.10.so.1.0" in res.stderr, res.stderr[-2000:]
+    assert f"CPython 3.7 in {renamed}/libpython3.8.so.1.0" in res.stderr, res.stderr[-2000:]
     raw = pprof_raw(str(out))
     for p in procs:
         mine = lambda s: s["labels"].get("pid") == str(p.pid)
@@ -335,6 +347,9 @@ char PyCode_Type[416];                      /* CPython's code type */
 #ifdef RUNTIME
 char _PyRuntime[1024];                      /* and a _PyRuntime, but no Py_Version */
 #endif
+#ifdef GETVERSION
+const char *Py_GetVersion(void) { return GETVERSION; } /* a PY_VERSION of its choice */
+#endif
 int main(int argc, char **argv) {
     time_t end = time(0) + atoi(argv[1]);
     while (time(0) < end) PyCode_Type[0]++;
@@ -347,6 +362,10 @@ int main(int argc, char **argv) {
     ("python3.11", "-DNONE", "is named CPython 3.11 but exports no _PyRuntime"),
     ("python3.12", "-DRUNTIME", "is named CPython 3.12 but its symbols say otherwise (no Py_Version, which 3.11 "
                                 "and later export)"),
+    # Its Py_GetVersion's string claims 3.12, which would export Py_Version: neither that
+    # nor the name (3.9) is believed.
+    ("python3.9", '-DRUNTIME -DGETVERSION="3.12.1"', "is CPython of a version prowl cannot tell (it reads 3.6, 3.7, "
+                                                     "3.8, 3.9, 3.10, 3.11, 3.12, 3.13 and 3.14)"),
 ])
 def test_forged_name_is_one_plain_line(tmp_path, unprivileged, name, define, says):
     """Any user can name a program python3.11 and export PyCode_Type (and _PyRuntime):
@@ -357,7 +376,7 @@ def test_forged_name_is_one_plain_line(tmp_path, unprivileged, name, define, say
     os.chmod(tmp_path, 0o755)
     (d / "f.c").write_text(FORGED)
     exe = d / name
-    subprocess.run(["cc", "-O1", define, "-rdynamic", "-o", str(exe), str(d / "f.c")], check=True)
+    subprocess.run(["cc", "-O1"] + define.split() + ["-rdynamic", "-o", str(exe), str(d / "f.c")], check=True)
     p = unprivileged.popen([str(exe), "60"])
     try:
         time.sleep(0.5)
