@@ -93,6 +93,23 @@ struct {
 	__type(value, __u32);
 } unwind_chain SEC(".maps");
 
+/* The same for the off-CPU programs: a prog array chains programs of one type
+ * (and, for tp_btf, one attach point): user space puts prowl_offcpu_step_raw
+ * (raw tracepoints) and prowl_offcpu_step_btf (tp_btf/sched_switch) in slot 0. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} offcpu_chain_raw SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} offcpu_chain_btf SEC(".maps");
+
 #if defined(__TARGET_ARCH_x86)
 
 /* The lowest kernel address: user pointers are below it (x86_64, 4- and 5-level paging). */
@@ -438,8 +455,9 @@ enum uw_build {
 	UW_BOUNDED, /* bounded loops chained by tail calls, registers found by hand: 5.8+ */
 };
 
-/* Starts unwinding the current task's user stack in the per-CPU scratch state.
- * Returns it, or NULL when the process is unknown (a request was sent;
+/* Starts unwinding the current task's user stack in the per-CPU scratch state;
+ * ctx is the interrupted registers, or NULL for a task known to be in the kernel
+ * (an off-CPU sample, taken in a tracepoint). Returns it, or NULL when the process is unknown (a request was sent;
  * *fp_reason = PROWL_UR_NEW_PROC), must use frame pointers (32-bit code;
  * *fp_reason = 0), or its registers were not found (*fp_reason = PROWL_UR_NO_REGS). */
 static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *ctx, __u32 tgid,
@@ -460,7 +478,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 	st = bpf_map_lookup_elem(&unwind_scratch, &zero);
 	if (!st)
 		return NULL;
-	if (ctx->regs.ip < KERNEL_MIN_ADDR) {
+	if (ctx && ctx->regs.ip < KERNEL_MIN_ADDR) {
 		st->pc = ctx->regs.ip;
 		st->sp = ctx->regs.sp;
 		st->bp = ctx->regs.bp;

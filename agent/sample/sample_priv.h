@@ -43,6 +43,9 @@ struct sampler {
 	uint64_t poll_until;       /* sampler_poll() stops reading at this time */
 	unsigned int handled;
 	bool over_budget;
+	/* Off-CPU (offcpu.c): the loaded programs, and their links (sys_exit, sched_switch). */
+	struct bpf_program *offcpu_switch, *offcpu_sysexit;
+	struct bpf_link *offcpu_links[2];
 	uint32_t self_pid;         /* prowl's own process, loaded by the unwinder last */
 	bool self_pending;
 };
