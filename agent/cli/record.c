@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "aggregate.h"
+#include "profile_data.h"
 #include "analyse/html.h"
 #include "demangle.h"
 #include "encode.h"
@@ -67,6 +68,8 @@ struct record_opts {
 	enum sym_demangle demangle; /* --demangle */
 	uint64_t debuginfod_timeout_ns; /* --debuginfod-timeout */
 	uint32_t unwind_max_rows, unwind_max_maps, unwind_max_procs; /* 0: defaults */
+	enum prof_values values;     /* --off-cpu, --wall */
+	uint64_t offcpu_threshold_ns; /* --off-cpu-threshold */
 	char **cmd; /* argv after "--" */
 };
 
@@ -77,7 +80,8 @@ static void on_signal(int sig) { stop_signal = sig; }
 static const char record_usage[] =
 	"Usage: prowl record [OPTIONS] (-a | -p PID[,PID...] | -- COMMAND [ARGS...])\n"
 	"\n"
-	"Sample CPU stacks (kernel and user) and write one profile.\n"
+	"Sample CPU stacks (kernel and user) and write one profile; with --off-cpu, where\n"
+	"threads wait and for how long instead, and with --wall both.\n"
 	"\n"
 	"What to profile:\n"
 	"  -a, --all-cpus            the whole host (every process)\n"
@@ -93,6 +97,13 @@ static const char record_usage[] =
 	"  -f, --format FMT          pprof (gzip'ed protobuf), folded or html (flame graph);\n"
 	"                            default from each output's name (.folded/.txt -> folded,\n"
 	"                            .html -> html), else pprof\n"
+	"      --off-cpu             off-CPU time instead of CPU time: the stacks of threads\n"
+	"                            back from a wait (lock, read, sleep), weighted by the wait\n"
+	"      --wall                on-CPU and off-CPU time in one profile (pprof sample types\n"
+	"                            cpu and off_cpu, in nanoseconds): a thread's wall time\n"
+	"      --off-cpu-threshold TIME  waits this long or longer are all kept; a shorter one\n"
+	"                            of d is kept with probability d/TIME and weighs TIME\n"
+	"                            (default 1ms; 1us to 1s)\n"
 	"      --idle                keep samples of idle CPUs (dropped by default)\n"
 	"      --include-self        keep samples of prowl itself (dropped by default)\n"
 	"      --per-thread          label samples with tid and thread name too\n"
@@ -128,6 +139,8 @@ static const char record_usage[] =
 	"  sudo prowl record -p 1234 -d 10s -o app.pb.gz        # one process, all its threads\n"
 	"  sudo prowl record -a -F 99 -d 30s -o host.pb.gz      # the whole host\n"
 	"  sudo prowl record -p 1234 --format folded -o app.folded\n"
+	"  sudo prowl record --off-cpu -p 1234 -d 10s -o wait.pb.gz   # where it waits\n"
+	"  prowl report --sample-type off_cpu wait.pb.gz\n"
 	"  sudo prowl record -o run.pb.gz -- ./myprog --flag    # profile a command until it exits\n"
 	"  sudo prowl record -o run.html -o run.pb.gz -- ./myprog   # a flame graph and the pprof\n"
 	"  sudo DEBUGINFOD_URLS=https://debuginfod.debian.net prowl record -p 1234 -d 30s\n"
@@ -178,6 +191,9 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 		{ "unwind-max-rows", required_argument, NULL, 'R' },
 		{ "unwind-max-mappings", required_argument, NULL, 'M' },
 		{ "unwind-max-procs", required_argument, NULL, 'P' },
+		{ "off-cpu", no_argument, NULL, 'O' },
+		{ "wall", no_argument, NULL, 'L' },
+		{ "off-cpu-threshold", required_argument, NULL, 'H' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
@@ -289,6 +305,22 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 			if (r)
 				return r;
 			break;
+		case 'O':
+			if (o->values == PROF_VALUES_WALL)
+				return usage_error("%s", "give one of --off-cpu and --wall (--wall has off-CPU time already)");
+			o->values = PROF_VALUES_OFFCPU;
+			break;
+		case 'L':
+			if (o->values == PROF_VALUES_OFFCPU)
+				return usage_error("%s", "give one of --off-cpu and --wall (--wall has off-CPU time already)");
+			o->values = PROF_VALUES_WALL;
+			break;
+		case 'H':
+			if (parse_duration_ns(optarg, &o->offcpu_threshold_ns) < 0 || o->offcpu_threshold_ns < 1000 ||
+			    o->offcpu_threshold_ns > PROWL_OFFCPU_T_MAX)
+				return usage_error("invalid --off-cpu-threshold '%s': give a time from 1us to 1s, e.g. 1ms",
+						   optarg);
+			break;
 		case 'q':
 			o->quiet = true;
 			break;
@@ -304,6 +336,8 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 				return usage_error("option '%s' needs a value: dwarf or fp", "--unwind");
 			if (optopt == 'D')
 				return usage_error("option '%s' needs a value: templates, full or none", "--demangle");
+			if (optopt == 'H')
+				return usage_error("option '%s' needs a value: a time like 1ms", "--off-cpu-threshold");
 			if (optopt == 'R' || optopt == 'M' || optopt == 'P' || optopt == 'W')
 				return usage_error("option '%s' needs a number", argv[optind - 1]);
 			if (optopt && strchr("pFdof", optopt))
@@ -334,6 +368,10 @@ static int parse_args(int argc, char **argv, struct record_opts *o)
 						 "frames): drop one of the two");
 		o->java_off = true;
 	}
+	if (o->offcpu_threshold_ns && o->values == PROF_VALUES_CPU)
+		return usage_error("%s", "--off-cpu-threshold needs --off-cpu or --wall");
+	if (!o->offcpu_threshold_ns)
+		o->offcpu_threshold_ns = PROWL_OFFCPU_T_DEFAULT;
 	if (!o->noutputs)
 		o->outputs[o->noutputs++] = o->format == FMT_FOLDED ? "prowl.folded" : "prowl.pb.gz";
 	for (size_t i = 0; i < o->noutputs; i++) {
@@ -517,9 +555,13 @@ static int run_capture(struct capture *c, uint64_t *ret_start_wall, uint64_t *re
 	start = clock_mono_ns();
 	*ret_start_wall = (uint64_t)clock_wall_ns();
 	next_status = start;
-	if (!o->quiet)
-		log_info("sampling %s at %u Hz on %u CPUs%s", o->all ? "the whole host" : o->cmd ? o->cmd[0] : "the given processes",
-			 o->freq, sampler_ncpus_active(c->sampler), o->duration_ns ? "" : "; Ctrl-C to stop");
+	if (!o->quiet && o->values == PROF_VALUES_OFFCPU)
+		log_info("recording the off-CPU time of %s%s", o->all ? "the whole host" : o->cmd ? o->cmd[0] : "the given processes",
+			 o->duration_ns ? "" : "; Ctrl-C to stop");
+	else if (!o->quiet)
+		log_info("sampling %s at %u Hz on %u CPUs%s%s", o->all ? "the whole host" : o->cmd ? o->cmd[0] : "the given processes",
+			 o->freq, sampler_ncpus_active(c->sampler), o->values == PROF_VALUES_WALL ? ", and its off-CPU time" : "",
+			 o->duration_ns ? "" : "; Ctrl-C to stop");
 	for (;;) {
 		r = sampler_poll(c->sampler, 100);
 		if (r < 0)
@@ -684,7 +726,9 @@ int record_main(int argc, char **argv)
 		log_error_errno(-ENOMEM, "cannot allocate the profile");
 		goto out;
 	}
-	profile_set_period(c.prof, NSEC_PER_SEC / o.freq);
+	/* Off-CPU alone: a kept short wait weighs the threshold, its "period". */
+	profile_set_period(c.prof, o.values == PROF_VALUES_OFFCPU ? (int64_t)o.offcpu_threshold_ns : NSEC_PER_SEC / o.freq);
+	profile_set_values(c.prof, o.values);
 
 	if (o.cmd && spawn_command(&c) < 0)
 		goto out;
@@ -712,6 +756,9 @@ int record_main(int argc, char **argv)
 		.unwind_names = { "--unwind-max-rows", "--unwind-max-mappings", "--unwind-max-procs" },
 		.python_off = o.python_off,
 		.java_off = o.java_off,
+		.offcpu = o.values != PROF_VALUES_CPU,
+		.no_oncpu = o.values == PROF_VALUES_OFFCPU,
+		.offcpu_threshold_ns = o.offcpu_threshold_ns,
 		.cb = on_sample,
 		.cb_ctx = &c,
 	};
@@ -776,7 +823,14 @@ int record_main(int argc, char **argv)
 				  " missed, %" PRIu64 " evicted, %" PRIu64 " unreadable",
 				  sst.py_code_entries, sst.py_code_bytes / 1024.0, sst.py_code_hits, sst.py_code_misses,
 				  sst.py_code_evictions, sst.py_code_read_errors);
-		info.lost = cnt.v[PROWL_CNT_LOST];
+		info.lost = cnt.v[PROWL_CNT_LOST] + cnt.v[PROWL_CNT_OFFCPU_LOST];
+		if (o.values != PROF_VALUES_CPU)
+			log_info("off-CPU: %" PRIu64 " waits kept, %" PRIu64 " shorter ones sampled away (the kept ones "
+				 "stand for them), %" PRIu64 " lost to a full ring buffer (%.3f s), %" PRIu64
+				 " switches not seen (per-task map full)",
+				 (uint64_t)cnt.v[PROWL_CNT_OFFCPU_SAMPLES], (uint64_t)cnt.v[PROWL_CNT_OFFCPU_SKIPPED],
+				 (uint64_t)cnt.v[PROWL_CNT_OFFCPU_LOST], cnt.v[PROWL_CNT_OFFCPU_LOST_NS] / 1e9,
+				 (uint64_t)cnt.v[PROWL_CNT_OFFCPU_FULL]);
 		info.kernel_addrs_hidden = sst.kernel_addrs_hidden;
 		info.max_samples = o.freq * (elapsed / 1e9) * (o.all ? sampler_ncpus_active(c.sampler) : 1);
 		summary_print(stdout, c.prof, &info);
