@@ -10,8 +10,11 @@
  *   Default 5 3 2: the worker's waiting splits 50/30/20.
  * offsplit pingpong SECONDS
  *   Two threads pass a byte back and forth over two pipes (ping, pong): many short waits.
- * At the end, one line per thread on stdout:
+ * Threads are named as below (worker, feeder, holder, ping, pong). At the end, one
+ * line per thread on stdout:
  *   thread NAME TID wall_ns=W cpu_ns=C off_ns=W-C
+ * and for split, the time the worker spent in each wait function:
+ *   split wait_pipe=NS wait_sleep=NS wait_lock=NS
  * W from the thread's start to its end (CLOCK_MONOTONIC), C from
  * /proc/self/task/TID/schedstat (time on the CPU).
  */
@@ -39,6 +42,7 @@ struct tstat {
 };
 
 static struct tstat stats[4];
+static uint64_t in_wait[3]; /* ns the worker spent in wait_pipe, wait_sleep, wait_lock */
 
 static uint64_t now_ns(void)
 {
@@ -76,6 +80,8 @@ static void begin(struct tstat *s, const char *name)
 {
 	s->name = name;
 	s->tid = (pid_t)syscall(SYS_gettid);
+	if (strcmp(name, "main") != 0)
+		pthread_setname_np(pthread_self(), name); /* thread_name=NAME in prowl --per-thread */
 	s->start = now_ns();
 }
 
@@ -137,9 +143,17 @@ static void *worker(void *arg)
 		sleep_until(c); /* on time (a no-op unless running late) */
 		if (burn_ns)
 			burn(burn_ns);
+		uint64_t a = now_ns(), b, d, e;
+
 		wait_pipe();
+		b = now_ns();
 		wait_sleep(sleep_ns);
+		d = now_ns();
 		wait_lock();
+		e = now_ns();
+		in_wait[0] += b - a;
+		in_wait[1] += d - b;
+		in_wait[2] += e - d;
 	}
 	end(&stats[1]);
 	return NULL;
@@ -247,7 +261,8 @@ int main(int argc, char **argv)
 	cycle_ns = burn_ns + pipe_ns + sleep_ns + lock_ns;
 	if (pipe(pfd) || pipe(qfd))
 		return 1;
-	t0 = now_ns() + 20 * MS;
+	/* Time for the profiler to load the unwind tables of the new process. */
+	t0 = now_ns() + 200 * MS;
 	t_end = t0 + (uint64_t)(secs * 1e9);
 	if (strcmp(argv[1], "split") == 0) {
 		fns[n++] = worker;
@@ -267,6 +282,9 @@ int main(int argc, char **argv)
 		printf("thread %s %d wall_ns=%llu cpu_ns=%llu off_ns=%llu\n", stats[i].name, (int)stats[i].tid,
 		       (unsigned long long)(stats[i].end - stats[i].start), (unsigned long long)stats[i].cpu,
 		       (unsigned long long)(stats[i].end - stats[i].start - stats[i].cpu));
+	if (fns[0] == worker)
+		printf("split wait_pipe=%llu wait_sleep=%llu wait_lock=%llu\n", (unsigned long long)in_wait[0],
+		       (unsigned long long)in_wait[1], (unsigned long long)in_wait[2]);
 	fflush(stdout);
 	return 0;
 }
