@@ -131,7 +131,6 @@ static __always_inline void offcpu_back(struct task_struct *next, bool btf)
 		return;
 	}
 	count(PROWL_CNT_OFFCPU_FULL);
-	count(PROWL_CNT_OFFCPU_LOST);
 	count_add(PROWL_CNT_OFFCPU_LOST_NS, d);
 }
 

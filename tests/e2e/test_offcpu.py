@@ -4,6 +4,7 @@ their true wall, CPU (schedstat) and waiting times; report and diff on the off_c
 import os
 import re
 import subprocess
+import time
 from collections import defaultdict
 
 import pytest
@@ -166,3 +167,67 @@ def test_bad_flags(args, msg):
     res = run_prowl(["record", *args, "-p", "1"])
     assert res.returncode == 2
     assert msg in one_error_line(res)
+
+
+def test_agent_exports_off_cpu(tmp_path):
+    """The agent with off_cpu: true: OTLP gets an off_cpu/nanoseconds profile beside the
+    samples/count one, the Pyroscope stand-in a pprof with the off_cpu type, with the same
+    time; each full window holds the waiting of offsplit's three busy-waiting threads
+    (3 x its length, within 5 %), in stacks through wait_pipe/wait_sleep/wait_lock;
+    /metrics counts the waits kept, sampled away and dropped."""
+    import otlp_check
+    from agentlib import Agent, IngestProfile, raw_of
+    from conftest import start, stop
+    from receiver import Receiver
+
+    pyro, otlp = Receiver().start(), Receiver().start()
+    cfg = tmp_path / "agent.yaml"
+    # Only offsplit is exported (the relabeling stops the others' switches in BPF too).
+    cfg.write_text(f"off_cpu: true\nexporters:\n  pyroscope:\n    url: {pyro.url}\n  otlp:\n    url: {otlp.url}/\n"
+                   "relabel_configs:\n  - source_labels: [__meta_process_comm]\n    regex: offsplit\n"
+                   "    action: keep\n")
+    wl = start([workload("offsplit"), "split", "12"])
+    agent = Agent(tmp_path, ["--config", str(cfg), "--interval", "2s", "-F", "49"])
+    t_start = time.time()
+    try:
+        agent.start()
+        time.sleep(5.5)
+        metrics = agent.metrics()
+        t_stop = time.time()
+        assert agent.stop() == 0, agent.log()
+        print(f"agent started in {agent.started_at - t_start:.1f} s, stopped in {time.time() - t_stop:.1f} s")
+    finally:
+        agent.kill()
+        stop(wl)
+        pyro.stop()
+        otlp.stop()
+    assert metrics.get("prowl_off_cpu_samples_total") > 0, metrics.text
+    assert metrics.get("prowl_off_cpu_skipped_total") is not None, metrics.text
+    assert 'prowl_off_cpu_dropped_total{reason="ring_buffer_full"}' in metrics.text
+    assert 'prowl_off_cpu_dropped_total{reason="task_map_full"}' in metrics.text
+
+    otlp_off = {}
+    for r in otlp.requests:
+        for p in otlp_check.check(r.body):
+            if p["resource"].get("service.name") != "offsplit" or p["sample_type"] != ("off_cpu", "nanoseconds"):
+                continue
+            otlp_off[p["time_unix_nano"]] = (sum(s["value"] for s in p["samples"]), p["duration_nano"])
+            stacks = [s["stack"] for s in p["samples"]]
+            for w in WAITS:
+                assert any(w in st and "worker" in st for st in stacks), (w, p["time_unix_nano"])
+    assert len(otlp_off) >= 2, otlp_off
+    full = [v for v in otlp_off.values() if v[1] == 2 * 10**9]
+    assert full, otlp_off
+    for got, dur in full:
+        assert abs(got - 3 * dur) < 0.05 * 3 * dur, (got, dur)
+
+    pyro_off = {}
+    for i, r in enumerate(rq for rq in pyro.requests if rq.path == "/ingest"):
+        ip = IngestProfile(r)
+        if ip.service != "offsplit":
+            continue
+        raw = raw_of(tmp_path, f"pyro{i}.pb.gz", ip.body)
+        assert re.search(r"samples/count\s+cpu/nanoseconds\[dflt\]\s+off_cpu/nanoseconds", raw.text)
+        pyro_off[ip.meta.time_ns] = sum(s["values"][2] for s in raw.samples)
+    for t, (got, _) in otlp_off.items():
+        assert pyro_off.get(t) == got, (t, got, pyro_off)
