@@ -284,6 +284,23 @@ static int build_dictionary(struct otlp_build *b, pb_dict *d)
 	return 0;
 }
 
+/* One sample of key k with one value. */
+static int fill_sample(struct otlp_build *b, pb_sample *s, const struct sample_key *k, int64_t value)
+{
+	size_t len;
+	const void *raw = intern_key(b->attrsets, k->attrset, &len);
+
+	*s = (pb_sample)PB(SAMPLE);
+	s->stack_index = k->stack;
+	s->n_attribute_indices = len / sizeof(int32_t);
+	if (!ARENA_NEW(b, s->values, 1) || !ARENA_NEW(b, s->attribute_indices, s->n_attribute_indices))
+		return -ENOMEM;
+	memcpy(s->attribute_indices, raw, len);
+	s->values[0] = value;
+	s->n_values = 1;
+	return 0;
+}
+
 static int build_profiles(struct otlp_build *b, struct build_ctx *c, pb_request *req)
 {
 	const struct export_batch *batch = c->batch;
@@ -316,36 +333,20 @@ static int build_profiles(struct otlp_build *b, struct build_ctx *c, pb_request 
 	for (uint32_t i = 1; i <= nsamples; i++) {
 		struct sample_key k;
 		pb_sample *s;
-		size_t len;
-		const void *raw;
 
 		memcpy(&k, intern_key(b->samples, i, NULL), sizeof(k));
 		if (b->off_ns[i] > 0) {
 			s = &offs[first[k.res] + noff[k.res]];
 			off_ptrs[first[k.res] + noff[k.res]++] = s;
-			*s = (pb_sample)PB(SAMPLE);
-			s->stack_index = k.stack;
-			raw = intern_key(b->attrsets, k.attrset, &len);
-			s->n_attribute_indices = len / sizeof(int32_t);
-			if (!ARENA_NEW(b, s->values, 1) || !ARENA_NEW(b, s->attribute_indices, s->n_attribute_indices))
+			if (fill_sample(b, s, &k, b->off_ns[i]) < 0)
 				return -ENOMEM;
-			memcpy(s->attribute_indices, raw, len);
-			s->values[0] = b->off_ns[i];
-			s->n_values = 1;
 		}
 		if (b->counts[i] <= 0)
 			continue;
 		s = &samples[fill[k.res]];
 		sample_ptrs[fill[k.res]++] = s;
-		*s = (pb_sample)PB(SAMPLE);
-		s->stack_index = k.stack;
-		raw = intern_key(b->attrsets, k.attrset, &len);
-		s->n_attribute_indices = len / sizeof(int32_t);
-		if (!ARENA_NEW(b, s->values, 1) || !ARENA_NEW(b, s->attribute_indices, s->n_attribute_indices))
+		if (fill_sample(b, s, &k, b->counts[i]) < 0)
 			return -ENOMEM;
-		memcpy(s->attribute_indices, raw, len);
-		s->values[0] = b->counts[i];
-		s->n_values = 1;
 	}
 
 	for (uint32_t r = 1; r <= nres; r++) {
@@ -434,8 +435,6 @@ int encode_otlp(const struct export_batch *batch, uint8_t **ret_buf, size_t *ret
 	c.off_type = (pb_value_type)PB(VALUE_TYPE);
 	err = otlp_dict_str(&b, "samples", &c.sample_type.type_strindex);
 	if (!err)
-		err = otlp_dict_str(&b, PROF_TYPE_OFFCPU, &c.off_type.type_strindex);
-	if (!err)
 		err = otlp_dict_str(&b, "count", &c.sample_type.unit_strindex);
 	if (!err)
 		err = otlp_dict_str(&b, "cpu", &c.period_type.type_strindex);
@@ -445,6 +444,10 @@ int encode_otlp(const struct export_batch *batch, uint8_t **ret_buf, size_t *ret
 	for (size_t i = 0; i < batch->nseries && !err; i++)
 		if (batch->series[i].prof)
 			err = otlp_add_series(&b, (uint32_t)i, batch->series[i].prof);
+	/* "off_cpu" is in the string table only when a sample has off-CPU time. */
+	for (uint32_t i = 1; i <= intern_count(b.samples) && !err && !c.off_type.type_strindex; i++)
+		if (b.off_ns[i] > 0)
+			err = otlp_dict_str(&b, PROF_TYPE_OFFCPU, &c.off_type.type_strindex);
 	if (err)
 		goto out;
 
