@@ -282,6 +282,7 @@ bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench 
 	tests/bench/python.sh
 	tests/bench/agent.sh
 	tests/bench/rules.sh
+	tests/bench/offcpu.sh
 	tests/bench/perfmap.sh
 	tests/bench/report.sh
 	tests/bench/kube.sh

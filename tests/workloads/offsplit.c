@@ -13,6 +13,8 @@
  * Threads are named as below (worker, feeder, holder, ping, pong). At the end, one
  * line per thread on stdout:
  *   thread NAME TID wall_ns=W cpu_ns=C off_ns=W-C
+ * for pingpong, the round trips made (and per second):
+ *   roundtrips N per_s=R
  * and for split, the time the worker spent in each wait function:
  *   split wait_pipe=NS wait_sleep=NS wait_lock=NS
  * W from the thread's start to its end (CLOCK_MONOTONIC), C from
@@ -34,6 +36,7 @@ static uint64_t t0, t_end, cycle_ns, pipe_ns, sleep_ns, lock_ns, burn_ns;
 static int pfd[2], qfd[2];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static volatile uint64_t sink;
+static uint64_t roundtrips;
 
 struct tstat {
 	const char *name;
@@ -203,6 +206,7 @@ __attribute__((noinline)) static void ping(void)
 	while (now_ns() < t_end) {
 		if (write(pfd[1], &c, 1) != 1 || read(qfd[0], &c, 1) != 1)
 			exit(3);
+		roundtrips++;
 	}
 	c = 'q';
 	if (write(pfd[1], &c, 1) != 1)
@@ -282,6 +286,8 @@ int main(int argc, char **argv)
 		printf("thread %s %d wall_ns=%llu cpu_ns=%llu off_ns=%llu\n", stats[i].name, (int)stats[i].tid,
 		       (unsigned long long)(stats[i].end - stats[i].start), (unsigned long long)stats[i].cpu,
 		       (unsigned long long)(stats[i].end - stats[i].start - stats[i].cpu));
+	if (fns[0] == pinger)
+		printf("roundtrips %llu per_s=%.0f\n", (unsigned long long)roundtrips, roundtrips / secs);
 	if (fns[0] == worker)
 		printf("split wait_pipe=%llu wait_sleep=%llu wait_lock=%llu\n", (unsigned long long)in_wait[0],
 		       (unsigned long long)in_wait[1], (unsigned long long)in_wait[2]);
