@@ -111,7 +111,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	for mode in false true; do
 		st=$TMP/state-$mode-$r
 		printf 'off_cpu: %s\nexporters:\n  dir:\n    enabled: true\n' "$mode" >"$TMP/agent.yaml"
-		"$PROWL" agent --config "$TMP/agent.yaml" --state-dir "$st" --metrics-address 127.0.0.1:0 \
+		"$PROWL" agent --config "$TMP/agent.yaml" --state-dir "$st" --no-metrics \
 			--interval 10s 2>"$TMP/agent.log" &
 		AP=$!
 		BG_PIDS+=("$AP")
