@@ -252,6 +252,9 @@ enum chain {
 	CH_RAW,  /* raw tracepoints: an off-CPU sample */
 	CH_BTF,  /* tp_btf/sched_switch: an off-CPU sample */
 };
+/* The per-CPU scratch slot (unwind_scratch, py_scratch) of a chain: a CPU-clock
+ * sample may interrupt an off-CPU program, which must not share its state. */
+#define SCRATCH_SLOT(ch) ((ch) == CH_PERF ? 0 : 1)
 #define UNWIND_CHAIN(ch) \
 	((ch) == CH_RAW ? (void *)&offcpu_chain_raw : (ch) == CH_BTF ? (void *)&offcpu_chain_btf : (void *)&unwind_chain)
 
@@ -262,7 +265,8 @@ static __always_inline int take(void *pctx, enum unwinder unw, __u64 id, enum ch
 {
 	struct bpf_perf_event_data *ctx = pctx;
 	bool off = ch != CH_PERF;
-	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u32 tgid = id >> 32, tid = (__u32)id, slot = SCRATCH_SLOT(ch);
+	struct offcpu_pending *pend = NULL;
 	__u64 t0 = time_samples ? bpf_ktime_get_ns() : 0;
 	struct uw_state *ust = NULL;
 	struct py_state *ps = NULL;
@@ -270,15 +274,20 @@ static __always_inline int take(void *pctx, enum unwinder unw, __u64 id, enum ch
 	struct task_struct *task;
 	bool has_mm;
 
+	if (off) {
+		pend = offcpu_pending_get(tid);
+		if (!pend) /* taken meanwhile (the other off-CPU program preempted this one) */
+			return 0;
+	}
 	task = (struct task_struct *)bpf_get_current_task();
 	has_mm = BPF_CORE_READ(task, mm) != NULL;
 #if defined(__TARGET_ARCH_x86)
 	/* DWARF unwinding runs before the reservation: the ring buffer is not held
 	 * across the walk, and the frames are copied in afterwards. */
 	if (unw != UNW_FP && has_mm)
-		ust = dwarf_begin(off ? NULL : ctx, tgid, &fp_reason, unw == UNW_DWARF_LOOP ? UW_LOOP : UW_BOUNDED);
+		ust = dwarf_begin(off ? NULL : ctx, tgid, &fp_reason, unw == UNW_DWARF_LOOP ? UW_LOOP : UW_BOUNDED, slot);
 	if (ust && unw == UNW_DWARF_LOOP) {
-		bpf_loop(PROWL_MAX_STACK + 1, unwind_frame_cb, NULL, 0);
+		bpf_loop(PROWL_MAX_STACK + 1, unwind_frame_cb, &slot, 0);
 	} else if (ust && unw == UNW_DWARF_BOUNDED && !ust->done) {
 		/* Every frame is stepped in prowl_unwind_step: this program stays small,
 		 * and the verifier checks the stepping code once, not twice. */
@@ -290,8 +299,8 @@ static __always_inline int take(void *pctx, enum unwinder unw, __u64 id, enum ch
 		dwarf_end(ust, tgid);
 #endif
 	if (python_on && has_mm)
-		ps = py_walk(tgid, tid);
-	emit(ctx, task, id, has_mm, ust, fp_reason, t0, ps, off ? offcpu_pending_get(tid) : NULL);
+		ps = py_walk(tgid, tid, slot);
+	emit(ctx, task, id, has_mm, ust, fp_reason, t0, ps, pend);
 	if (off)
 		offcpu_pending_done(tid);
 	return 0;
@@ -335,10 +344,11 @@ static __always_inline int unwind_step_run(void *ctx, enum chain ch)
 #if defined(__TARGET_ARCH_x86)
 	bool off = ch != CH_PERF;
 	__u64 id = bpf_get_current_pid_tgid();
+	struct offcpu_pending *pend = NULL;
+	__u32 slot = SCRATCH_SLOT(ch);
 	struct uw_state *st;
-	__u32 zero = 0;
 
-	st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	st = bpf_map_lookup_elem(&unwind_scratch, &slot);
 	if (!st)
 		return 0;
 	dwarf_chunk(st);
@@ -347,8 +357,10 @@ static __always_inline int unwind_step_run(void *ctx, enum chain ch)
 		unwind_stop(st, PROWL_UR_DEPTH);
 	}
 	dwarf_end(st, id >> 32);
+	if (off && !(pend = offcpu_pending_get((__u32)id)))
+		return 0; /* taken meanwhile */
 	emit(ctx, (struct task_struct *)bpf_get_current_task(), id, true, st, PROWL_UR_NONE, st->t0,
-	     python_on ? py_walk(id >> 32, (__u32)id) : NULL, off ? offcpu_pending_get((__u32)id) : NULL);
+	     python_on ? py_walk(id >> 32, (__u32)id, slot) : NULL, pend);
 	if (off)
 		offcpu_pending_done((__u32)id);
 #endif

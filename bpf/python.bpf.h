@@ -39,9 +39,11 @@ struct py_state {
 	struct prowl_pyframe frames[PROWL_MAX_PY];
 };
 
+/* Slot 0: perf_event programs; 1: the off-CPU tracepoints (which a CPU-clock
+ * sample may interrupt). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct py_state);
 } py_scratch SEC(".maps");
@@ -166,17 +168,17 @@ static __always_inline __u64 py_thread_state(const struct prowl_py_proc *pp, __u
 
 /* Fills the per-CPU py_state of the current task; NULL when the process is not
  * a known CPython one. */
-static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
+static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid, __u32 slot)
 {
 	struct prowl_py_proc *pp = bpf_map_lookup_elem(&py_procs, &tgid);
 	struct py_state *ps;
-	__u32 zero = 0, n, entry_all, shift;
+	__u32 n, entry_all, shift;
 	__u64 ts, fp, objframe, low_mask, base_mask;
 	int i;
 
 	if (!pp)
 		return NULL;
-	ps = bpf_map_lookup_elem(&py_scratch, &zero);
+	ps = bpf_map_lookup_elem(&py_scratch, &slot);
 	if (!ps)
 		return NULL;
 	ps->n = 0;

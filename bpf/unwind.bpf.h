@@ -80,7 +80,7 @@ volatile bool java_on = true;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2); /* slots as py_scratch's: perf_event, off-CPU tracepoints */
 	__type(key, __u32);
 	__type(value, struct uw_state);
 } unwind_scratch SEC(".maps");
@@ -395,11 +395,10 @@ static __always_inline long unwind_step(struct uw_state *st)
 	return st->done != 0;
 }
 
-/* bpf_loop's callback: one frame per call. */
+/* bpf_loop's callback: one frame per call; ctx points to the scratch slot. */
 static long unwind_frame_cb(__u32 i, void *ctx)
 {
-	__u32 zero = 0;
-	struct uw_state *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	struct uw_state *st = bpf_map_lookup_elem(&unwind_scratch, ctx);
 
 	return st ? unwind_step(st) : 1;
 }
@@ -461,11 +460,10 @@ enum uw_build {
  * *fp_reason = PROWL_UR_NEW_PROC), must use frame pointers (32-bit code;
  * *fp_reason = 0), or its registers were not found (*fp_reason = PROWL_UR_NO_REGS). */
 static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *ctx, __u32 tgid,
-						    __u8 *fp_reason, enum uw_build build)
+						    __u8 *fp_reason, enum uw_build build, __u32 slot)
 {
 	struct prowl_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
 	struct uw_state *st;
-	__u32 zero = 0;
 
 	*fp_reason = PROWL_UR_NEW_PROC;
 	if (!proc) {
@@ -475,7 +473,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 	*fp_reason = PROWL_UR_NONE;
 	if (proc->map_first == PROWL_PROC_FP)
 		return NULL;
-	st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	st = bpf_map_lookup_elem(&unwind_scratch, &slot);
 	if (!st)
 		return NULL;
 	if (ctx && ctx->regs.ip < KERNEL_MIN_ADDR) {

@@ -361,7 +361,8 @@ int diff_main(int argc, char **argv)
 				  o.in.nfilters ? " that match --label" : "");
 			goto out;
 		}
-	if (strcmp(s[0].types, s[1].types) != 0) {
+	/* --sample-type read one type, by name, on both sides: the rest may differ. */
+	if (!o.in.sample_type && strcmp(s[0].types, s[1].types) != 0) {
 		char a[256], b[256];
 
 		log_error("the two sides have different sample types (%s vs %s): compare profiles of one kind",

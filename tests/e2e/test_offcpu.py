@@ -99,6 +99,8 @@ def test_pprof_folded_html(split):
     folded = open(os.path.join(split["tmp"], "split.folded")).read().splitlines()
     assert sum(int(l.rsplit(" ", 1)[1]) for l in folded) == total
     assert "off-CPU time in ns" in open(os.path.join(split["tmp"], "split.html")).read()
+    # -- COMMAND filters in BPF: only the workload's waits are there.
+    assert {s["labels"].get("pid") for s in raw.samples} == {split["threads"]["main"]["tid"]}
     # Every thread of the workload waited about its whole life: no thread lost its time.
     for name in ("worker", "feeder", "holder"):
         t = split["threads"][name]
@@ -114,10 +116,18 @@ def test_report_sample_type(split):
     assert "no sample type of that name" in one_error_line(res)
 
 
-def test_wall_adds_up_per_thread(tmp_path):
+@pytest.fixture(scope="module")
+def wall(tmp_path_factory):
+    """A --wall capture whose worker burns 4 ms of CPU a cycle and then waits 2/6/2 ms:
+    the split moved from the pipe to the sleep (for the diff below)."""
+    return record(str(tmp_path_factory.mktemp("wall")), "wall", "--wall", ["split", "2", "2", "6", "2", "4"],
+                  ["-F", "499"])
+
+
+def test_wall_adds_up_per_thread(wall):
     """--wall: each thread's on-CPU plus off-CPU time is within 5 % of its wall time (the
     worker burns 4 ms of CPU per 14 ms cycle, the others mostly wait)."""
-    c = record(str(tmp_path), "wall", "--wall", ["split", "2", "5", "3", "2", "4"], ["-F", "499"])
+    c = wall
     raw = c["raw"]
     assert re.search(r"samples/count\s+cpu/nanoseconds\[dflt\]\s+off_cpu/nanoseconds", raw.text)
     for name, t in c["threads"].items():
@@ -147,10 +157,11 @@ def test_pingpong_total_and_drops(tmp_path):
     assert abs(got - want) < 0.05 * want, (got, want)
 
 
-def test_diff_gate_on_a_moved_split(split, tmp_path):
+def test_diff_gate_on_a_moved_split(split, wall):
     """prowl diff --sample-type off_cpu on the worker: the wait moved from the pipe to the
-    sleep (5/3/2 -> 2/6/2 ms) fails the gate with exit 3, naming wait_sleep, not wait_pipe."""
-    moved = record(str(tmp_path), "moved", "--off-cpu", ["split", "2", "2", "6", "2"])
+    sleep (5/3/2 -> 2/6/2 ms, the --wall capture's off_cpu type) fails the gate with exit 3,
+    naming wait_sleep, not wait_pipe."""
+    moved = wall
     res = run_prowl(["diff", "--sample-type", "off_cpu", "--label", "thread_name=worker", "--fail-on-increase", "5",
                      split["path"], moved["path"]])
     assert res.returncode == 3, res.stdout + res.stderr

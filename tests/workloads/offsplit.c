@@ -266,7 +266,7 @@ int main(int argc, char **argv)
 	if (pipe(pfd) || pipe(qfd))
 		return 1;
 	/* Time for the profiler to load the unwind tables of the new process. */
-	t0 = now_ns() + 200 * MS;
+	t0 = now_ns() + 500 * MS;
 	t_end = t0 + (uint64_t)(secs * 1e9);
 	if (strcmp(argv[1], "split") == 0) {
 		fns[n++] = worker;
