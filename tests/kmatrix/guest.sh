@@ -116,7 +116,9 @@ fi
 
 # Off-CPU time: offsplit's worker waits in wait_pipe/wait_sleep/wait_lock (5/3/2 ms a cycle);
 # its own account of the time in each ("split ...") is what the profile must match.
-step offcpu "$B/prowl" record -q --off-cpu -o "$T/offcpu.folded" -- "$B/offsplit" split "$S" >"$T/offcpu.truth"
+# The cycles start 3 s in: under emulation the unwinder takes a second or two to load it.
+step offcpu "$B/prowl" record -q --off-cpu -o "$T/offcpu.folded" -- "$B/offsplit" split "$S" 5 3 2 0 3000 \
+	>"$T/offcpu.truth"
 emit_file offcpu.folded "$T/offcpu.folded"
 emit_file offcpu.truth "$T/offcpu.truth"
 

@@ -2,12 +2,13 @@
  * (off-CPU answers), or ping-pongs over pipes, and prints each thread's true wall/CPU/off-CPU time. */
 /* BUILD: -O2 -g -fno-omit-frame-pointer -pthread */
 /*
- * offsplit split SECONDS [PIPE_MS SLEEP_MS LOCK_MS [BURN_MS]]
+ * offsplit split SECONDS [PIPE_MS SLEEP_MS LOCK_MS [BURN_MS [DELAY_MS]]]
  *   A worker thread repeats a cycle paced by absolute deadlines: it reads a pipe
  *   (wait_pipe) that a feeder thread writes PIPE_MS into the cycle, sleeps SLEEP_MS
  *   (wait_sleep, nanosleep), then locks a mutex (wait_lock) that a holder thread
  *   keeps for LOCK_MS more; optionally it first burns BURN_MS of CPU (burn).
- *   Default 5 3 2: the worker's waiting splits 50/30/20.
+ *   Default 5 3 2: the worker's waiting splits 50/30/20. The cycles start DELAY_MS
+ *   (default 500) after the start, once a profiler has loaded the process.
  * offsplit pingpong SECONDS
  *   Two threads pass a byte back and forth over two pipes (ping, pong): many short waits.
  * Threads are named as below (worker, feeder, holder, ping, pong). At the end, one
@@ -266,7 +267,7 @@ int main(int argc, char **argv)
 	if (pipe(pfd) || pipe(qfd))
 		return 1;
 	/* Time for the profiler to load the unwind tables of the new process. */
-	t0 = now_ns() + 500 * MS;
+	t0 = now_ns() + (uint64_t)((argc > 7 ? atof(argv[7]) : 500) * MS);
 	t_end = t0 + (uint64_t)(secs * 1e9);
 	if (strcmp(argv[1], "split") == 0) {
 		fns[n++] = worker;
