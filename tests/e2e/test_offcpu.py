@@ -242,3 +242,22 @@ def test_agent_exports_off_cpu(tmp_path):
         pyro_off[ip.meta.time_ns] = sum(s["values"][2] for s in raw.samples)
     for t, (got, _) in otlp_off.items():
         assert pyro_off.get(t) == got, (t, got, pyro_off)
+
+
+@pytest.mark.parametrize("values, why", [
+    ([1, -5], "a sample has a negative value"),
+    ([1, 1 << 62], "its values of that sample type add up to more than 2^50"),
+])
+def test_report_refuses_bad_off_cpu_values(tmp_path, values, why):
+    """A made-up profile whose off_cpu values are negative or absurd: one error line,
+    exit 1, for report and diff alike (the samples/count column alone is sane)."""
+    from pprofgen import Profile
+    p = Profile(sample_types=(("samples", "count"), ("off_cpu", "nanoseconds")))
+    p.add(["main", "wait_here"], values=values)
+    path = tmp_path / "bad.pb.gz"
+    path.write_bytes(p.encode())
+    for cmd in (["report", "--sample-type", "off_cpu", str(path)],
+                ["diff", "--sample-type", "off_cpu", str(path), str(path)]):
+        res = run_prowl(cmd)
+        assert res.returncode == 1, (cmd, res.stderr)
+        assert why in one_error_line(res)
