@@ -7,7 +7,6 @@
 
 #include "array_size.h"
 #include "log.h"
-#include "offcpu.h"
 #include "sample_priv.h"
 
 int offcpu_setup(struct sampler *s)

@@ -25,7 +25,6 @@
 #include "clock.h"
 #include "libbpf_log.h"
 #include "log.h"
-#include "offcpu.h"
 #include "sample_priv.h"
 
 #define HOTPLUG_CHECK_NS (1000ull * 1000 * 1000)
