@@ -54,7 +54,7 @@ $(O)/vmlinux.h:
 	@test -r /sys/kernel/btf/vmlinux || { echo "error: /sys/kernel/btf/vmlinux missing: the build host's kernel must have BTF (CONFIG_DEBUG_INFO_BTF=y)"; exit 1; }
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
 
-$(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/unwind.bpf.h bpf/python.bpf.h bpf/java.bpf.h bpf/v8.bpf.h bpf/prowl.h $(O)/vmlinux.h
+$(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/unwind.bpf.h bpf/offcpu.bpf.h bpf/python.bpf.h bpf/java.bpf.h bpf/v8.bpf.h bpf/prowl.h $(O)/vmlinux.h
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -I$(O) -Ibpf -c $< -o $@
 
 $(O)/prowl.skel.h: $(O)/prowl.bpf.o
@@ -80,7 +80,7 @@ $(O)/obj/%.o: %.c $(PROTO_HDRS) Makefile
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
 
 # Only the sample stage includes the BPF skeleton.
-$(O)/obj/agent/sample/sample.o $(O)/obj/agent/sample/sample_stats.o $(O)/obj/agent/sample/maps_io.o: $(O)/prowl.skel.h
+$(O)/obj/agent/sample/sample.o $(O)/obj/agent/sample/sample_stats.o $(O)/obj/agent/sample/maps_io.o $(O)/obj/agent/sample/offcpu.o: $(O)/prowl.skel.h
 # The flame graph page is assembled into html.o (.incbin).
 $(O)/obj/agent/analyse/html.o: agent/analyse/flame.html
 
@@ -296,6 +296,7 @@ bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench 
 	tests/bench/java.sh
 	tests/bench/agent.sh
 	tests/bench/rules.sh
+	tests/bench/offcpu.sh
 	tests/bench/perfmap.sh
 	tests/bench/report.sh
 	tests/bench/kube.sh

@@ -58,16 +58,22 @@ struct {
 	__type(value, __u64);
 } cost_hist SEC(".maps");
 
-static __always_inline void count(__u32 idx)
+static __always_inline void count_add(__u32 idx, __u64 n)
 {
 	__u64 *v = bpf_map_lookup_elem(&counters, &idx);
 
 	if (v)
-		*v += 1;
+		*v += n;
+}
+
+static __always_inline void count(__u32 idx)
+{
+	count_add(idx, 1);
 }
 
 #include "unwind.bpf.h"
 #include "python.bpf.h"
+#include "offcpu.bpf.h"
 
 /* Writable at run time: walk CPython frames of the processes in py_procs. */
 volatile bool python_on = true;
@@ -87,8 +93,10 @@ enum unwinder {
  * or is NULL for a frame-pointer walk (marked with fp_reason when not 0); ps its
  * Python frames, or NULL. A sample without Python frames is shorter in the ring. */
 static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_struct *task, __u64 id, bool has_mm,
-				 struct uw_state *ust, __u8 fp_reason, __u64 t0, struct py_state *ps)
+				 struct uw_state *ust, __u8 fp_reason, __u64 t0, struct py_state *ps,
+				 struct offcpu_pending *pend)
 {
+	__u64 off_ns = pend ? pend->off_ns : 0;
 	struct prowl_sample *e;
 	__u64 pn = 0;
 	long n;
@@ -107,7 +115,12 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 	else
 		e = bpf_ringbuf_reserve(&events, PROWL_SAMPLE_NOPY_SIZE, 0);
 	if (!e) {
-		count(PROWL_CNT_LOST);
+		if (off_ns) {
+			count(PROWL_CNT_OFFCPU_LOST);
+			count_add(PROWL_CNT_OFFCPU_LOST_NS, off_ns);
+		} else {
+			count(PROWL_CNT_LOST);
+		}
 		goto out;
 	}
 	e->time_ns = bpf_ktime_get_ns();
@@ -115,7 +128,8 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 	e->pid = id >> 32;
 	e->tid = (__u32)id;
 	e->cpu = bpf_get_smp_processor_id();
-	e->flags = 0; /* before the frames: PROWL_SAMPLE_JAVA is set with them */
+	e->flags = off_ns ? PROWL_SAMPLE_OFFCPU : 0; /* before the frames: PROWL_SAMPLE_JAVA is set with them */
+	e->off_ns = off_ns;
 	e->pyreason = ps ? ps->reason : 0;
 	e->pygen = ps ? ps->gen : 0;
 	e->_pad = 0;
@@ -140,13 +154,19 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 	BPF_CORE_READ_STR_INTO(&e->pcomm, task, group_leader, comm);
 
-	/* The kernel stack is empty when the CPU was in user mode. */
+	/* The kernel stack is empty when the CPU was in user mode; an off-CPU
+	 * sample's was read when the task was switched back in. */
 	e->kstack_len = 0;
-	n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
-	if (n < 0)
-		count(PROWL_CNT_KSTACK_ERR);
-	else
-		e->kstack_len = n / sizeof(__u64);
+	if (pend) {
+		bpf_probe_read_kernel(e->kstack, sizeof(e->kstack), pend->kstack);
+		e->kstack_len = pend->klen > PROWL_MAX_STACK ? PROWL_MAX_STACK : pend->klen;
+	} else {
+		n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
+		if (n < 0)
+			count(PROWL_CNT_KSTACK_ERR);
+		else
+			e->kstack_len = n / sizeof(__u64);
+	}
 	if (e->kstack_len)
 		e->flags |= PROWL_SAMPLE_KERNEL_MODE;
 	if (e->kstack_len >= PROWL_MAX_STACK)
@@ -187,7 +207,7 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 	}
 user_done:
 
-	count(PROWL_CNT_SAMPLES);
+	count(off_ns ? PROWL_CNT_OFFCPU_SAMPLES : PROWL_CNT_SAMPLES);
 	/* Waking the reader costs microseconds per sample (an IPI): wake it only
 	 * once an eighth of the ring is full; it polls with a timeout anyway. */
 	bpf_ringbuf_submit(e, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= ringbuf_wakeup_bytes
@@ -203,12 +223,50 @@ out:
 	}
 }
 
-/* One sample of the current task; unw is a constant in each program, so each
- * carries one unwinder only. */
-static __always_inline int sample(struct bpf_perf_event_data *ctx, enum unwinder unw)
+/* Whether samples of thread tid of process tgid are kept: not idle (unless
+ * --idle), not prowl, inside -p/-- COMMAND, not excluded by relabeling. An
+ * on-CPU sample counts why it was left out (counted); a context switch does not. */
+static __always_inline bool wanted(__u32 tgid, __u32 tid, bool counted)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tgid = id >> 32, tid = (__u32)id;
+	__u32 why = PROWL_CNT__MAX;
+
+	if (tid == 0 && !keep_idle)
+		why = PROWL_CNT_IDLE;
+	else if (self_tgid && tgid == self_tgid)
+		why = PROWL_CNT_FILTERED;
+	else if (filter_mode == PROWL_FILTER_PIDS && !bpf_map_lookup_elem(&pid_filter, &tgid))
+		why = PROWL_CNT_FILTERED;
+	else if (bpf_map_lookup_elem(&pid_drop, &tgid))
+		why = PROWL_CNT_DROPPED;
+	if (why == PROWL_CNT__MAX)
+		return true;
+	if (counted)
+		count(why);
+	return false;
+}
+
+/* Which program takes a sample, hence the prog array that chains the bounded
+ * unwinder's runs (one per program type and attach point). */
+enum chain {
+	CH_PERF, /* perf_event: an on-CPU sample */
+	CH_RAW,  /* raw tracepoints: an off-CPU sample */
+	CH_BTF,  /* tp_btf/sched_switch: an off-CPU sample */
+};
+/* The per-CPU scratch slot (unwind_scratch, py_scratch) of a chain: a CPU-clock
+ * sample may interrupt an off-CPU program, which must not share its state. */
+#define SCRATCH_SLOT(ch) ((ch) == CH_PERF ? 0 : 1)
+#define UNWIND_CHAIN(ch) \
+	((ch) == CH_RAW ? (void *)&offcpu_chain_raw : (ch) == CH_BTF ? (void *)&offcpu_chain_btf : (void *)&unwind_chain)
+
+/* Takes the stacks of the current task (id) and writes its sample: on-CPU
+ * (CH_PERF), or the off-CPU one pending for it. unw and ch are constants in each
+ * program, so each carries one unwinder and one chain only. */
+static __always_inline int take(void *pctx, enum unwinder unw, __u64 id, enum chain ch)
+{
+	struct bpf_perf_event_data *ctx = pctx;
+	bool off = ch != CH_PERF;
+	__u32 tgid = id >> 32, tid = (__u32)id, slot = SCRATCH_SLOT(ch);
+	struct offcpu_pending *pend = NULL;
 	__u64 t0 = time_samples ? bpf_ktime_get_ns() : 0;
 	struct uw_state *ust = NULL;
 	struct py_state *ps = NULL;
@@ -216,46 +274,46 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, enum unwinder
 	struct task_struct *task;
 	bool has_mm;
 
-	if (tid == 0 && !keep_idle) {
-		count(PROWL_CNT_IDLE);
-		return 0;
+	if (off) {
+		pend = offcpu_pending_get(tid);
+		if (!pend) /* taken meanwhile (the other off-CPU program preempted this one) */
+			return 0;
 	}
-	if (self_tgid && tgid == self_tgid) {
-		count(PROWL_CNT_FILTERED);
-		return 0;
-	}
-	if (filter_mode == PROWL_FILTER_PIDS && !bpf_map_lookup_elem(&pid_filter, &tgid)) {
-		count(PROWL_CNT_FILTERED);
-		return 0;
-	}
-	if (bpf_map_lookup_elem(&pid_drop, &tgid)) {
-		count(PROWL_CNT_DROPPED);
-		return 0;
-	}
-
 	task = (struct task_struct *)bpf_get_current_task();
 	has_mm = BPF_CORE_READ(task, mm) != NULL;
 #if defined(__TARGET_ARCH_x86)
 	/* DWARF unwinding runs before the reservation: the ring buffer is not held
 	 * across the walk, and the frames are copied in afterwards. */
 	if (unw != UNW_FP && has_mm)
-		ust = dwarf_begin(ctx, tgid, &fp_reason, unw == UNW_DWARF_LOOP ? UW_LOOP : UW_BOUNDED);
+		ust = dwarf_begin(off ? NULL : ctx, tgid, &fp_reason, unw == UNW_DWARF_LOOP ? UW_LOOP : UW_BOUNDED, slot);
 	if (ust && unw == UNW_DWARF_LOOP) {
-		bpf_loop(PROWL_MAX_STACK + 1, unwind_frame_cb, NULL, 0);
+		bpf_loop(PROWL_MAX_STACK + 1, unwind_frame_cb, &slot, 0);
 	} else if (ust && unw == UNW_DWARF_BOUNDED && !ust->done) {
 		/* Every frame is stepped in prowl_unwind_step: this program stays small,
 		 * and the verifier checks the stepping code once, not twice. */
 		ust->t0 = t0;
-		bpf_tail_call(ctx, &unwind_chain, 0);
+		bpf_tail_call(ctx, UNWIND_CHAIN(ch), 0);
 		unwind_stop(ust, PROWL_UR_DEPTH); /* no next run: the chain ends here */
 	}
 	if (ust)
 		dwarf_end(ust, tgid);
 #endif
 	if (python_on && has_mm)
-		ps = py_walk(tgid, tid);
-	emit(ctx, task, id, has_mm, ust, fp_reason, t0, ps);
+		ps = py_walk(tgid, tid, slot);
+	emit(ctx, task, id, has_mm, ust, fp_reason, t0, ps, pend);
+	if (off)
+		offcpu_pending_done(tid);
 	return 0;
+}
+
+/* One on-CPU sample of the current task. */
+static __always_inline int sample(struct bpf_perf_event_data *ctx, enum unwinder unw)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!wanted(id >> 32, (__u32)id, true))
+		return 0;
+	return take(ctx, unw, id, CH_PERF);
 }
 
 /* User stacks by frame pointers: every kernel with BTF and a ring buffer (5.8+). */
@@ -280,30 +338,45 @@ int prowl_sample_dwarf_bounded(struct bpf_perf_event_data *ctx)
 	return sample(ctx, UNW_DWARF_BOUNDED);
 }
 
-/* The bounded build's UW_CHUNK frames per run, reached by tail call from the
- * program above or from itself; the last run writes the sample. */
-SEC("perf_event")
-int prowl_unwind_step(struct bpf_perf_event_data *ctx)
+/* One run of the bounded build: UW_CHUNK frames; the last run writes the sample. */
+static __always_inline int unwind_step_run(void *ctx, enum chain ch)
 {
 #if defined(__TARGET_ARCH_x86)
+	bool off = ch != CH_PERF;
 	__u64 id = bpf_get_current_pid_tgid();
+	struct offcpu_pending *pend = NULL;
+	__u32 slot = SCRATCH_SLOT(ch);
 	struct uw_state *st;
-	__u32 zero = 0;
 
-	st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	st = bpf_map_lookup_elem(&unwind_scratch, &slot);
 	if (!st)
 		return 0;
 	dwarf_chunk(st);
 	if (!st->done) {
-		bpf_tail_call(ctx, &unwind_chain, 0);
+		bpf_tail_call(ctx, UNWIND_CHAIN(ch), 0);
 		unwind_stop(st, PROWL_UR_DEPTH);
 	}
 	dwarf_end(st, id >> 32);
+	if (off && !(pend = offcpu_pending_get((__u32)id)))
+		return 0; /* taken meanwhile */
 	emit(ctx, (struct task_struct *)bpf_get_current_task(), id, true, st, PROWL_UR_NONE, st->t0,
-	     python_on ? py_walk(id >> 32, (__u32)id) : NULL);
+	     python_on ? py_walk(id >> 32, (__u32)id, slot) : NULL, pend);
+	if (off)
+		offcpu_pending_done((__u32)id);
 #endif
 	return 0;
 }
+
+/* The bounded build's next run, reached by tail call from the program above or
+ * from itself. */
+SEC("perf_event")
+int prowl_unwind_step(struct bpf_perf_event_data *ctx)
+{
+	return unwind_step_run(ctx, CH_PERF);
+}
+
+#define PROWL_OFFCPU_PROGRAMS
+#include "offcpu.bpf.h"
 
 /* The tracepoints come twice: tp_btf (5.5+) and raw_tp, for kernels whose
  * tracing programs cannot attach by BTF; both read their arguments the same way

@@ -78,6 +78,14 @@ enum prowl_counter {
 	PROWL_CNT_DROPPED,         /* samples of processes relabeling excludes (pid_drop) */
 	PROWL_CNT_PY_SAMPLES,      /* samples that carried Python frames */
 	PROWL_CNT_PY_TRUNC,        /* Python stacks cut short (any enum prowl_pyreason) */
+	/* Off-CPU (bpf/offcpu.bpf.h): waits kept as samples, waits the draw left out
+	 * (by design: the kept ones stand for them), switches the per-task map had no
+	 * room for, kept waits the ring buffer could not take and their weight in ns. */
+	PROWL_CNT_OFFCPU_SAMPLES,
+	PROWL_CNT_OFFCPU_SKIPPED,
+	PROWL_CNT_OFFCPU_FULL,
+	PROWL_CNT_OFFCPU_LOST,
+	PROWL_CNT_OFFCPU_LOST_NS,
 	PROWL_CNT__MAX,
 };
 
@@ -115,6 +123,16 @@ static inline const struct prowl_ureason_text *prowl_ureason_text(unsigned int r
 					     * whether it reached the thread's entry */
 #define PROWL_SAMPLE_JAVA (1u << 4)         /* pystack holds Java frames (jstack) */
 #define PROWL_SAMPLE_V8 (1u << 5)           /* pystack holds V8's JavaScript frames (jstack) */
+#define PROWL_SAMPLE_OFFCPU (1u << 6)       /* an off-CPU sample: the task came back from a
+					     * wait; off_ns is its weight */
+
+/* ---- Off-CPU time ----
+ * A wait of d ns is kept with probability min(1, d / T) and weighs d / p ns
+ * (docs/decisions.md): T is offcpu_threshold_ns, at most PROWL_OFFCPU_T_MAX so
+ * that the draw's product fits 64 bits. */
+#define PROWL_OFFCPU_T_DEFAULT (1000ull * 1000)        /* 1 ms */
+#define PROWL_OFFCPU_T_MAX     (1000ull * 1000 * 1000) /* 1 s */
+#define PROWL_OFFCPU_TASKS     65536 /* tasks off the CPU the per-task map holds */
 
 
 /* ---- CPython (3.6-3.14) ----
@@ -301,6 +319,7 @@ struct prowl_sample {
 	char pcomm[PROWL_COMM_LEN]; /* process (group leader) name */
 	__u32 pygen;      /* prowl_py_proc.gen of the process when pystack was read */
 	__u32 _pad;
+	__u64 off_ns;     /* PROWL_SAMPLE_OFFCPU: the wait's weight d / p in ns; else 0 */
 	__u64 kstack[PROWL_MAX_STACK];
 	__u64 ustack[PROWL_MAX_STACK];
 	union { /* a CPython process's frames, or (PROWL_SAMPLE_JAVA) a JVM's */
@@ -422,10 +441,11 @@ PROWL_AT(prowl_sample, pystack_len, 38);
 PROWL_AT(prowl_sample, comm, 40);
 PROWL_AT(prowl_sample, pcomm, 40 + PROWL_COMM_LEN);
 PROWL_AT(prowl_sample, pygen, 40 + 2 * PROWL_COMM_LEN);
-PROWL_AT(prowl_sample, kstack, 48 + 2 * PROWL_COMM_LEN);
-PROWL_AT(prowl_sample, ustack, 48 + 2 * PROWL_COMM_LEN + 8 * PROWL_MAX_STACK);
-PROWL_AT(prowl_sample, pystack, 48 + 2 * PROWL_COMM_LEN + 16 * PROWL_MAX_STACK);
-PROWL_SIZE(prowl_sample, 48 + 2 * PROWL_COMM_LEN + 16 * PROWL_MAX_STACK + 16 * PROWL_MAX_PY);
+PROWL_AT(prowl_sample, off_ns, 48 + 2 * PROWL_COMM_LEN);
+PROWL_AT(prowl_sample, kstack, 56 + 2 * PROWL_COMM_LEN);
+PROWL_AT(prowl_sample, ustack, 56 + 2 * PROWL_COMM_LEN + 8 * PROWL_MAX_STACK);
+PROWL_AT(prowl_sample, pystack, 56 + 2 * PROWL_COMM_LEN + 16 * PROWL_MAX_STACK);
+PROWL_SIZE(prowl_sample, 56 + 2 * PROWL_COMM_LEN + 16 * PROWL_MAX_STACK + 16 * PROWL_MAX_PY);
 
 PROWL_AT(prowl_py_proc, runtime, 0);
 PROWL_AT(prowl_py_proc, version, 8);

@@ -45,9 +45,11 @@ struct py_state {
 	struct prowl_pyframe frames[PROWL_MAX_PY];
 };
 
+/* Slot 0: perf_event programs; 1: the off-CPU tracepoints (which a CPU-clock
+ * sample may interrupt). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, struct py_state);
 } py_scratch SEC(".maps");
@@ -172,17 +174,17 @@ static __always_inline __u64 py_thread_state(const struct prowl_py_proc *pp, __u
 
 /* Fills the per-CPU py_state of the current task; NULL when the process is not
  * a known CPython one. */
-static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
+static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid, __u32 slot)
 {
 	struct prowl_py_proc *pp = bpf_map_lookup_elem(&py_procs, &tgid);
 	struct py_state *ps;
-	__u32 zero = 0, n, entry_all, shift, slot;
+	__u32 n, entry_all, shift, fl_slot;
 	__u64 ts, fp, objframe, low_mask, base_mask;
 	int i;
 
 	if (!pp)
 		return NULL;
-	ps = bpf_map_lookup_elem(&py_scratch, &zero);
+	ps = bpf_map_lookup_elem(&py_scratch, &slot);
 	if (!ps)
 		return NULL;
 	ps->n = 0;
@@ -249,15 +251,15 @@ static __always_inline struct py_state *py_walk(__u32 tgid, __u32 tid)
 		f.lasti |= entry_all;
 		if (pp->fr_is_entry != PROWL_PY_NONE && ps->frame[PY_OFF(pp->fr_is_entry)])
 			f.lasti |= PROWL_PYF_ENTRY;
-		slot = (__u32)((code >> 4) ^ (code >> 8)) & (PY_FL_CACHE - 1);
-		if (code && ps->fl_code[slot] == code) {
-			f.firstlineno = ps->fl_first[slot];
+		fl_slot = (__u32)((code >> 4) ^ (code >> 8)) & (PY_FL_CACHE - 1);
+		if (code && ps->fl_code[fl_slot] == code) {
+			f.firstlineno = ps->fl_first[fl_slot];
 		} else {
 			f.firstlineno = 0;
 			bpf_probe_read_user(&f.firstlineno, sizeof(f.firstlineno),
 					    (const void *)(code + pp->co_firstlineno));
-			ps->fl_code[slot] = code;
-			ps->fl_first[slot] = f.firstlineno;
+			ps->fl_code[fl_slot] = code;
+			ps->fl_first[fl_slot] = f.firstlineno;
 		}
 		ps->frames[py_slot(n)] = f;
 		ps->n = n + 1;

@@ -96,7 +96,7 @@ volatile bool v8_on = true;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2); /* slots as py_scratch's: perf_event, off-CPU tracepoints */
 	__type(key, __u32);
 	__type(value, struct uw_state);
 } unwind_scratch SEC(".maps");
@@ -108,6 +108,23 @@ struct {
 	__type(key, __u32);
 	__type(value, __u32);
 } unwind_chain SEC(".maps");
+
+/* The same for the off-CPU programs: a prog array chains programs of one type
+ * (and, for tp_btf, one attach point): user space puts prowl_offcpu_step_raw
+ * (raw tracepoints) and prowl_offcpu_step_btf (tp_btf/sched_switch) in slot 0. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} offcpu_chain_raw SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PROG_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} offcpu_chain_btf SEC(".maps");
 
 #if defined(__TARGET_ARCH_x86)
 
@@ -431,11 +448,11 @@ static __always_inline long unwind_step(struct uw_state *st)
 }
 
 /* bpf_loop's callback: two frames per call, which halves the calls and lookups of a
- * deep stack (CPython 3.6-3.10: three native frames per Python call). */
+ * deep stack (CPython 3.6-3.10: three native frames per Python call); ctx points to
+ * the scratch slot. */
 static long unwind_frame_cb(__u32 i, void *ctx)
 {
-	__u32 zero = 0;
-	struct uw_state *st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	struct uw_state *st = bpf_map_lookup_elem(&unwind_scratch, ctx);
 
 	if (!st || unwind_step(st))
 		return 1;
@@ -493,16 +510,16 @@ enum uw_build {
 	UW_BOUNDED, /* bounded loops chained by tail calls, registers found by hand: 5.8+ */
 };
 
-/* Starts unwinding the current task's user stack in the per-CPU scratch state.
- * Returns it, or NULL when the process is unknown (a request was sent;
+/* Starts unwinding the current task's user stack in the per-CPU scratch state;
+ * ctx is the interrupted registers, or NULL for a task known to be in the kernel
+ * (an off-CPU sample, taken in a tracepoint). Returns it, or NULL when the process is unknown (a request was sent;
  * *fp_reason = PROWL_UR_NEW_PROC), must use frame pointers (32-bit code;
  * *fp_reason = 0), or its registers were not found (*fp_reason = PROWL_UR_NO_REGS). */
 static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *ctx, __u32 tgid,
-						    __u8 *fp_reason, enum uw_build build)
+						    __u8 *fp_reason, enum uw_build build, __u32 slot)
 {
 	struct prowl_unwind_proc *proc = bpf_map_lookup_elem(&unwind_procs, &tgid);
 	struct uw_state *st;
-	__u32 zero = 0;
 
 	*fp_reason = PROWL_UR_NEW_PROC;
 	if (!proc) {
@@ -512,10 +529,10 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 	*fp_reason = PROWL_UR_NONE;
 	if (proc->map_first == PROWL_PROC_FP)
 		return NULL;
-	st = bpf_map_lookup_elem(&unwind_scratch, &zero);
+	st = bpf_map_lookup_elem(&unwind_scratch, &slot);
 	if (!st)
 		return NULL;
-	if (ctx->regs.ip < KERNEL_MIN_ADDR) {
+	if (ctx && ctx->regs.ip < KERNEL_MIN_ADDR) {
 		st->pc = ctx->regs.ip;
 		st->sp = ctx->regs.sp;
 		st->bp = ctx->regs.bp;

@@ -97,6 +97,7 @@ void profile_free(struct profile *p)
 	free(p->lsets);
 	free(p->stack_nsym);
 	free(p->counts);
+	free(p->off_ns);
 	free(p->lines);
 	free(p->labels);
 	free(p->comments);
@@ -128,6 +129,11 @@ void profile_reset(struct profile *p)
 void profile_set_period(struct profile *p, int64_t period_ns)
 {
 	p->period = period_ns;
+}
+
+void profile_set_values(struct profile *p, enum prof_values values)
+{
+	p->values = values;
 }
 
 void profile_set_time(struct profile *p, int64_t time_nanos, int64_t duration_nanos)
@@ -392,7 +398,8 @@ out:
 	return err;
 }
 
-int profile_add_sample(struct profile *p, uint32_t labelset_id, const uint32_t *loc_ids, size_t n, int64_t count)
+static int add_weighted(struct profile *p, uint32_t labelset_id, const uint32_t *loc_ids, size_t n, int64_t count,
+			int64_t off_ns)
 {
 	uint32_t nlocs = intern_count(p->locations);
 	struct prof_sample_key k = { .labelset_id = labelset_id };
@@ -400,7 +407,7 @@ int profile_add_sample(struct profile *p, uint32_t labelset_id, const uint32_t *
 	bool added;
 	int err;
 
-	if (count < 0 || labelset_id > intern_count(p->labelsets) || (n && !loc_ids) ||
+	if (count < 0 || off_ns < 0 || labelset_id > intern_count(p->labelsets) || (n && !loc_ids) ||
 	    n > UINT32_MAX / sizeof(*loc_ids))
 		return -EINVAL;
 	for (size_t i = 0; i < n; i++)
@@ -421,17 +428,39 @@ int profile_add_sample(struct profile *p, uint32_t labelset_id, const uint32_t *
 	}
 
 	err = RESERVE(p->counts, p->counts_cap, intern_count(p->samples) + 1);
+	if (!err && (off_ns || p->off_ns)) {
+		uint32_t old = p->off_ns ? p->off_cap : 0;
+
+		err = RESERVE(p->off_ns, p->off_cap, intern_count(p->samples) + 1);
+		if (!err && p->off_cap > old)
+			memset(p->off_ns + old, 0, (p->off_cap - old) * sizeof(*p->off_ns));
+	}
 	if (!err)
 		err = intern_put(p->samples, &k, sizeof(k), &sid, &added);
 	if (err)
 		return err;
-	if (added)
+	if (added) {
 		p->counts[sid] = 0;
+		if (p->off_ns)
+			p->off_ns[sid] = 0;
+	}
 	p->counts[sid] += count;
+	if (off_ns)
+		p->off_ns[sid] += off_ns;
 	p->total_samples += (uint64_t)count;
 	p->frames += (uint64_t)count * n;
 	p->frames_symbolized += (uint64_t)count * p->stack_nsym[k.stack_id];
 	return 0;
+}
+
+int profile_add_sample(struct profile *p, uint32_t labelset_id, const uint32_t *loc_ids, size_t n, int64_t count)
+{
+	return add_weighted(p, labelset_id, loc_ids, n, count, 0);
+}
+
+int profile_add_offcpu(struct profile *p, uint32_t labelset_id, const uint32_t *loc_ids, size_t n, int64_t off_ns)
+{
+	return add_weighted(p, labelset_id, loc_ids, n, p->values == PROF_VALUES_OFFCPU, off_ns);
 }
 
 void profile_get_stats(const struct profile *p, struct profile_stats *ret)
@@ -458,6 +487,7 @@ void profile_get_stats(const struct profile *p, struct profile_stats *ret)
 		(size_t)p->lsets_cap * sizeof(*p->lsets) +
 		(size_t)p->stacks_cap * sizeof(*p->stack_nsym) +
 		(size_t)p->counts_cap * sizeof(*p->counts) +
+		(size_t)p->off_cap * sizeof(*p->off_ns) +
 		(size_t)p->lines_cap * sizeof(*p->lines) +
 		(size_t)p->labels_cap * sizeof(*p->labels) +
 		(size_t)p->comments_cap * sizeof(*p->comments);

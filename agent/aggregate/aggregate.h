@@ -61,6 +61,9 @@ void profile_free(struct profile *p); /* accepts NULL */
 void profile_reset(struct profile *p);
 
 void profile_set_period(struct profile *p, int64_t period_ns);
+enum prof_values;
+/* What the samples measure (profile_data.h): CPU by default. */
+void profile_set_values(struct profile *p, enum prof_values values);
 void profile_set_time(struct profile *p, int64_t time_nanos, int64_t duration_nanos);
 int profile_add_comment(struct profile *p, const char *s);
 
@@ -87,6 +90,9 @@ int profile_add_location_variant(struct profile *p, uint32_t mapping_id, uint64_
 int profile_labelset(struct profile *p, const struct prof_label_in *labels, size_t n, uint32_t *ret_id);
 /* loc_ids are leaf first. count is in samples. */
 int profile_add_sample(struct profile *p, uint32_t labelset_id, const uint32_t *loc_ids, size_t n, int64_t count);
+/* An off-CPU sample of off_ns nanoseconds: one count in an off-CPU profile, none
+ * in a wall-clock one (there counts are on-CPU samples). */
+int profile_add_offcpu(struct profile *p, uint32_t labelset_id, const uint32_t *loc_ids, size_t n, int64_t off_ns);
 
 void profile_get_stats(const struct profile *p, struct profile_stats *ret);
 

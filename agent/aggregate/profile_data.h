@@ -50,6 +50,18 @@ struct prof_lset {
 	uint32_t nlabels;
 };
 
+/* The sample types of the encoded profiles (pprof, OTLP) and of --sample-type:
+ * each measured in nanoseconds beside "samples" of unit "count". */
+#define PROF_TYPE_CPU    "cpu"
+#define PROF_TYPE_OFFCPU "off_cpu"
+
+/* What a profile's samples measure (profile_set_values). */
+enum prof_values {
+	PROF_VALUES_CPU = 0, /* counts: on-CPU samples of period ns each */
+	PROF_VALUES_OFFCPU,  /* off_ns: off-CPU time; counts: the waits kept */
+	PROF_VALUES_WALL,    /* both: counts on-CPU samples, off_ns off-CPU time */
+};
+
 struct profile {
 	struct intern *strings;
 	struct intern *mappings;  /* key: the caller's uint64_t mapping key */
@@ -65,7 +77,9 @@ struct profile {
 	struct prof_lset *lsets;
 	uint32_t *stack_nsym; /* symbolized locations in each stack */
 	int64_t *counts;      /* per sample (label set, stack) id */
-	uint32_t maps_cap, funcs_cap, locs_cap, lsets_cap, stacks_cap, counts_cap;
+	int64_t *off_ns;      /* the same, off-CPU nanoseconds (NULL until one is added) */
+	uint32_t maps_cap, funcs_cap, locs_cap, lsets_cap, stacks_cap, counts_cap, off_cap;
+	enum prof_values values; /* which values the samples carry (configuration, like period) */
 
 	struct prof_line *lines;
 	struct prof_label *labels;
@@ -112,6 +126,23 @@ static inline uint32_t stack_loc(const unsigned char *raw, size_t i)
 
 	memcpy(&id, raw + i * sizeof(id), sizeof(id));
 	return id;
+}
+
+/* Sample sid's off-CPU nanoseconds (0 when it has none). */
+static inline int64_t profile_off_ns(const struct profile *p, uint32_t sid)
+{
+	return p->off_ns && sid < p->off_cap ? p->off_ns[sid] : 0;
+}
+
+/* Sample sid's one value for the formats that show one (folded, HTML, the
+ * views): on-CPU samples; off-CPU ns; or for --wall both in ns. */
+static inline int64_t profile_value(const struct profile *p, uint32_t sid)
+{
+	if (p->values == PROF_VALUES_OFFCPU)
+		return profile_off_ns(p, sid);
+	if (p->values == PROF_VALUES_WALL)
+		return p->counts[sid] * p->period + profile_off_ns(p, sid);
+	return p->counts[sid];
 }
 
 /* The C string of a string id; "" for 0. */

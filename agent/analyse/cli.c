@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "analyse/timespec.h"
+#include "escape.h"
 #include "export_file.h"
 #include "log.h"
 
@@ -30,6 +31,9 @@ int cli_input_option(int c, char *arg, struct input_opts *in, struct pprof_filte
 		return 1;
 	case CLI_OPT_SERVICE:
 		in->service = arg;
+		return 1;
+	case CLI_OPT_SAMPLE_TYPE:
+		in->sample_type = arg;
 		return 1;
 	case CLI_OPT_LABEL:
 		eq = strchr(arg, '=');
@@ -89,6 +93,17 @@ void cli_describe(const struct input_set *s, char *buf, size_t n)
 	int off;
 
 	cli_time_range(s->start_ns, s->end_ns, range, sizeof(range));
+	/* Any type but samples/count is in nanoseconds (prowl's cpu and off_cpu). */
+	if (s->value_type[0] && strcmp(s->value_type, "samples") != 0) {
+		char vt[64];
+
+		off = snprintf(buf, n, "%.3f s of %s time", s->samples / 1e9, printable(s->value_type, vt, sizeof(vt)));
+		if (s->nfiles > 1 && off > 0 && (size_t)off < n)
+			off += snprintf(buf + off, n - off, " in %zu files", s->nfiles);
+		if (range[0] && off > 0 && (size_t)off < n)
+			snprintf(buf + off, n - off, ", %s", range);
+		return;
+	}
 	off = snprintf(buf, n, "%" PRIu64 " samples", s->samples);
 	if (s->nfiles > 1 && off > 0 && (size_t)off < n)
 		off += snprintf(buf + off, n - off, " in %zu files", s->nfiles);

@@ -11,11 +11,12 @@
 #define CLI_MAX_LABELS 16
 
 /* The input options report and diff share, for their getopt_long tables. */
-enum { CLI_OPT_DIR = 0x100, CLI_OPT_SERVICE, CLI_OPT_LABEL };
+enum { CLI_OPT_DIR = 0x100, CLI_OPT_SERVICE, CLI_OPT_LABEL, CLI_OPT_SAMPLE_TYPE };
 #define CLI_INPUT_LONGOPTS                                              \
 	{ "dir", required_argument, NULL, CLI_OPT_DIR },                \
 	{ "service", required_argument, NULL, CLI_OPT_SERVICE },        \
-	{ "label", required_argument, NULL, CLI_OPT_LABEL }
+	{ "label", required_argument, NULL, CLI_OPT_LABEL },            \
+	{ "sample-type", required_argument, NULL, CLI_OPT_SAMPLE_TYPE }
 
 /* Defaults: no time bounds, filters in labels. */
 void cli_input_init(struct input_opts *in, struct pprof_filter *labels);

@@ -215,6 +215,12 @@ int html_write_profile(const struct profile *p, const char *title, const char *c
 	if (p->period > 0)
 		snprintf(count, sizeof(count), "%" PRIu64 " samples, one every %.1f ms (%.0f Hz)", p->total_samples,
 			 p->period / 1e6, 1e9 / p->period);
+	if (p->values == PROF_VALUES_OFFCPU)
+		snprintf(count, sizeof(count), "off-CPU time in ns: %" PRIu64 " waits kept (shorter than %.2f ms: "
+			 "sampled, each weighs %.2f ms)", p->total_samples, p->period / 1e6, p->period / 1e6);
+	else if (p->values == PROF_VALUES_WALL)
+		snprintf(count, sizeof(count), "wall-clock time in ns: on-CPU samples (%.1f ms each) and off-CPU waits",
+			 p->period / 1e6);
 	lines[n++] = count;
 	for (size_t i = 0; i < nextra && n < ARRAY_SIZE(lines); i++)
 		lines[n++] = extra[i];

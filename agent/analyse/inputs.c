@@ -201,6 +201,7 @@ static int merge_msg(struct input_set *s, const struct pprof_msg *m, const char 
 	}
 	if (!s->nfiles) {
 		snprintf(s->types, sizeof(s->types), "%s", info.sample_types);
+		snprintf(s->value_type, sizeof(s->value_type), "%s", info.value_type);
 		s->period = info.period;
 		s->first = strdup(path);
 		if (!s->first)
@@ -241,6 +242,12 @@ static int load_one(struct input_set *s, const char *path, const struct input_op
 	if (r < 0) {
 		set_err(s, "'%s' is not a profile prowl can read: %s", path, why);
 		return r == -ENOMEM ? r : -EBADMSG;
+	}
+	r = pprof_msg_select(m, o->sample_type, &why);
+	if (r < 0) {
+		set_err(s, "'%s': %s", path, why);
+		pprof_msg_free(m);
+		return -EBADMSG;
 	}
 	r = merge_msg(s, m, path, o);
 	pprof_msg_free(m);

@@ -13,6 +13,9 @@ struct input_opts {
 	const struct pprof_filter *filters; /* --label: series labels of a file, else sample labels */
 	size_t nfilters;
 	bool same_period;    /* refuse files sampled at different periods (a merge) */
+	/* --sample-type: the value read (cpu, off_cpu, samples); NULL: samples, or
+	 * off_cpu for a file whose default type it is (prowl record --off-cpu). */
+	const char *sample_type;
 	/* Directory mode: DIR/<service>/<time>-<hash>.pb.gz as the agent writes them. */
 	const char *dir;
 	const char *service; /* NULL: every service */
@@ -28,6 +31,7 @@ struct input_set {
 	int64_t start_ns, end_ns; /* 0 when no file said */
 	int64_t period;
 	char types[256];
+	char value_type[64];   /* what samples counts: "samples", or --sample-type's (nanoseconds) */
 	char *first;           /* path of the first file merged */
 	char **labels;         /* series labels all files share, "NAME=VALUE" */
 	size_t nlabels;

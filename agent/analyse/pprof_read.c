@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "aggregate.h"
+#include "profile_data.h"
 #include "window.h"
 #include "gzip.h"
 #include "intern.h"
@@ -268,6 +269,7 @@ void pprof_msg_info(const struct pprof_msg *m, struct pprof_info *ret)
 		.period = pb->period,
 		.period_type = "",
 		.samples = m->samples,
+		.value_type = str_at(pb, pb->sample_type[m->count_idx]->type),
 	};
 	for (size_t i = 0; i < pb->n_sample_type && off < sizeof(ret->sample_types); i++) {
 		int n = snprintf(ret->sample_types + off, sizeof(ret->sample_types) - off, "%s%s/%s", i ? "," : "",
@@ -277,6 +279,45 @@ void pprof_msg_info(const struct pprof_msg *m, struct pprof_info *ret)
 	}
 	if (pb->period_type)
 		ret->period_type = str_at(pb, pb->period_type->type);
+}
+
+int pprof_msg_select(struct pprof_msg *m, const char *type, const char **ret_why)
+{
+	const pb_profile *pb = m->pb;
+	uint64_t sum = 0;
+	size_t idx;
+
+	*ret_why = NULL;
+	if (!type) {
+		if (!is_str(pb, pb->default_sample_type, PROF_TYPE_OFFCPU))
+			return 0;
+		type = PROF_TYPE_OFFCPU;
+	}
+	for (idx = 0; idx < pb->n_sample_type; idx++)
+		if (is_str(pb, pb->sample_type[idx]->type, type))
+			break;
+	if (idx == pb->n_sample_type) {
+		*ret_why = strcmp(type, PROF_TYPE_OFFCPU) == 0
+				   ? "it has no sample type 'off_cpu' (record it with prowl record --off-cpu or --wall)"
+				   : "it has no sample type of that name (prowl's are samples, cpu and off_cpu)";
+		return -EBADMSG;
+	}
+	for (size_t i = 0; i < pb->n_sample; i++) {
+		int64_t v = pb->sample[i]->value[idx];
+
+		if (v < 0) {
+			*ret_why = "a sample has a negative value (a diff of two profiles cannot be read)";
+			return -EBADMSG;
+		}
+		if ((uint64_t)v > MAX_FILE_SAMPLES - sum) {
+			*ret_why = "its values of that sample type add up to more than 2^50";
+			return -EBADMSG;
+		}
+		sum += (uint64_t)v;
+	}
+	m->count_idx = idx;
+	m->samples = sum;
+	return 0;
 }
 
 const char *pprof_msg_series_label_at(const struct pprof_msg *m, size_t i)

@@ -23,7 +23,8 @@ struct pprof_info {
 	int64_t time_nanos, duration_nanos, period;
 	const char *period_type; /* "cpu/nanoseconds", or "" */
 	char sample_types[256];  /* "samples/count,cpu/nanoseconds" */
-	uint64_t samples;        /* sum of the samples/count values */
+	uint64_t samples;        /* sum of the values read (samples/count, or pprof_msg_select's) */
+	const char *value_type;  /* their type: "samples", or pprof_msg_select's */
 };
 
 /* Decodes and validates buf. On failure returns -EBADMSG (or -EFBIG, -ENOMEM)
@@ -31,6 +32,11 @@ struct pprof_info {
 int pprof_decode(const void *buf, size_t len, struct pprof_msg **ret, const char **ret_why);
 void pprof_msg_free(struct pprof_msg *m); /* accepts NULL */
 void pprof_msg_info(const struct pprof_msg *m, struct pprof_info *ret);
+/* Reads the values of sample type `type` (e.g. "off_cpu") from now on, in
+ * place of samples/count; NULL picks off_cpu when it is the file's default type,
+ * else keeps samples/count. On failure returns -EBADMSG and points *ret_why at
+ * what is wrong. */
+int pprof_msg_select(struct pprof_msg *m, const char *type, const char **ret_why);
 
 /* Comments of the form "series_label NAME=VALUE", written by the agent's
  * directory exporter: the value of series label name, or NULL. */

@@ -283,7 +283,7 @@ static int add_sample(struct view *v, const struct profile *p, const struct xlat
 		      struct frame **buf, size_t *cap)
 {
 	struct prof_sample_key k = profile_sample_key(p, sid);
-	int64_t c = p->counts[sid];
+	int64_t c = profile_value(p, sid);
 	const unsigned char *raw;
 	size_t n, nf = 0, need;
 	uint32_t node = 0;

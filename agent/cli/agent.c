@@ -116,6 +116,7 @@ static int make_series(struct agent *a, const struct agent_config *c, struct kub
 					      "only; set unwind to dwarf for Python functions (or python to false "
 					      "to silence this)" : NULL,
 		.period_ns = NSEC_PER_SEC / c->frequency,
+		.off_cpu = c->off_cpu,
 		.kube = kube,
 		.relabel = rl,
 		.drop_pid = drop_pid,
@@ -420,6 +421,8 @@ static void apply_config(struct agent *a, struct agent_config nc)
 	if (nc.python != a->cfg.python)
 		log_warn("python: turned %s in the configuration; that takes effect when the agent restarts",
 			 nc.python ? "on" : "off");
+	if (nc.off_cpu != a->cfg.off_cpu || nc.off_cpu_threshold_ms != a->cfg.off_cpu_threshold_ms)
+		log_warn("off_cpu: changed in the configuration; that takes effect when the agent restarts");
 	if (nc.java != a->cfg.java || nc.node != a->cfg.node)
 		log_warn("%s: turned %s in the configuration; that takes effect when the agent restarts",
 			 nc.java != a->cfg.java ? "java" : "node",
@@ -626,6 +629,8 @@ int agent_main(int argc, char **argv)
 		.python_off = !a.cfg.python,
 		.java_off = !a.cfg.java,
 		.node_off = !a.cfg.node,
+		.offcpu = a.cfg.off_cpu,
+		.offcpu_threshold_ns = (uint64_t)a.cfg.off_cpu_threshold_ms * 1000000,
 	};
 	if (sampler_open(&so, &a.sampler) < 0)
 		goto out;

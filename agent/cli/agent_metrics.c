@@ -233,6 +233,20 @@ void agent_metrics_render(void *ctx, FILE *f)
 	metrics_emit(f, "prowl_samples_total", "counter", "Samples read from the BPF ring buffer.", NULL, s.samples);
 	metrics_emit(f, "prowl_lost_samples_total", "counter", "Samples the BPF ring buffer could not take.", NULL,
 		     s.bpf.v[PROWL_CNT_LOST]);
+	metrics_emit(f, "prowl_off_cpu_samples_total", "counter",
+		     "Off-CPU waits kept as samples (off_cpu: true): every wait of the threshold or longer, a shorter "
+		     "one with probability wait/threshold.", NULL, s.bpf.v[PROWL_CNT_OFFCPU_SAMPLES]);
+	metrics_emit(f, "prowl_off_cpu_skipped_total", "counter",
+		     "Off-CPU waits shorter than the threshold the draw left out (the kept ones stand for them).", NULL,
+		     s.bpf.v[PROWL_CNT_OFFCPU_SKIPPED]);
+	metrics_emit(f, "prowl_off_cpu_dropped_total", "counter",
+		     "Off-CPU waits lost: switches the per-task map had no room for, kept waits the ring buffer could "
+		     "not take.", "reason=\"task_map_full\"", s.bpf.v[PROWL_CNT_OFFCPU_FULL]);
+	metrics_emit(f, "prowl_off_cpu_dropped_total", "counter", NULL, "reason=\"ring_buffer_full\"",
+		     s.bpf.v[PROWL_CNT_OFFCPU_LOST]);
+	metrics_emit(f, "prowl_off_cpu_dropped_seconds_total", "counter",
+		     "The estimated off-CPU time of the kept waits that were lost.", NULL,
+		     s.bpf.v[PROWL_CNT_OFFCPU_LOST_NS] / 1e9);
 	metrics_emit(f, "prowl_idle_samples_dropped_total", "counter", "Idle-CPU samples dropped in BPF.", NULL,
 		     s.bpf.v[PROWL_CNT_IDLE]);
 	metrics_emit(f, "prowl_stack_errors_total", "counter", "Stacks bpf_get_stack could not read.", "stack=\"kernel\"",

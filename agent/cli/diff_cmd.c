@@ -41,6 +41,9 @@ static const char diff_usage[] =
 	"      --new FROM..TO        the new side, likewise (TIME as in 'prowl report --help';\n"
 	"                            an empty FROM is the oldest, an empty TO is now)\n"
 	"      --label NAME=VALUE    only these series or samples, as in 'prowl report'\n"
+	"      --sample-type TYPE    samples, cpu or off_cpu, as in 'prowl report': with a type in\n"
+	"                            nanoseconds, shares are of time, N counts nanoseconds (the\n"
+	"                            noise term vanishes: PP alone decides)\n"
 	"\n"
 	"Output:\n"
 	"  -f, --format FMT          text (default), json, or html (a diff flame graph: red grew,\n"
@@ -72,6 +75,7 @@ static const char diff_usage[] =
 	"  prowl diff base.pb.gz new.pb.gz                     # what changed, largest first\n"
 	"  prowl diff base.pb.gz new.pb.gz --fail-on-increase 5    # CI: exit 3 on a regression\n"
 	"  prowl diff base.pb.gz new.pb.gz -o diff.html        # diff flame graph\n"
+	"  prowl diff --sample-type off_cpu --fail-on-increase 5 base.pb.gz new.pb.gz  # waiting time\n"
 	"  prowl diff --dir /var/lib/prowl/profiles --service api --base -2h..-1h --new -1h.. -f json\n";
 
 struct diff_opts {
@@ -357,7 +361,8 @@ int diff_main(int argc, char **argv)
 				  o.in.nfilters ? " that match --label" : "");
 			goto out;
 		}
-	if (strcmp(s[0].types, s[1].types) != 0) {
+	/* --sample-type read one type, by name, on both sides: the rest may differ. */
+	if (!o.in.sample_type && strcmp(s[0].types, s[1].types) != 0) {
 		char a[256], b[256];
 
 		log_error("the two sides have different sample types (%s vs %s): compare profiles of one kind",

@@ -46,6 +46,9 @@ static const char report_usage[] =
 	"      --label NAME=VALUE    only files of this series (service_name, host_name, the\n"
 	"                            agent's --label) or else samples with this label (pid,\n"
 	"                            process_name, tid, thread_name); repeatable, all must match\n"
+	"      --sample-type TYPE    the value to read: samples (default), cpu (nanoseconds) or\n"
+	"                            off_cpu (nanoseconds waited; the default of an off-CPU\n"
+	"                            profile, prowl record --off-cpu or --wall)\n"
 	"\n"
 	"Output:\n"
 	"  -o, --output FILE         write the merged profile to FILE ('-' for stdout)\n"
@@ -66,7 +69,8 @@ static const char report_usage[] =
 	"  prowl report -o app.html app.pb.gz                  # flame graph, one self-contained file\n"
 	"  prowl report --dir /var/lib/prowl/profiles --service nginx --from -1h -o nginx.html\n"
 	"  prowl report --dir /var/lib/prowl/profiles --from 09:00 --to 10:00 -o hour.pb.gz\n"
-	"  prowl report --label process_name=postgres -f folded -o - host.pb.gz > pg.folded\n";
+	"  prowl report --label process_name=postgres -f folded -o - host.pb.gz > pg.folded\n"
+	"  prowl report --sample-type off_cpu wall.pb.gz      # where threads waited\n";
 
 struct report_opts {
 	struct input_opts in;

@@ -48,6 +48,8 @@ struct agent_config {
 	bool python_fp;          /* python left at its default, off because unwind is fp */
 	bool java;               /* Java (HotSpot) frames (default); off with unwind fp */
 	bool node;               /* JavaScript (node's V8) frames (default); off with unwind fp */
+	bool off_cpu;            /* off-CPU time too (the off_cpu sample type); default off */
+	uint32_t off_cpu_threshold_ms; /* waits this long are all kept, shorter ones sampled */
 	int demangle;            /* enum sym_demangle: templates, full, none */
 	char *hostname;          /* never NULL after load: default gethostname() */
 	struct config_label *labels;

@@ -110,7 +110,7 @@ int encode_folded(const struct profile *p, char **ret_buf, size_t *ret_len)
 			err = intern_put(lines, line.s, line.len, &lid, NULL);
 		if (err)
 			goto out;
-		counts[lid] += p->counts[i];
+		counts[lid] += profile_value(p, i);
 	}
 
 	nlines = intern_count(lines);

@@ -142,6 +142,7 @@ struct build_ctx {
 	const struct export_batch *batch;
 	int64_t period, time, duration; /* batch values, profile fallbacks below */
 	pb_value_type sample_type, period_type;
+	pb_value_type off_type;      /* off_cpu/nanoseconds: the second profile of a resource with off-CPU time */
 	char hostname[256];
 };
 
@@ -283,20 +284,39 @@ static int build_dictionary(struct otlp_build *b, pb_dict *d)
 	return 0;
 }
 
+/* One sample of key k with one value. */
+static int fill_sample(struct otlp_build *b, pb_sample *s, const struct sample_key *k, int64_t value)
+{
+	size_t len;
+	const void *raw = intern_key(b->attrsets, k->attrset, &len);
+
+	*s = (pb_sample)PB(SAMPLE);
+	s->stack_index = k->stack;
+	s->n_attribute_indices = len / sizeof(int32_t);
+	if (!ARENA_NEW(b, s->values, 1) || !ARENA_NEW(b, s->attribute_indices, s->n_attribute_indices))
+		return -ENOMEM;
+	memcpy(s->attribute_indices, raw, len);
+	s->values[0] = value;
+	s->n_values = 1;
+	return 0;
+}
+
 static int build_profiles(struct otlp_build *b, struct build_ctx *c, pb_request *req)
 {
 	const struct export_batch *batch = c->batch;
 	uint32_t nres = intern_count(b->res), nsamples = intern_count(b->samples);
 	uint32_t *first, *fill;
-	pb_sample *samples, **sample_ptrs;
+	pb_sample *samples, **sample_ptrs, *offs, **off_ptrs;
+	uint32_t *noff;
 	uint8_t *ids;
 	int err = 0;
 
 	if (!ARENA_NEW(b, first, (size_t)nres + 2) || !ARENA_NEW(b, fill, (size_t)nres + 1) ||
 	    !ARENA_NEW(b, samples, nsamples) || !ARENA_NEW(b, sample_ptrs, nsamples) ||
-	    !ARENA_NEW(b, ids, (size_t)nres * 16) || !ARENA_NEW(b, req->resource_profiles, nres))
+	    !ARENA_NEW(b, offs, nsamples) || !ARENA_NEW(b, off_ptrs, nsamples) || !ARENA_NEW(b, noff, (size_t)nres + 1) ||
+	    !ARENA_NEW(b, ids, (size_t)nres * 32) || !ARENA_NEW(b, req->resource_profiles, nres))
 		return -ENOMEM;
-	random_bytes(ids, (size_t)nres * 16);
+	random_bytes(ids, (size_t)nres * 32);
 
 	/* Group the samples by resource (counting sort, sample id order kept). */
 	for (uint32_t i = 1; i <= nsamples; i++) {
@@ -307,25 +327,26 @@ static int build_profiles(struct otlp_build *b, struct build_ctx *c, pb_request 
 	}
 	for (uint32_t r = 1; r <= nres + 1; r++)
 		first[r] += first[r - 1];
+	/* Each resource's samples: on-CPU ones (a count) from first[r], off-CPU ones
+	 * (nanoseconds; its second profile) from first[r] in off_ptrs, noff[r] of them. */
 	memcpy(fill, first, ((size_t)nres + 1) * sizeof(*fill));
 	for (uint32_t i = 1; i <= nsamples; i++) {
 		struct sample_key k;
 		pb_sample *s;
-		size_t len;
-		const void *raw;
 
 		memcpy(&k, intern_key(b->samples, i, NULL), sizeof(k));
+		if (b->off_ns[i] > 0) {
+			s = &offs[first[k.res] + noff[k.res]];
+			off_ptrs[first[k.res] + noff[k.res]++] = s;
+			if (fill_sample(b, s, &k, b->off_ns[i]) < 0)
+				return -ENOMEM;
+		}
+		if (b->counts[i] <= 0)
+			continue;
 		s = &samples[fill[k.res]];
 		sample_ptrs[fill[k.res]++] = s;
-		*s = (pb_sample)PB(SAMPLE);
-		s->stack_index = k.stack;
-		raw = intern_key(b->attrsets, k.attrset, &len);
-		s->n_attribute_indices = len / sizeof(int32_t);
-		if (!ARENA_NEW(b, s->values, 1) || !ARENA_NEW(b, s->attribute_indices, s->n_attribute_indices))
+		if (fill_sample(b, s, &k, b->counts[i]) < 0)
 			return -ENOMEM;
-		memcpy(s->attribute_indices, raw, len);
-		s->values[0] = b->counts[i];
-		s->n_values = 1;
 	}
 
 	for (uint32_t r = 1; r <= nres; r++) {
@@ -335,7 +356,7 @@ static int build_profiles(struct otlp_build *b, struct build_ctx *c, pb_request 
 		pb_resprof *rp;
 		pb_scopeprof *sp;
 		pb_scope *scope;
-		pb_profile *prof;
+		pb_profile *prof, *off;
 
 		memcpy(&rk, intern_key(b->res, r, NULL), sizeof(rk));
 		series = &batch->series[rk.series];
@@ -346,7 +367,7 @@ static int build_profiles(struct otlp_build *b, struct build_ctx *c, pb_request 
 		*sp = (pb_scopeprof)PB(SCOPE_PROFILES);
 		*scope = (pb_scope)OPENTELEMETRY__PROTO__COMMON__V1__INSTRUMENTATION_SCOPE__INIT;
 		*prof = (pb_profile)PB(PROFILE);
-		if (!ARENA_NEW(b, rp->scope_profiles, 1) || !ARENA_NEW(b, sp->profiles, 1))
+		if (!ARENA_NEW(b, rp->scope_profiles, 1) || !ARENA_NEW(b, sp->profiles, 2) || !ARENA_NEW(b, off, 1))
 			return -ENOMEM;
 		err = build_resource(b, series, &rk, c->hostname, &rp->resource);
 		if (err)
@@ -354,8 +375,6 @@ static int build_profiles(struct otlp_build *b, struct build_ctx *c, pb_request 
 		scope->name = (char *)"prowl";
 		scope->version = (char *)PROWL_VERSION;
 		sp->scope = scope;
-		sp->n_profiles = 1;
-		sp->profiles[0] = prof;
 		rp->n_scope_profiles = 1;
 		rp->scope_profiles[0] = sp;
 
@@ -366,8 +385,18 @@ static int build_profiles(struct otlp_build *b, struct build_ctx *c, pb_request 
 		prof->duration_nano = (uint64_t)(c->duration > 0 ? c->duration : p->duration_nanos);
 		prof->profile_id.data = ids + (size_t)(r - 1) * 16;
 		prof->profile_id.len = 16;
-		prof->n_samples = first[r + 1] - first[r];
+		prof->n_samples = fill[r] - first[r];
 		prof->samples = prof->n_samples ? &sample_ptrs[first[r]] : NULL;
+		if (prof->n_samples) /* none: the resource only waited */
+			sp->profiles[sp->n_profiles++] = prof;
+		if (noff[r]) { /* off-CPU time: a profile of its own type, same window */
+			*off = *prof;
+			off->sample_type = &c->off_type;
+			off->profile_id.data = ids + (size_t)(nres + r - 1) * 16;
+			off->n_samples = noff[r];
+			off->samples = &off_ptrs[first[r]];
+			sp->profiles[sp->n_profiles++] = off;
+		}
 		req->resource_profiles[r - 1] = rp;
 	}
 	req->n_resource_profiles = nres;
@@ -403,6 +432,7 @@ int encode_otlp(const struct export_batch *batch, uint8_t **ret_buf, size_t *ret
 	c.sample_type = (pb_value_type)PB(VALUE_TYPE);
 	c.period_type = (pb_value_type)PB(VALUE_TYPE);
 	/* The value types' strings. */
+	c.off_type = (pb_value_type)PB(VALUE_TYPE);
 	err = otlp_dict_str(&b, "samples", &c.sample_type.type_strindex);
 	if (!err)
 		err = otlp_dict_str(&b, "count", &c.sample_type.unit_strindex);
@@ -410,9 +440,14 @@ int encode_otlp(const struct export_batch *batch, uint8_t **ret_buf, size_t *ret
 		err = otlp_dict_str(&b, "cpu", &c.period_type.type_strindex);
 	if (!err)
 		err = otlp_dict_str(&b, "nanoseconds", &c.period_type.unit_strindex);
+	c.off_type.unit_strindex = c.period_type.unit_strindex;
 	for (size_t i = 0; i < batch->nseries && !err; i++)
 		if (batch->series[i].prof)
 			err = otlp_add_series(&b, (uint32_t)i, batch->series[i].prof);
+	/* "off_cpu" is in the string table only when a sample has off-CPU time. */
+	for (uint32_t i = 1; i <= intern_count(b.samples) && !err && !c.off_type.type_strindex; i++)
+		if (b.off_ns[i] > 0)
+			err = otlp_dict_str(&b, PROF_TYPE_OFFCPU, &c.off_type.type_strindex);
 	if (err)
 		goto out;
 

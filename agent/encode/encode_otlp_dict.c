@@ -61,6 +61,7 @@ void otlp_build_free(struct otlp_build *b)
 	intern_free(b->res);
 	intern_free(b->samples);
 	free(b->counts);
+	free(b->off_ns);
 	free(b->scratch);
 	while (b->arena) {
 		struct arena_chunk *n = b->arena->next;
@@ -351,7 +352,7 @@ int otlp_add_series(struct otlp_build *b, uint32_t series, const struct profile 
 		uint32_t sid;
 		bool added;
 
-		if (p->counts[i] <= 0)
+		if (p->counts[i] <= 0 && profile_off_ns(p, i) <= 0)
 			continue;
 		err = series_labelset(b, &m, series, pk.labelset_id, &k.res, &k.attrset);
 		if (!err)
@@ -369,16 +370,20 @@ int otlp_add_series(struct otlp_build *b, uint32_t series, const struct profile 
 				goto out;
 			}
 			c = realloc(b->counts, (size_t)cap * sizeof(*c));
+			if (c)
+				b->counts = c;
+			c = c ? realloc(b->off_ns, (size_t)cap * sizeof(*c)) : NULL;
 			if (!c) {
 				err = -ENOMEM;
 				goto out;
 			}
-			b->counts = c;
+			b->off_ns = c;
 			b->counts_cap = cap;
 		}
 		if (added)
-			b->counts[sid] = 0;
+			b->counts[sid] = b->off_ns[sid] = 0;
 		b->counts[sid] += p->counts[i];
+		b->off_ns[sid] += profile_off_ns(p, i);
 	}
 out:
 	free(m.str_of);

@@ -97,6 +97,7 @@ struct otlp_build {
 	struct intern *res;      /* struct res_key; id - 1 == resource_profiles index */
 	struct intern *samples;  /* struct sample_key */
 	int64_t *counts;         /* per sample id */
+	int64_t *off_ns;         /* per sample id: off-CPU nanoseconds (a profile with off_cpu values) */
 	uint32_t counts_cap;
 	int32_t frame_native, frame_kernel, frame_python, frame_java, frame_js; /* profile.frame.type attributes, 0 until used */
 	unsigned char *scratch;  /* a location key being built */

@@ -23,14 +23,15 @@ typedef Perftools__Profiles__Line pb_line;
 typedef Perftools__Profiles__Function pb_function;
 
 /* Strings the encoder needs beyond those interned by the profile. */
-enum { EXTRA_SAMPLES, EXTRA_COUNT, EXTRA_CPU, EXTRA_NANOSECONDS, EXTRA__MAX };
-static const char *const extra_strs[EXTRA__MAX] = { "samples", "count", "cpu", "nanoseconds" };
+enum { EXTRA_SAMPLES, EXTRA_COUNT, EXTRA_CPU, EXTRA_NANOSECONDS, EXTRA_OFFCPU, EXTRA__MAX };
+static const char *const extra_strs[EXTRA__MAX] = { "samples", "count", PROF_TYPE_CPU, "nanoseconds",
+						    PROF_TYPE_OFFCPU };
 
 /* Everything the message points to; owned here, freed by pb_build_free(). */
 struct pb_build {
 	char **strtab;
-	pb_value_type vt[3]; /* samples/count, cpu/nanoseconds, period type */
-	pb_value_type *vt_ptrs[2];
+	pb_value_type vt[4]; /* samples/count, cpu/nanoseconds, off_cpu/nanoseconds, period type */
+	pb_value_type *vt_ptrs[3];
 	pb_mapping *maps;
 	pb_mapping **map_ptrs;
 	pb_function *funcs;
@@ -289,7 +290,7 @@ static int build_samples(const struct profile *p, struct pb_build *b, pb_profile
 	b->stack_off = alloc_n((size_t)nstacks + 1, sizeof(*b->stack_off));
 	b->samples = alloc_n(nsamples, sizeof(*b->samples));
 	b->sample_ptrs = alloc_n(nsamples, sizeof(*b->sample_ptrs));
-	b->values = alloc_n((size_t)nsamples * 2, sizeof(*b->values));
+	b->values = alloc_n((size_t)nsamples * 3, sizeof(*b->values));
 	if (!b->labels || !b->label_ptrs || !b->stack_off || !b->samples || !b->sample_ptrs || !b->values)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < p->nlabels; i++) {
@@ -332,16 +333,18 @@ static int build_samples(const struct profile *p, struct pb_build *b, pb_profile
 	for (uint32_t i = 1; i <= nsamples; i++) {
 		struct prof_sample_key k = profile_sample_key(p, i);
 		pb_sample *ps = &b->samples[i - 1];
-		int64_t *v = &b->values[(size_t)(i - 1) * 2];
+		int64_t *v = &b->values[(size_t)(i - 1) * 3];
 		size_t n;
 
 		profile_stack(p, k.stack_id, &n);
 		*ps = (pb_sample)PERFTOOLS__PROFILES__SAMPLE__INIT;
 		ps->n_location_id = n;
 		ps->location_id = n ? &b->stack_ids[b->stack_off[k.stack_id]] : NULL;
+		/* The value types of encode_raw(): samples, then cpu and/or off_cpu. */
 		v[0] = p->counts[i];
-		v[1] = p->counts[i] * p->period;
-		ps->n_value = 2;
+		v[1] = p->values == PROF_VALUES_OFFCPU ? profile_off_ns(p, i) : p->counts[i] * p->period;
+		v[2] = profile_off_ns(p, i);
+		ps->n_value = p->values == PROF_VALUES_WALL ? 3 : 2;
 		ps->value = v;
 		if (k.labelset_id) {
 			const struct prof_lset *ls = &p->lsets[k.labelset_id];
@@ -387,27 +390,29 @@ static int encode_raw(const struct profile *p, const struct series_label *xl, si
 	for (uint32_t i = 0; i < p->ncomments; i++)
 		b.comments[i] = p->comments[i];
 
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < 4; i++)
 		b.vt[i] = (pb_value_type)PERFTOOLS__PROFILES__VALUE_TYPE__INIT;
 	b.vt[0].type = extra[EXTRA_SAMPLES];
 	b.vt[0].unit = extra[EXTRA_COUNT];
-	b.vt[1].type = extra[EXTRA_CPU];
+	b.vt[1].type = extra[p->values == PROF_VALUES_OFFCPU ? EXTRA_OFFCPU : EXTRA_CPU];
 	b.vt[1].unit = extra[EXTRA_NANOSECONDS];
-	b.vt[2] = b.vt[1];
-	b.vt_ptrs[0] = &b.vt[0];
-	b.vt_ptrs[1] = &b.vt[1];
+	b.vt[2].type = extra[EXTRA_OFFCPU];
+	b.vt[2].unit = extra[EXTRA_NANOSECONDS];
+	b.vt[3] = b.vt[1]; /* the period: an on-CPU sample's, or (off-CPU alone) the threshold */
+	for (int i = 0; i < 3; i++)
+		b.vt_ptrs[i] = &b.vt[i];
 
-	msg.n_sample_type = 2;
+	msg.n_sample_type = p->values == PROF_VALUES_WALL ? 3 : 2;
 	msg.sample_type = b.vt_ptrs;
 	msg.n_string_table = nstr;
 	msg.string_table = b.strtab;
 	msg.time_nanos = p->time_nanos;
 	msg.duration_nanos = p->duration_nanos;
-	msg.period_type = &b.vt[2];
+	msg.period_type = &b.vt[3];
 	msg.period = p->period;
 	msg.n_comment = p->ncomments;
 	msg.comment = b.comments;
-	msg.default_sample_type = extra[EXTRA_CPU];
+	msg.default_sample_type = b.vt[1].type;
 
 	len = perftools__profiles__profile__get_packed_size(&msg);
 	buf = malloc(len ? len : 1);

@@ -102,7 +102,7 @@ bool export_series_has_samples(const struct export_series *s)
 	if (!s->prof)
 		return false;
 	profile_get_stats(s->prof, &st);
-	return st.samples > 0;
+	return st.samples > 0 || st.stacks > 0; /* off-CPU samples count no samples, only time */
 }
 
 size_t export_batch_count(const struct export_batch *b, size_t *ret_labels)

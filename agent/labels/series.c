@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "aggregate.h"
+#include "profile_data.h"
 #include "clock.h"
 #include "cgroup.h"
 #include "discover.h"
@@ -272,6 +273,7 @@ static int series_for(struct series_table *t, const struct identity *id, bool ot
 		struct ingest_opts io = { .per_thread = t->o.per_thread, .python_hint = t->o.python_hint };
 
 		profile_set_period(s->prof, t->o.period_ns);
+		profile_set_values(s->prof, t->o.off_cpu ? PROF_VALUES_WALL : PROF_VALUES_CPU);
 		r = ingest_new(t->sym, s->prof, &io, &s->ingest);
 	}
 	r = r ?: copy_labels(&id->labels, &s->labels, &s->nlabels);

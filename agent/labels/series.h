@@ -26,6 +26,7 @@ struct series_table_opts {
 	bool per_thread;
 	const char *python_hint; /* ingest_opts.python_hint */
 	int64_t period_ns;
+	bool off_cpu;            /* off-CPU samples too: profiles carry cpu and off_cpu values */
 	const char *proc_root;   /* "/proc" unless tests point it elsewhere */
 	struct kube *kube;       /* Kubernetes metadata, or NULL */
 	const struct relabel *relabel; /* relabel_configs, or NULL */

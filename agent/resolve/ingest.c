@@ -632,5 +632,7 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 	r = labels_for(g, s, &labels);
 	if (r < 0)
 		return r;
+	if (s->flags & PROWL_SAMPLE_OFFCPU)
+		return profile_add_offcpu(g->prof, labels, g->locs, n, (int64_t)s->off_ns);
 	return profile_add_sample(g->prof, labels, g->locs, n, 1);
 }

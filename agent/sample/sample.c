@@ -217,6 +217,9 @@ static int setup_programs(struct sampler *s)
 	bpf_program__set_autoload(k->progs.prowl_exit_raw, want_exec && !s->tp_btf);
 	log_debug("BPF programs: %s sampler (%s)%s", kf_unwinder_name(s->unwinder), bpf_program__name(s->prog),
 		  want_tp ? (s->tp_btf ? ", tp_btf tracepoints" : ", raw tracepoints") : "");
+	r = offcpu_setup(s);
+	if (r < 0)
+		return r;
 	if (!s->opts.unwind_dwarf)
 		return 0;
 	s->opts.unwind_max_rows = rows;
@@ -275,6 +278,10 @@ static int size_ringbuf(struct sampler *s)
 {
 	uint64_t want = (uint64_t)s->ncpus * (s->opts.freq > 100 ? s->opts.freq : 100) * sizeof(struct prowl_sample);
 	uint64_t size = 1u << 20;
+
+	/* Off-CPU samples come in bursts (many threads waking at once): 8 MiB at least. */
+	if (s->opts.offcpu && want < (8u << 20))
+		want = 8u << 20;
 
 	while (size < want && size < (256u << 20))
 		size <<= 1;
@@ -355,6 +362,9 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 			goto fail;
 		}
 	}
+	r = offcpu_loaded(s);
+	if (r < 0)
+		goto fail;
 	if (log_get_level() >= LOG_LVL_DEBUG) {
 		struct bpf_program *prog;
 
@@ -575,12 +585,17 @@ static int sync_cpus(struct sampler *s, bool first)
 
 int sampler_start(struct sampler *s)
 {
-	int r = sync_cpus(s, true);
+	int r = s->opts.no_oncpu ? 1 : sync_cpus(s, true);
 
 	if (r < 0)
 		return r;
 	if (r == 0)
 		return log_error_errno(-ENODEV, "no online CPU could be sampled");
+	r = offcpu_start(s);
+	if (r < 0) {
+		sampler_stop(s);
+		return r;
+	}
 	s->started = true;
 	s->next_hotplug_ns = clock_mono_ns() + HOTPLUG_CHECK_NS;
 	return 0;
@@ -610,7 +625,7 @@ int sampler_poll(struct sampler *s, int timeout_ms)
 		if (m > 0)
 			n += m;
 	}
-	if (s->started && clock_mono_ns() >= s->next_hotplug_ns) {
+	if (s->started && !s->opts.no_oncpu && clock_mono_ns() >= s->next_hotplug_ns) {
 		sync_cpus(s, false);
 		s->next_hotplug_ns = clock_mono_ns() + HOTPLUG_CHECK_NS;
 	}
@@ -632,6 +647,7 @@ int sampler_drain(struct sampler *s, uint64_t budget_ns)
 
 void sampler_stop(struct sampler *s)
 {
+	offcpu_stop(s);
 	for (int cpu = 0; cpu < s->ncpus; cpu++)
 		close_cpu(s, cpu);
 	s->started = false;
@@ -642,7 +658,7 @@ int sampler_set_freq(struct sampler *s, unsigned int freq)
 	if (freq == s->opts.freq)
 		return 0;
 	s->opts.freq = freq;
-	if (!s->started)
+	if (!s->started || s->opts.no_oncpu)
 		return 0;
 	/* Reopen each CPU's event; the ring buffer and its samples stay. */
 	for (int cpu = 0; cpu < s->ncpus; cpu++)

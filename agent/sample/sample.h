@@ -34,6 +34,12 @@ struct sampler_opts {
 	bool python_off;       /* --python=off: no CPython frames (they need unwind_dwarf) */
 	bool java_off;         /* --java=off: no Java frames (they need unwind_dwarf) */
 	bool node_off;         /* --node=off: no JavaScript frames of node (they need unwind_dwarf) */
+	/* Off-CPU time (bpf/offcpu.bpf.h): waits kept with p = min(1, d / T), T =
+	 * offcpu_threshold_ns (0: PROWL_OFFCPU_T_DEFAULT); no_oncpu: no perf events
+	 * (--off-cpu alone). */
+	bool offcpu;
+	bool no_oncpu;
+	uint64_t offcpu_threshold_ns;
 	sampler_cb cb;
 	void *cb_ctx;
 };

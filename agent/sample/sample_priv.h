@@ -1,6 +1,6 @@
 /* sample_priv.h: the sampler's state, shared by the files of the sample stage
  * (sample.c: BPF programs, perf events, ring buffers; sample_stats.c: counters and costs;
- * maps_io.c: the map entries user space writes and reads). */
+ * maps_io.c: the map entries user space writes and reads; offcpu.c: the off-CPU programs). */
 #ifndef PROWL_SAMPLE_PRIV_H
 #define PROWL_SAMPLE_PRIV_H
 
@@ -43,6 +43,9 @@ struct sampler {
 	uint64_t poll_until;       /* sampler_poll() stops reading at this time */
 	unsigned int handled;
 	bool over_budget;
+	/* Off-CPU (offcpu.c): the loaded programs, and their links (sys_exit, sched_switch). */
+	struct bpf_program *offcpu_switch, *offcpu_sysexit;
+	struct bpf_link *offcpu_links[2];
 	uint32_t self_pid;         /* prowl's own process, loaded by the unwinder last */
 	bool self_pending;
 };
@@ -51,5 +54,13 @@ struct sampler {
 void sampler_maps_io_init(struct sampler *s);
 /* Logs what -v and PROWL_BPF_TIMING=1 ask for when the sampler closes. */
 void sampler_log_stats(const struct sampler *s);
+
+/* Off-CPU (offcpu.c). Before load: which of its programs load, and the threshold;
+ * after load: the bounded unwinder's chains; then attach (nothing without
+ * opts.offcpu) and detach (a no-op when not attached). 0 or -errno, logged. */
+int offcpu_setup(struct sampler *s);
+int offcpu_loaded(struct sampler *s);
+int offcpu_start(struct sampler *s);
+void offcpu_stop(struct sampler *s);
 
 #endif

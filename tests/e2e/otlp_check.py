@@ -330,8 +330,8 @@ def _value_type(t, vt, where):
 
 def _check_profile(t, p, where):
     st = _value_type(t, p.msg("sample_type"), where + ".sample_type")
-    if st != ("samples", "count"):
-        raise CheckError(f"{where}: sample_type is {st}, want ('samples', 'count')")
+    if st not in (("samples", "count"), ("off_cpu", "nanoseconds")):
+        raise CheckError(f"{where}: sample_type is {st}, want ('samples', 'count') or ('off_cpu', 'nanoseconds')")
     pt = _value_type(t, p.msg("period_type"), where + ".period_type")
     if pt != ("cpu", "nanoseconds"):
         raise CheckError(f"{where}: period_type is {pt}, want ('cpu', 'nanoseconds')")
@@ -356,7 +356,7 @@ def _check_profile(t, p, where):
         li = _index(s.int("link_index"), len(t.links), "link_index", sw)
         values = s.all("values")
         if len(values) != 1:
-            raise CheckError(f"{sw}: has {len(values)} values, want exactly 1 (samples/count)")
+            raise CheckError(f"{sw}: has {len(values)} values, want exactly 1 (of the sample type)")
         if values[0] <= 0:
             raise CheckError(f"{sw}: value {values[0]} is not positive")
         ts = s.all("timestamps_unix_nano")
@@ -371,7 +371,7 @@ def _check_profile(t, p, where):
         frames = _frames(t, si)
         out.append({"value": values[0], "attrs": sattrs, "frames": frames,
                     "stack": [f["function"] for f in frames]})
-    return {"period": p.int("period"), "time_unix_nano": p.int("time_unix_nano"),
+    return {"sample_type": st, "period": p.int("period"), "time_unix_nano": p.int("time_unix_nano"),
             "duration_nano": p.int("duration_nano"), "profile_id": pid, "attrs": pattrs,
             "samples": out}
 

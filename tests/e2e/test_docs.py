@@ -195,6 +195,13 @@ def doc_profiles(d):
             proc = "postgres" if i % 2 else "nginx"
             p.add(["main", "hot_a" if i % 4 else "hot_b"], labels={"pid": 100 + i % 2, "process_name": proc})
         (d / f"{name}.pb.gz").write_bytes(p.encode())
+    # Off-CPU captures (prowl record --off-cpu): waits in read and in a lock, in nanoseconds.
+    for name in ("wait", "before", "after"):
+        p = Profile(sample_types=(("samples", "count"), ("off_cpu", "nanoseconds")))
+        for i in range(400):
+            p.add(["main", "wait_read" if i % 4 else "wait_lock"], labels={"pid": 100, "process_name": "app"},
+                  values=[1, 1_000_000 + i])
+        (d / f"{name}.pb.gz").write_bytes(p.encode())
 
 
 def simple_commands(line):
@@ -432,7 +439,8 @@ def key_rows():
     return out
 
 
-TOP_KEYS = ("frequency", "interval", "idle", "include_self", "per_thread", "unwind", "python", "java", "node", "demangle",
+TOP_KEYS = ("frequency", "interval", "idle", "include_self", "per_thread", "unwind", "python", "java", "node", "off_cpu",
+            "off_cpu_threshold", "demangle",
             "hostname", "labels", "state_dir", "shutdown_timeout")
 
 

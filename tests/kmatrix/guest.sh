@@ -1,7 +1,7 @@
 #!/bin/sh
 # guest.sh: the kernel matrix's checks on one kernel, run as /init's payload in a QEMU
 # guest (busybox sh) or on this machine: prowl's captures, their output as tagged blocks.
-# Environment: KM_BIN (prowl, split532, split532_fp; /usr/bin/python3.11 too), KM_TMP (scratch dir), KM_OUT
+# Environment: KM_BIN (prowl, split532, split532_fp, offsplit; /usr/bin/python3.11 too), KM_TMP (scratch dir), KM_OUT
 # (where results go: /dev/ttyS1 in a guest), KM_SECONDS (capture length, default 3),
 # KM_BOTH=1 (also measure the DWARF unwinder the kernel does not pick by itself).
 # Output lines: "@@info KEY VALUE", "@@step NAME rc=N sec=S", and "@@file NAME" or
@@ -113,6 +113,14 @@ EOF
 else
 	echo "@@info python missing" >&3
 fi
+
+# Off-CPU time: offsplit's worker waits in wait_pipe/wait_sleep/wait_lock (5/3/2 ms a cycle);
+# its own account of the time in each ("split ...") is what the profile must match.
+# The cycles start 3 s in: under emulation the unwinder takes a second or two to load it.
+step offcpu "$B/prowl" record -q --off-cpu -o "$T/offcpu.folded" -- "$B/offsplit" split "$S" 5 3 2 0 3000 \
+	>"$T/offcpu.truth"
+emit_file offcpu.folded "$T/offcpu.folded"
+emit_file offcpu.truth "$T/offcpu.truth"
 
 # Frame pointers, on the build that has them.
 workload split532_fp

@@ -1,6 +1,7 @@
 """judge.py: reads what guest.sh reported for one kernel and judges it: exit codes, the
 50/30/20 split within 5 points, the rooted share, CPython 3.11's 2:1 split of Python functions, the agent's windows (read with Google's
-pprof), the one-line errors, and the BPF cost per sample; rows for the matrix's table."""
+pprof), the off-CPU split against the workload's own account, the one-line errors, and the BPF cost per
+sample; rows for the matrix's table."""
 import base64
 import os
 import re
@@ -107,6 +108,42 @@ def check_capture(row, steps, files, step, comm, roots, need_rooted):
     return row
 
 
+OFF_WAITS = ("wait_pipe", "wait_sleep", "wait_lock")
+
+
+def check_offcpu(row, steps, files):
+    """record --off-cpu on offsplit: the off-CPU time of the stacks through each wait
+    function, in % of the three, within 5 points of the time the workload says it spent
+    in each; 95 % of it in stacks that reach a thread root."""
+    rc = steps.get("offcpu", (None, 0))[0]
+    truth = dict(re.findall(r"(wait_\w+)=(\d+)", files.get("offcpu.truth", "")))
+    got = dict.fromkeys(OFF_WAITS, 0)
+    rooted = 0
+    for n, fr in workload_stacks(files.get("offcpu.folded", ""), "offsplit"):
+        w = next((w for w in OFF_WAITS if w in fr), None)
+        if w:
+            got[w] += n
+            rooted += n if fr and fr[0] in DWARF_ROOTS else 0
+    total, ttotal = sum(got.values()), sum(int(v) for v in truth.values())
+    pct = {w: 100.0 * got[w] / total for w in OFF_WAITS} if total else {}
+    row.update(step="offcpu", rc=rc, samples=total // 1000000, pct=pct,
+               rooted=100.0 * rooted / total if total else 0.0, sec=steps.get("offcpu", (0, 0))[1])
+    problems = []
+    if rc != 0:
+        problems.append(f"exit code {rc}: {(files.get('offcpu.err') or '').strip()[-300:]}")
+    elif not total or len(truth) != 3 or not ttotal:
+        problems.append("no off-CPU time in the wait functions, or no account from the workload")
+    else:
+        for w in OFF_WAITS:
+            want = 100.0 * int(truth[w]) / ttotal
+            if abs(pct[w] - want) > TOLERANCE_PP:
+                problems.append(f"{w} has {pct[w]:.1f}% of the off-CPU time, the workload says {want:.1f}")
+        if row["rooted"] < ROOTED_MIN:
+            problems.append(f"{row['rooted']:.1f}% of the off-CPU time reaches a thread root")
+    row["problems"] = problems
+    return row
+
+
 PY_SPLIT = {"py_a": 100.0 * 2 / 3, "py_b": 100.0 / 3}
 PY_MIN_SAMPLES = 200
 
@@ -175,6 +212,7 @@ def judge(name, text, pprof):
     rows.append(check_capture(dict(base, mode="record -p, dwarf"), steps, files, "pid", "split532", DWARF_ROOTS,
                               True))
     rows.append(check_python(dict(base, mode="record -p, CPython 3.11"), info, steps, files))
+    rows.append(check_offcpu(dict(base, mode="record --off-cpu (ms of waits)"), steps, files))
     rows.append(check_capture(dict(base, mode="record -a, fp"), steps, files, "fp", "split532_fp", FP_ROOTS, False))
     # window:SERVICE/STAMP-HASH.pb.gz, one file per series per window
     wfiles = sorted(k for k in files if k.startswith("window:"))

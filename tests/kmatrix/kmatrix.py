@@ -128,7 +128,8 @@ def make_initramfs(build, cache):
     busybox, the workloads and guest.sh, as an uncompressed newc cpio."""
     out = os.path.join(cache, "initramfs.cpio")
     inputs = [os.path.join(build, "prowl"), os.path.join(build, "workloads/split532"),
-              os.path.join(build, "workloads/split532_fp"), os.path.join(ROOT, "tests/kmatrix/guest.sh"),
+              os.path.join(build, "workloads/split532_fp"), os.path.join(build, "workloads/offsplit"),
+              os.path.join(ROOT, "tests/kmatrix/guest.sh"),
               os.path.abspath(__file__)]
     for p in inputs:
         if not os.path.exists(p):
@@ -157,6 +158,7 @@ def make_initramfs(build, cache):
         subprocess.run(["strip", "--strip-debug", os.path.join(stage, "km/prowl")], check=True)
         put(os.path.join(build, "workloads/split532"), f"{km}/split532")
         put(os.path.join(build, "workloads/split532_fp"), f"{km}/split532_fp")
+        put(os.path.join(build, "workloads/offsplit"), f"{km}/offsplit")
         put(os.path.join(ROOT, "tests/kmatrix/guest.sh"), f"{km}/guest.sh")
         # CPython 3.11 for guest.sh's Python capture: the interpreter, its libraries and
         # the encodings it imports at start (-I -S: nothing else).
@@ -276,7 +278,7 @@ def run_host(build, seconds, both):
         kb = os.path.join(tmp, "bin")
         os.makedirs(kb)
         for src, dst in (("prowl", "prowl"), ("workloads/split532", "split532"),
-                         ("workloads/split532_fp", "split532_fp")):
+                         ("workloads/split532_fp", "split532_fp"), ("workloads/offsplit", "offsplit")):
             os.symlink(os.path.abspath(os.path.join(build, src)), os.path.join(kb, dst))
         out = os.path.join(tmp, "results.txt")
         env = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}

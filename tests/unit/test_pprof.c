@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "aggregate.h"
+#include "profile_data.h"
 #include "encode.h"
 #include "export.h"
 #include "profile.pb-c.h"
@@ -312,6 +313,75 @@ static void test_pprof_empty(void **state)
 	profile_free(p);
 }
 
+/* Off-CPU values (issue 30): --wall's three sample types, an off-CPU-only sample
+ * with no count, and --off-cpu's two, read by folded as nanoseconds. */
+static void test_pprof_offcpu(void **state)
+{
+	struct small s;
+	pb_profile *m;
+	char *folded;
+	size_t len;
+
+	(void)state;
+	small_build(&s);
+	profile_set_values(s.p, PROF_VALUES_WALL);
+	assert_int_equal(profile_add_offcpu(s.p, s.ls, (uint32_t[]){ s.loc_main }, 1, 7000000), 0);
+	assert_int_equal(profile_add_offcpu(s.p, s.ls, (uint32_t[]){ s.loc_main }, 1, 3000000), 0);
+	assert_int_equal(profile_add_offcpu(s.p, s.ls, (uint32_t[]){ s.loc_inl, s.loc_main }, 2, 1000000), 0);
+	assert_int_equal(profile_add_offcpu(s.p, s.ls, (uint32_t[]){ s.loc_main }, 1, -1), -EINVAL);
+	m = decode(s.p);
+	assert_int_equal(m->n_sample_type, 3);
+	assert_string_equal(str(m, m->sample_type[1]->type), "cpu");
+	assert_string_equal(str(m, m->sample_type[2]->type), "off_cpu");
+	assert_string_equal(str(m, m->sample_type[2]->unit), "nanoseconds");
+	assert_string_equal(str(m, m->default_sample_type), "cpu");
+	{
+		int64_t cnt = 0, cpu = 0, off = 0, main_only_off = -1;
+
+		for (size_t i = 0; i < m->n_sample; i++) {
+			assert_int_equal(m->sample[i]->n_value, 3);
+			cnt += m->sample[i]->value[0];
+			cpu += m->sample[i]->value[1];
+			off += m->sample[i]->value[2];
+			if (m->sample[i]->n_location_id == 1 && m->sample[i]->value[0] == 0)
+				main_only_off = m->sample[i]->value[2];
+		}
+		assert_int_equal(cnt, 8); /* on-CPU samples only: 3 + 5 */
+		assert_int_equal(cpu, 8 * PERIOD);
+		assert_int_equal(off, 11000000);
+		assert_int_equal(main_only_off, 10000000); /* one stack, two waits */
+	}
+	perftools__profiles__profile__free_unpacked(m, NULL);
+	profile_free(s.p);
+
+	/* --off-cpu: [samples (the waits), off_cpu], off_cpu the default; folded in ns. */
+	s.p = profile_new();
+	assert_non_null(s.p);
+	profile_set_values(s.p, PROF_VALUES_OFFCPU);
+	{
+		struct prof_frame f = { .function = "wait_here" };
+		uint32_t map, loc;
+
+		assert_int_equal(profile_mapping(s.p, &(struct prof_mapping_in){ .key = 1, .start = 0x1000, .limit = 0x2000,
+							 .filename = "/bin/app", .is_main = true }, &map), 0);
+		assert_int_equal(profile_add_location(s.p, map, 0x1100, &f, 1, true, &loc), 0);
+		assert_int_equal(profile_add_offcpu(s.p, 0, &loc, 1, 2500), 0);
+		assert_int_equal(profile_add_offcpu(s.p, 0, &loc, 1, 500), 0);
+	}
+	m = decode(s.p);
+	assert_int_equal(m->n_sample_type, 2);
+	assert_string_equal(str(m, m->sample_type[1]->type), "off_cpu");
+	assert_string_equal(str(m, m->default_sample_type), "off_cpu");
+	assert_int_equal(m->n_sample, 1);
+	assert_int_equal(m->sample[0]->value[0], 2);
+	assert_int_equal(m->sample[0]->value[1], 3000);
+	perftools__profiles__profile__free_unpacked(m, NULL);
+	assert_int_equal(encode_folded(s.p, &folded, &len), 0);
+	assert_non_null(strstr(folded, "wait_here 3000\n"));
+	free(folded);
+	profile_free(s.p);
+}
+
 /* The value of the label key of sample smp, or NULL; fails if the key is there twice. */
 static const char *label_of(const pb_profile *m, const Perftools__Profiles__Sample *smp, const char *key)
 {
@@ -566,6 +636,7 @@ int main(void)
 		cmocka_unit_test(test_pprof_decode),
 		cmocka_unit_test(test_pprof_mapping_flags),
 		cmocka_unit_test(test_pprof_empty),
+		cmocka_unit_test(test_pprof_offcpu),
 		cmocka_unit_test(test_pprof_labeled),
 		cmocka_unit_test(test_pprof_protoc),
 		cmocka_unit_test(test_pprof_tool),

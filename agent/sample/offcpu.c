@@ -1,0 +1,115 @@
+/* offcpu.c: the off-CPU half of the sample stage: which of bpf/offcpu.bpf.h's programs
+ * load (one per unwinder; sched_switch as tp_btf or raw_tp), and attaching them. */
+#include <errno.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "array_size.h"
+#include "log.h"
+#include "sample_priv.h"
+
+int offcpu_setup(struct sampler *s)
+{
+	struct prowl_bpf *k = s->skel;
+	struct bpf_program *const sw_btf[] = {
+		[KF_UNW_FP] = k->progs.prowl_offcpu_switch_fp,
+		[KF_UNW_DWARF_LOOP] = k->progs.prowl_offcpu_switch_dwarf,
+		[KF_UNW_DWARF_BOUNDED] = k->progs.prowl_offcpu_switch_bounded,
+	};
+	struct bpf_program *const sw_raw[] = {
+		[KF_UNW_FP] = k->progs.prowl_offcpu_switch_fp_raw,
+		[KF_UNW_DWARF_LOOP] = k->progs.prowl_offcpu_switch_dwarf_raw,
+		[KF_UNW_DWARF_BOUNDED] = k->progs.prowl_offcpu_switch_bounded_raw,
+	};
+	struct bpf_program *const sysexit[] = {
+		[KF_UNW_FP] = k->progs.prowl_offcpu_sysexit_fp,
+		[KF_UNW_DWARF_LOOP] = k->progs.prowl_offcpu_sysexit_dwarf,
+		[KF_UNW_DWARF_BOUNDED] = k->progs.prowl_offcpu_sysexit_bounded,
+	};
+	bool on = s->opts.offcpu, bounded = s->unwinder == KF_UNW_DWARF_BOUNDED;
+
+	for (size_t i = 0; i < ARRAY_SIZE(sw_btf); i++) {
+		bpf_program__set_autoload(sw_btf[i], on && s->tp_btf && i == s->unwinder);
+		bpf_program__set_autoload(sw_raw[i], on && !s->tp_btf && i == s->unwinder);
+		bpf_program__set_autoload(sysexit[i], on && i == s->unwinder);
+	}
+	bpf_program__set_autoload(k->progs.prowl_offcpu_step_raw, on && bounded);
+	bpf_program__set_autoload(k->progs.prowl_offcpu_step_btf, on && bounded && s->tp_btf);
+	s->offcpu_switch = s->tp_btf ? sw_btf[s->unwinder] : sw_raw[s->unwinder];
+	s->offcpu_sysexit = sysexit[s->unwinder];
+	if (!on) {
+		bpf_map__set_max_entries(k->maps.offcpu_start, 1);
+		bpf_map__set_max_entries(k->maps.offcpu_pending, 1);
+		return 0;
+	}
+	if (!s->tp_btf && !kfeatures_get()->has[KF_RAW_TP]) {
+		log_error("off-CPU profiling needs %s (Linux %s+), which this kernel (%s) lacks",
+			  kfeature_name(KF_RAW_TP), kfeature_since(KF_RAW_TP), kfeatures_get()->release);
+		return -EOPNOTSUPP;
+	}
+	if (!s->tp_btf)
+		log_warn("off-CPU profiling: tracing programs cannot attach by BTF on this kernel (%s): off-CPU samples "
+			 "have user stacks only", kfeatures_get()->release);
+	k->rodata->offcpu_threshold_ns = s->opts.offcpu_threshold_ns ? s->opts.offcpu_threshold_ns
+								     : PROWL_OFFCPU_T_DEFAULT;
+	return 0;
+}
+
+/* Puts prog in slot 0 of chain. */
+static int chain(struct bpf_map *chain, struct bpf_program *prog)
+{
+	__u32 slot = 0;
+	int fd = bpf_program__fd(prog);
+
+	if (bpf_map__update_elem(chain, &slot, sizeof(slot), &fd, sizeof(fd), BPF_ANY))
+		return log_error_errno(-errno, "cannot chain the bounded unwinder's off-CPU programs");
+	return 0;
+}
+
+int offcpu_loaded(struct sampler *s)
+{
+	int r;
+
+	if (!s->opts.offcpu || s->unwinder != KF_UNW_DWARF_BOUNDED)
+		return 0;
+	r = chain(s->skel->maps.offcpu_chain_raw, s->skel->progs.prowl_offcpu_step_raw);
+	if (!r && s->tp_btf)
+		r = chain(s->skel->maps.offcpu_chain_btf, s->skel->progs.prowl_offcpu_step_btf);
+	return r;
+}
+
+int offcpu_start(struct sampler *s)
+{
+	int r;
+
+	if (!s->opts.offcpu)
+		return 0;
+	s->offcpu_links[0] = bpf_program__attach_raw_tracepoint(s->offcpu_sysexit, "sys_exit");
+	if (!s->offcpu_links[0]) {
+		r = log_error_errno(-errno, "off-CPU profiling: cannot attach to the sys_exit tracepoint");
+		offcpu_stop(s);
+		return r;
+	}
+	if (s->tp_btf)
+		s->offcpu_links[1] = bpf_program__attach(s->offcpu_switch);
+	else
+		s->offcpu_links[1] = bpf_program__attach_raw_tracepoint(s->offcpu_switch, "sched_switch");
+	if (!s->offcpu_links[1]) {
+		r = log_error_errno(-errno, "off-CPU profiling: cannot attach to the sched_switch tracepoint");
+		offcpu_stop(s);
+		return r;
+	}
+	log_debug("off-CPU: %s and %s, threshold %llu ns", bpf_program__name(s->offcpu_switch),
+		  bpf_program__name(s->offcpu_sysexit), (unsigned long long)s->skel->rodata->offcpu_threshold_ns);
+	return 0;
+}
+
+void offcpu_stop(struct sampler *s)
+{
+	/* The switch first: no wait becomes pending once it is gone. */
+	for (int i = 1; i >= 0; i--) {
+		bpf_link__destroy(s->offcpu_links[i]);
+		s->offcpu_links[i] = NULL;
+	}
+}

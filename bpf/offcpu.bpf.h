@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
+/* offcpu.bpf.h: off-CPU samples from sched_switch: a wait of d is kept with p = min(1, d / T)
+ * and weighs d / p; its stacks are taken in the task's own context, with the on-CPU unwinders. */
+
+/* Included twice by prowl.bpf.c: first the maps and helpers (before emit() and
+ * take()), then, with PROWL_OFFCPU_PROGRAMS, the programs (after them).
+ *
+ * The life of a wait (kernels without kprobes or fentry have nothing else):
+ * 1. sched_switch, prev leaves the CPU: offcpu_start[tid] = now.
+ * 2. sched_switch, next comes back (prev's context): d = now - start; kept with
+ *    p = min(1, d / T); a kept one becomes offcpu_pending[tid] = { d / p, the
+ *    kernel stack next still sleeps on (bpf_get_task_stack) }.
+ * 3. The task's own context, the first of: its syscall returning (sys_exit), or
+ *    its next switch out: its user stack (DWARF, Python, Java: take()) is where it
+ *    waited, and the sample is written with the kernel stack of step 2. */
+
+#ifndef PROWL_OFFCPU_PROGRAMS
+#ifndef PROWL_OFFCPU_MAPS_H
+#define PROWL_OFFCPU_MAPS_H
+
+/* T in ns (user space sets it before load; <= PROWL_OFFCPU_T_MAX). */
+const volatile __u64 offcpu_threshold_ns = PROWL_OFFCPU_T_DEFAULT;
+
+/* tid -> when it left the CPU (bpf_ktime_get_ns). Bounded: a switch that finds
+ * it full is counted (PROWL_CNT_OFFCPU_FULL) and that wait is not seen. User
+ * space sizes it (PROWL_OFFCPU_TASKS by default). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, PROWL_OFFCPU_TASKS);
+	__type(key, __u32);
+	__type(value, __u64);
+} offcpu_start SEC(".maps");
+
+struct offcpu_pending {
+	__u64 off_ns; /* the weight d / p */
+	__u32 klen;   /* frames in kstack */
+	__u32 _pad;
+	__u64 kstack[PROWL_MAX_STACK];
+};
+
+/* tid -> its kept wait, until its own context writes the sample. Entries live
+ * for microseconds; allocated on use. A full map is counted like offcpu_start. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct offcpu_pending);
+} offcpu_pending SEC(".maps");
+
+/* Where a pending entry is built (too large for the BPF stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct offcpu_pending);
+} offcpu_scratch SEC(".maps");
+
+/* Entries in offcpu_pending (approximately: a hint that spares every syscall
+ * exit a hash lookup while there are none). */
+__u64 offcpu_npending = 0;
+
+static __always_inline struct offcpu_pending *offcpu_pending_get(__u32 tid)
+{
+	return bpf_map_lookup_elem(&offcpu_pending, &tid);
+}
+
+static __always_inline void offcpu_pending_done(__u32 tid)
+{
+	if (bpf_map_delete_elem(&offcpu_pending, &tid) == 0)
+		__sync_fetch_and_add(&offcpu_npending, -1);
+}
+
+#endif /* PROWL_OFFCPU_MAPS_H */
+#else /* PROWL_OFFCPU_PROGRAMS */
+
+/* PF_KTHREAD (include/linux/sched.h): kernel threads wait for work, not for
+ * someone; they are left out like the idle task unless --idle. */
+#define OFFCPU_PF_KTHREAD 0x00200000
+
+/* next is back on the CPU after a wait: keep it with p = min(1, d / T). Its
+ * kernel stack is read here (it still sleeps on it) where next is a BTF pointer
+ * (tp_btf); a raw tracepoint cannot pass it to bpf_get_task_stack (btf false). */
+static __always_inline void offcpu_back(struct task_struct *next, bool btf)
+{
+	__u32 tid = BPF_CORE_READ(next, pid);
+	__u64 T = offcpu_threshold_ns;
+	struct offcpu_pending *pe;
+	__u64 *startp, d;
+	__u32 zero = 0;
+
+	startp = bpf_map_lookup_elem(&offcpu_start, &tid);
+	if (!startp)
+		return;
+	d = bpf_ktime_get_ns() - *startp;
+	bpf_map_delete_elem(&offcpu_start, &tid);
+	if ((__s64)d <= 0)
+		return;
+	if (d < T) {
+		/* Kept when u < d / T for u uniform in [0, 1): u = r / 2^32. The
+		 * products stay below 2^62 (T <= 2^30 ns). A kept short wait
+		 * weighs d / (d / T) = T. */
+		if ((__u64)bpf_get_prandom_u32() * T >= d << 32) {
+			count(PROWL_CNT_OFFCPU_SKIPPED);
+			return;
+		}
+		d = T;
+	}
+	pe = bpf_map_lookup_elem(&offcpu_scratch, &zero);
+	if (!pe)
+		return;
+	pe->off_ns = d;
+	pe->klen = 0;
+	if (btf) {
+		long n = bpf_get_task_stack(next, pe->kstack, sizeof(pe->kstack), 0);
+
+		if (n < 0)
+			count(PROWL_CNT_KSTACK_ERR);
+		else
+			pe->klen = n / sizeof(__u64);
+	}
+	if (bpf_map_update_elem(&offcpu_pending, &tid, pe, BPF_NOEXIST) == 0) {
+		__sync_fetch_and_add(&offcpu_npending, 1);
+		return;
+	}
+	/* Still pending from its last wait (no syscall exit or switch since): the
+	 * two add up under the older one's stack. Else the map is full. */
+	pe = bpf_map_lookup_elem(&offcpu_pending, &tid);
+	if (pe) {
+		__sync_fetch_and_add(&pe->off_ns, d);
+		return;
+	}
+	count(PROWL_CNT_OFFCPU_FULL);
+	count_add(PROWL_CNT_OFFCPU_LOST_NS, d);
+}
+
+/* One context switch, in prev's context: prev's wait starts, next's ends, and
+ * last (a tail call does not come back) prev's pending sample is written, in
+ * its own context. */
+static __always_inline int offcpu_switch(void *ctx, enum unwinder unw, enum chain ch, struct task_struct *prev,
+					 struct task_struct *next)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id, tgid = id >> 32;
+	__u64 now;
+
+	if (wanted(tgid, tid, false) && (keep_idle || !(BPF_CORE_READ(prev, flags) & OFFCPU_PF_KTHREAD)) &&
+	    !BPF_CORE_READ(prev, exit_state)) { /* an exiting task's last switch: it does not come back */
+		now = bpf_ktime_get_ns();
+		if (bpf_map_update_elem(&offcpu_start, &tid, &now, BPF_ANY))
+			count(PROWL_CNT_OFFCPU_FULL);
+	}
+	offcpu_back(next, ch == CH_BTF);
+	if (offcpu_npending && offcpu_pending_get(tid))
+		take(ctx, unw, id, ch);
+	return 0;
+}
+
+/* A syscall returns: the task's own context, its user registers those of the
+ * syscall it waited in. */
+static __always_inline int offcpu_sysexit(void *ctx, enum unwinder unw)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+
+	if (!offcpu_npending || !offcpu_pending_get((__u32)id))
+		return 0;
+	return take(ctx, unw, id, CH_RAW);
+}
+
+/* sched_switch as tp_btf (5.5+), or a raw tracepoint where tracing programs
+ * cannot attach by BTF (off-CPU kernel stacks are then left empty); one per
+ * unwinder, like the perf_event programs. */
+#define OFFCPU_SWITCH(name, sec, unw, ch)                                                                 \
+	SEC(sec)                                                                                           \
+	int BPF_PROG(name, bool preempt, struct task_struct *prev, struct task_struct *next)              \
+	{                                                                                                  \
+		return offcpu_switch(ctx, unw, ch, prev, next);                                            \
+	}
+OFFCPU_SWITCH(prowl_offcpu_switch_fp, "tp_btf/sched_switch", UNW_FP, CH_BTF)
+OFFCPU_SWITCH(prowl_offcpu_switch_dwarf, "tp_btf/sched_switch", UNW_DWARF_LOOP, CH_BTF)
+OFFCPU_SWITCH(prowl_offcpu_switch_bounded, "tp_btf/sched_switch", UNW_DWARF_BOUNDED, CH_BTF)
+OFFCPU_SWITCH(prowl_offcpu_switch_fp_raw, "raw_tp/sched_switch", UNW_FP, CH_RAW)
+OFFCPU_SWITCH(prowl_offcpu_switch_dwarf_raw, "raw_tp/sched_switch", UNW_DWARF_LOOP, CH_RAW)
+OFFCPU_SWITCH(prowl_offcpu_switch_bounded_raw, "raw_tp/sched_switch", UNW_DWARF_BOUNDED, CH_RAW)
+
+/* sys_exit needs no BTF pointer: a raw tracepoint on every kernel. */
+SEC("raw_tp/sys_exit")
+int prowl_offcpu_sysexit_fp(void *ctx)
+{
+	return offcpu_sysexit(ctx, UNW_FP);
+}
+
+SEC("raw_tp/sys_exit")
+int prowl_offcpu_sysexit_dwarf(void *ctx)
+{
+	return offcpu_sysexit(ctx, UNW_DWARF_LOOP);
+}
+
+SEC("raw_tp/sys_exit")
+int prowl_offcpu_sysexit_bounded(void *ctx)
+{
+	return offcpu_sysexit(ctx, UNW_DWARF_BOUNDED);
+}
+
+/* prowl_unwind_step of the off-CPU programs: for the raw tracepoints, and for
+ * tp_btf/sched_switch (a tp_btf program tail-calls programs of its own hook). */
+SEC("raw_tp/sys_exit")
+int prowl_offcpu_step_raw(void *ctx)
+{
+	return unwind_step_run(ctx, CH_RAW);
+}
+
+SEC("tp_btf/sched_switch")
+int prowl_offcpu_step_btf(void *ctx)
+{
+	return unwind_step_run(ctx, CH_BTF);
+}
+
+#endif /* PROWL_OFFCPU_PROGRAMS */

@@ -1,0 +1,156 @@
+#!/bin/bash
+# offcpu.sh: what off-CPU profiling costs (`make bench`, issue 30). Prints a Markdown section
+# and writes it to $BUILD/bench/offcpu.md. Needs root, $BUILD/prowl, $BUILD/workloads/offsplit, bpftool.
+#
+#  a. cost per context switch: `prowl record --off-cpu -a` on a pipe ping-pong, the kernel's
+#     BPF stats (kernel.bpf_stats_enabled) of its sched_switch and sys_exit programs:
+#     (run time of both) / (runs of the sched_switch program, one per context switch);
+#  b. the ping-pong's round trips per second with no profiler and under
+#     `prowl record --off-cpu -a` (default threshold), interleaved in rounds;
+#  c. `prowl agent` CPU time and RSS with off_cpu true and false, the host busy with the
+#     ping-pong, interleaved.
+#
+# Environment: OFFCPU_ROUNDS (5), OFFCPU_SECONDS (10), OFFCPU_AGENT_SECONDS (30),
+# BENCH_QUICK=1 (2 rounds x 3 s, 8 s agent runs: to check the script, not to quote),
+# PROWL_BUILD (build).
+set -u -o pipefail
+cd "$(dirname "$0")/../.." || exit 1
+. tests/bench/lib.sh
+
+BUILD=${PROWL_BUILD:-build}
+PROWL=$BUILD/prowl
+PP=$BUILD/workloads/offsplit
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+	ROUNDS=${OFFCPU_ROUNDS:-2} SECS=${OFFCPU_SECONDS:-3} AGENT_S=${OFFCPU_AGENT_SECONDS:-8}
+else
+	ROUNDS=${OFFCPU_ROUNDS:-5} SECS=${OFFCPU_SECONDS:-10} AGENT_S=${OFFCPU_AGENT_SECONDS:-30}
+fi
+HZ=$(getconf CLK_TCK)
+OUT=$BUILD/bench/offcpu.md
+TMP=$(mktemp -d)
+
+die() { echo "offcpu bench: error: $*" >&2; exit 1; }
+cleanup() {
+	local p
+	for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+	[ -n "${STATS_OLD:-}" ] && sysctl -qw kernel.bpf_stats_enabled="$STATS_OLD"
+	rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+[ "$(id -u)" = 0 ] || die "must run as root: sudo make bench"
+[ -x "$PROWL" ] && [ -x "$PP" ] || die "run 'make all workloads' first"
+command -v bpftool >/dev/null || die "bpftool is missing (apt-get install bpftool)"
+mkdir -p "$BUILD/bench"
+
+# Starts `prowl record --off-cpu -a` in the background; waits until it records.
+start_prowl() { # $1: log file; rest: more arguments
+	local log=$1 i
+	shift
+	"$PROWL" record --off-cpu -a -o "$TMP/cap.pb.gz" "$@" 2>"$log" >/dev/null &
+	PROWL_PID=$!
+	BG_PIDS+=("$PROWL_PID")
+	for i in $(seq 1 300); do
+		grep -q "recording the off-CPU time" "$log" && return 0
+		kill -0 "$PROWL_PID" 2>/dev/null || die "prowl exited: $(cat "$log")"
+		nap 0.1
+	done
+	die "prowl did not start: $(cat "$log")"
+}
+
+stop_prowl() {
+	kill -INT "$PROWL_PID" 2>/dev/null
+	wait "$PROWL_PID" 2>/dev/null
+	bg_forget "$PROWL_PID"
+}
+
+pingpong() { # round trips per second of one run of $1 seconds
+	"$PP" pingpong "$1" | awk '/^roundtrips/ {sub("per_s=", "", $3); print $3}'
+}
+
+# ---- a. BPF cost per context switch ----
+STATS_OLD=$(sysctl -n kernel.bpf_stats_enabled)
+sysctl -qw kernel.bpf_stats_enabled=1
+start_prowl "$TMP/a.log"
+"$PP" pingpong "$SECS" >/dev/null
+# The program ids from prowl's own file descriptors (other prowls may run on the host).
+IDS=$(cat /proc/"$PROWL_PID"/fdinfo/* 2>/dev/null | awk '/^prog_id:/ {print $2}' | sort -u)
+SW_CNT=0 SW_NS=0 SX_CNT=0 SX_NS=0
+for id in $IDS; do
+	read -r name cnt ns < <(bpftool prog show id "$id" -j | /usr/bin/python3 -c '
+import json, sys
+p = json.load(sys.stdin)
+print(p.get("name", "?"), p.get("run_cnt", 0), p.get("run_time_ns", 0))')
+	case $name in
+	prowl_offcpu_sw*) SW_CNT=$((SW_CNT + cnt)) SW_NS=$((SW_NS + ns)) ;;
+	prowl_offcpu_sy*|prowl_offcpu_st*) SX_CNT=$((SX_CNT + cnt)) SX_NS=$((SX_NS + ns)) ;;
+	esac
+done
+stop_prowl
+KEPT=$(sed -n 's/.*off-CPU: \([0-9]*\) waits kept, \([0-9]*\) shorter.*/\1 \2/p' "$TMP/a.log")
+[ "$SW_CNT" -gt 0 ] || die "no sched_switch runs counted (ids: $IDS)"
+
+# ---- b. ping-pong slowdown, interleaved ----
+BASE=() WITH=()
+for r in $(seq 1 "$ROUNDS"); do
+	BASE+=("$(pingpong "$SECS")")
+	start_prowl "$TMP/b.log"
+	WITH+=("$(pingpong "$SECS")")
+	stop_prowl
+done
+mean() { printf '%s\n' "$@" | awk '{s += $1; n++} END {printf "%.0f", s / n}'; }
+MB=$(mean "${BASE[@]}") MW=$(mean "${WITH[@]}")
+
+# ---- c. the agent, off_cpu on and off, the host busy ----
+"$PP" pingpong $((ROUNDS * 2 * (AGENT_S + 8))) >/dev/null &
+LOAD=$!
+BG_PIDS+=("$LOAD")
+declare -A CPU RSS HWM
+for r in $(seq 1 "$ROUNDS"); do
+	for mode in false true; do
+		st=$TMP/state-$mode-$r
+		printf 'off_cpu: %s\nexporters:\n  dir:\n    enabled: true\n' "$mode" >"$TMP/agent.yaml"
+		"$PROWL" agent --config "$TMP/agent.yaml" --state-dir "$st" --no-metrics \
+			--interval 10s 2>"$TMP/agent.log" &
+		AP=$!
+		BG_PIDS+=("$AP")
+		nap 5 # started, tables loaded
+		t0=$(awk '{print $14 + $15}' /proc/$AP/stat)
+		nap "$AGENT_S"
+		t1=$(awk '{print $14 + $15}' /proc/$AP/stat)
+		CPU[$mode]="${CPU[$mode]:-} $(awk -v a="$t0" -v b="$t1" -v hz="$HZ" -v s="$AGENT_S" 'BEGIN {printf "%.2f", (b - a) / hz / s * 100}')"
+		RSS[$mode]="${RSS[$mode]:-} $(kib "$AP" VmRSS)"
+		HWM[$mode]="${HWM[$mode]:-} $(kib "$AP" VmHWM)"
+		kill -TERM "$AP"
+		wait "$AP" 2>/dev/null
+		bg_forget "$AP"
+	done
+done
+kill "$LOAD" 2>/dev/null
+
+{
+	echo "### Off-CPU profiling (tests/bench/offcpu.sh, $(date -u +%Y-%m-%d), $(uname -r), $(nproc) CPUs)"
+	echo
+	echo "a. BPF cost per context switch (\`prowl record --off-cpu -a\`, ping-pong for ${SECS} s, kernel BPF stats):"
+	echo
+	echo "| program | runs | run time | ns per context switch |"
+	echo "|---|---|---|---|"
+	echo "| sched_switch | $SW_CNT | $((SW_NS / 1000000)) ms | $((SW_NS / SW_CNT)) |"
+	echo "| sys_exit (+ its unwinder steps) | $SX_CNT | $((SX_NS / 1000000)) ms | $((SX_NS / SW_CNT)) |"
+	echo "| both | | | $(((SW_NS + SX_NS) / SW_CNT)) |"
+	echo
+	echo "Waits kept, sampled away: ${KEPT:-?}."
+	echo
+	echo "b. Ping-pong round trips per second, $ROUNDS interleaved rounds of ${SECS} s:"
+	echo "no profiler ${BASE[*]} (mean $MB); under \`prowl record --off-cpu -a\` ${WITH[*]} (mean $MW):"
+	echo "slowdown $(awk -v b="$MB" -v w="$MW" 'BEGIN {printf "%.1f", (b - w) / b * 100}') %."
+	echo
+	echo "c. \`prowl agent\` on the ping-pong-busy host, ${AGENT_S} s windows, $ROUNDS rounds each:"
+	echo
+	echo "| off_cpu | CPU (% of one CPU) | RSS (KiB) | peak RSS (KiB) |"
+	echo "|---|---|---|---|"
+	for mode in false true; do
+		echo "| $mode |${CPU[$mode]} |${RSS[$mode]} |${HWM[$mode]} |"
+	done
+} | tee "$OUT"
