@@ -14,7 +14,7 @@
 #include "perfmap.h"
 #include "jvmname.h"
 #include "pyresolve.h"
-#include "procmaps.h"
+#include "procmaps_read.h"
 #include "symbolizer.h"
 #include "u64map.h"
 
