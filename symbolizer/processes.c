@@ -92,16 +92,11 @@ static int read_maps(struct symbolizer *s, uint32_t pid, struct pmap **ret_maps,
 	struct procmaps pm = { 0 };
 	struct pmap *maps = NULL;
 	char path[PATH_MAX];
-	FILE *f;
 	int r;
 
 	snprintf(path, sizeof(path), "%s/%" PRIu32 "/maps", s->proc_root, pid);
 	s->st.maps_reads++;
-	f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT ? -ESRCH : -errno;
-	r = procmaps_parse(f, PROCMAPS_EXEC_ONLY, &pm, NULL);
-	fclose(f);
+	r = procmaps_read_exec(path, &pm);
 	if (r < 0)
 		return r == -ENOENT ? -ESRCH : r;
 	if (pm.n) {

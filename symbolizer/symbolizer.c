@@ -20,6 +20,8 @@
 #include "diskcache.h"
 #include "dwarf_frames.h"
 #include "escape.h"
+#include "kallsyms_cache.h"
+#include "log.h"
 #include "prowl_limits.h"
 #include "symbolizer_priv.h"
 
@@ -32,18 +34,34 @@
 
 /* ---- kernel ---- */
 
+/* The host's index comes from the on-disk cache when a previous run kept it for
+ * this boot, kernel and module set (reading /proc/kallsyms is a tenth of a
+ * restart's CPU); else it is read and kept. */
 static int kernel_load(struct symbolizer *s)
 {
+	struct diskcache *dc = s->objs ? objcache_disk(s->objs) : NULL;
+	struct diskcache_key k;
+	bool keyed;
 	int r;
 
 	if (s->ksyms_tried)
 		return 0;
 	s->ksyms_tried = true;
+	keyed = dc && strcmp(s->kallsyms_path, "/proc/kallsyms") == 0 &&
+		kallsyms_cache_key(&kallsyms_ident_host, &k) == 0;
+	if (keyed && kallsyms_cached(dc, &k, &s->ksyms) == 0) {
+		log_debug("kernel symbols: %zu from state_dir/cache", s->ksyms->n);
+		return 0;
+	}
 	r = kallsyms_load(s->kallsyms_path, &s->ksyms);
 	if (r == -ENOMEM)
 		return r;
 	if (r == 0)
 		s->st.kernel_addrs_hidden = s->ksyms->hidden;
+	if (r == 0)
+		log_debug("kernel symbols: %zu read from %s", s->ksyms->n, s->kallsyms_path);
+	if (r == 0 && keyed)
+		kallsyms_keep(dc, &k, s->ksyms);
 	/* Unreadable kallsyms: kernel frames use the fallback name. */
 	return 0;
 }
@@ -128,14 +146,15 @@ static int kernel_build_id(struct module *m)
 
 /* ---- frames ---- */
 
-/* mallinfo2() walks every arena's free lists: it is measured around a module's
- * first HEAP_MEASURED_FIRST lookups after an open (the session, its symbol
- * tables and inflated sections: nearly all of its growth) and around one in
- * HEAP_MEASURE_EVERY after that (a new CU's line table), whose growth counts
- * HEAP_MEASURE_EVERY times (an estimate of the lookups not measured), not
- * around each. */
-#define HEAP_MEASURED_FIRST 16
-#define HEAP_MEASURE_EVERY 16
+/* mallinfo2() walks every arena's free lists (tens of microseconds on a
+ * fragmented heap: 8 % of a steady agent's CPU when it ran around 16 lookups
+ * per new module): it is measured around a module's first HEAP_MEASURED_FIRST
+ * lookups after an open (the session, its symbol tables and inflated
+ * sections: nearly all of its growth) and around one in HEAP_MEASURE_EVERY
+ * after that (a new CU's line table), whose growth counts HEAP_MEASURE_EVERY
+ * times (an estimate of the lookups not measured), not around each. */
+#define HEAP_MEASURED_FIRST 4
+#define HEAP_MEASURE_EVERY 32
 
 /* Bytes malloc has handed out, in the heap and in mmap'ed blocks. */
 static size_t heap_in_use(void)

@@ -15,7 +15,7 @@
 #include "jvmname.h"
 #include "v8name.h"
 #include "pyresolve.h"
-#include "procmaps.h"
+#include "procmaps_read.h"
 #include "symbolizer.h"
 #include "u64map.h"
 

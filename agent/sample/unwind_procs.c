@@ -203,7 +203,6 @@ int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
 	uint32_t first = 0;
 	uint64_t sig, failed_at, now = clock_mono_ns();
 	bool is64, java_pending;
-	FILE *f;
 	int r;
 
 	if (u64map_get(&u->failed, pid, &failed_at)) {
@@ -212,14 +211,10 @@ int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
 		u64map_del(&u->failed, pid);
 	}
 	snprintf(path, sizeof(path), "%s/%" PRIu32 "/maps", u->proc_root, pid);
-	f = fopen(path, "re");
-	if (!f) {
-		unw_proc_drop(u, pid, true);
-		return -ESRCH;
-	}
 	u->st.maps_reads++;
-	r = procmaps_parse(f, PROCMAPS_EXEC_ONLY, &pm, NULL);
-	fclose(f);
+	r = procmaps_read_exec(path, &pm);
+	if (r < 0 && r != -ENOMEM)
+		r = -ESRCH; /* not there, or not ours to read */
 	if (r < 0 || pm.n == 0) {
 		/* Gone meanwhile (an empty file), or a kernel thread. */
 		procmaps_free(&pm);

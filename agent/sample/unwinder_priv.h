@@ -10,7 +10,7 @@
 #include "extent.h"
 #include "jvmproc.h"
 #include "objcache.h"
-#include "procmaps.h"
+#include "procmaps_read.h"
 #include "pyproc.h"
 #include "u64map.h"
 #include "v8proc.h"

@@ -18,6 +18,59 @@ static int cmp_fsym(const void *a, const void *b)
 	return (int)x->rank - (int)y->rank;
 }
 
+/* One stable counting pass of v[n] into tmp by the 8-bit digit of each key;
+ * false (nothing moved) when every key has the same digit. */
+static bool fsyms_pass(struct fsym *v, struct fsym *tmp, size_t n, uint64_t min, unsigned shift, bool by_rank)
+{
+	size_t count[256] = { 0 }, sum = 0;
+
+#define DIGIT(f) (by_rank ? (f).rank & 0xff : (((f).addr - min) >> shift) & 0xff)
+	for (size_t i = 0; i < n; i++)
+		count[DIGIT(v[i])]++;
+	if (count[DIGIT(v[0])] == n)
+		return false;
+	for (size_t d = 0; d < 256; d++) {
+		size_t k = count[d];
+
+		count[d] = sum;
+		sum += k;
+	}
+	for (size_t i = 0; i < n; i++)
+		tmp[count[DIGIT(v[i])]++] = v[i];
+#undef DIGIT
+	memcpy(v, tmp, n * sizeof(*v));
+	return true;
+}
+
+/* Sorts by (addr, rank) in linear time: a big binary has hundreds of thousands
+ * of symbols, and qsort() of them was a fifth of a steady agent's CPU where new
+ * programs keep starting. A stable LSD radix sort, rank first, then the bytes
+ * of addr - min that differ; sorted input (common) costs one look. */
+void fsyms_sort(struct fsym *v, size_t n)
+{
+	uint64_t min = UINT64_MAX, max = 0;
+	bool sorted = true;
+	struct fsym *tmp;
+
+	for (size_t i = 0; i < n; i++) {
+		if (i && cmp_fsym(&v[i - 1], &v[i]) > 0)
+			sorted = false;
+		min = v[i].addr < min ? v[i].addr : min;
+		max = v[i].addr > max ? v[i].addr : max;
+	}
+	if (sorted)
+		return;
+	tmp = malloc(n * sizeof(*tmp));
+	if (!tmp) {
+		qsort(v, n, sizeof(*v), cmp_fsym);
+		return;
+	}
+	fsyms_pass(v, tmp, n, min, 0, true);
+	for (unsigned shift = 0; shift < 64 && (max - min) >> shift; shift += 8)
+		fsyms_pass(v, tmp, n, min, shift, false);
+	free(tmp);
+}
+
 static void strtabs_add(struct strtabs *t, Elf *elf)
 {
 	Elf_Scn *scn = NULL;
@@ -191,8 +244,7 @@ static int syms_build(struct dwarf_ctx *c)
 		if (v)
 			c->syms = v;
 	}
-	if (n > 1)
-		qsort(c->syms, n, sizeof(*c->syms), cmp_fsym);
+	fsyms_sort(c->syms, n);
 	r = xsecs_read(c->main_elf, c->bias, &x);
 	if (r < 0)
 		return r;

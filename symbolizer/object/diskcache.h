@@ -11,8 +11,10 @@
 
 /* What an entry holds; part of its key. */
 enum diskcache_kind {
-	DISKCACHE_UNWIND = 1, /* an unwind table's rows (unwind_table.h) */
-	DISKCACHE_INFLATED,   /* an object file with its debug sections inflated (inflate.h) */
+	/* 1: an unwind table with its header first (before the rows moved ahead) */
+	DISKCACHE_INFLATED = 2, /* an object file with its debug sections inflated (inflate.h) */
+	DISKCACHE_UNWIND = 3,   /* an unwind table's rows, then its header (table_cache.c) */
+	DISKCACHE_KALLSYMS = 4, /* the kernel's symbol index (kallsyms_cache.c) */
 };
 
 /* Content identity of a trusted file as the object layer read it from the

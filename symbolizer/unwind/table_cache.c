@@ -9,7 +9,8 @@
 #include "diskcache.h"
 #include "objcache.h"
 
-/* The entry: this header, then n rows. */
+/* The entry: n rows, then this trailer (rows first: the buffer read from the
+ * cache is the table itself, with no second copy). */
 struct cached_table {
 	uint64_t base, n;
 	struct unwind_table_stats st;
@@ -19,6 +20,7 @@ int unwind_table_cached(struct diskcache *dc, const struct object *o, struct unw
 {
 	struct diskcache_key k;
 	struct cached_table h;
+	struct prowl_unwind_row *rows;
 	void *data;
 	size_t len;
 	int r;
@@ -31,22 +33,15 @@ int unwind_table_cached(struct diskcache *dc, const struct object *o, struct unw
 	memset(ret, 0, sizeof(*ret));
 	if (len < sizeof(h))
 		goto bad;
-	memcpy(&h, data, sizeof(h));
-	if (h.n > (len - sizeof(h)) / sizeof(*ret->rows) || len != sizeof(h) + h.n * sizeof(*ret->rows))
+	memcpy(&h, (char *)data + len - sizeof(h), sizeof(h));
+	if (h.n > (len - sizeof(h)) / sizeof(*rows) || len != sizeof(h) + h.n * sizeof(*rows))
 		goto bad;
-	ret->rows = malloc(h.n ? h.n * sizeof(*ret->rows) : 1);
-	if (!ret->rows) {
-		free(data);
-		return -ENOMEM;
-	}
-	memcpy(ret->rows, (char *)data + sizeof(h), h.n * sizeof(*ret->rows));
-	free(data);
+	rows = data;
 	/* BPF's binary search needs rows sorted by pc. */
 	for (uint64_t i = 1; i < h.n; i++)
-		if (ret->rows[i].pc <= ret->rows[i - 1].pc) {
-			unwind_table_free(ret);
-			return -ENOENT;
-		}
+		if (rows[i].pc <= rows[i - 1].pc)
+			goto bad;
+	ret->rows = rows;
 	ret->n = ret->cap = h.n;
 	ret->base = h.base;
 	ret->st = h.st;
@@ -65,12 +60,12 @@ void unwind_table_keep(struct diskcache *dc, const struct object *o, const struc
 
 	if (!dc || !object_disk_key(o, DISKCACHE_UNWIND, &k))
 		return;
-	buf = malloc(sizeof(h) + rows);
+	buf = malloc(rows + sizeof(h));
 	if (!buf)
 		return;
-	memcpy(buf, &h, sizeof(h));
 	if (rows)
-		memcpy(buf + sizeof(h), t->rows, rows);
-	diskcache_put(dc, &k, buf, sizeof(h) + rows);
+		memcpy(buf, t->rows, rows);
+	memcpy(buf + rows, &h, sizeof(h));
+	diskcache_put(dc, &k, buf, rows + sizeof(h));
 	free(buf);
 }
