@@ -1,6 +1,19 @@
 # prowl: whole-host eBPF sampling CPU profiler.
 # `make` builds build/prowl; `make deps` installs Debian 12 build/test packages.
 
+# ARCH=arm64 on an x86_64 host cross-builds with Debian's gcc-aarch64-linux-gnu and arm64
+# libraries (multiarch: packaging/install-deps.sh arm64), into build-arm64 by default.
+HOST_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+ARCH     ?= $(HOST_ARCH)
+ifneq ($(ARCH),$(HOST_ARCH))
+O        ?= build-$(ARCH)
+CROSS    := $(if $(filter arm64,$(ARCH)),aarch64-linux-gnu-,$(error ARCH=$(ARCH): only x86 and arm64 are supported))
+ifeq ($(origin CC),default)
+CC       := $(CROSS)gcc
+endif
+CXX      := $(CROSS)g++
+STRIP    := $(CROSS)strip
+endif
 O        ?= build
 SAN      ?= 0
 CC       ?= cc
@@ -9,8 +22,6 @@ BPFTOOL  ?= bpftool
 PROTOC_C ?= protoc-c
 VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_REV  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-
-ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
@@ -46,13 +57,22 @@ CXX      ?= g++
 RUSTC    ?= $(shell command -v rustc 2>/dev/null || ls $(HOME)/.cargo/bin/rustc 2>/dev/null)
 
 .SECONDARY:
-.PHONY: all clean deps test check-quick unit e2e bench bench-cost bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol servers pyspy ebpf-profiler bench-peers
+.PHONY: all clean deps test check-quick unit e2e bench bench-cost bench-kube bench-report san-test install workloads tools check-cfi check-cfi-arm64 check-long mutation kernel-matrix kernel-matrix-arm64 soak deb image package-test fuzz fuzzers otelcol servers pyspy ebpf-profiler bench-peers
 all: $(O)/prowl
 
+# The kernel types the BPF program is compiled against: the build host's own, or for a
+# cross build a Debian kernel's of the target (packaging/install-deps.sh arm64 puts it there).
+ifeq ($(ARCH),$(HOST_ARCH))
+VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
+VMLINUX_BTF_HELP := the build host's kernel must have BTF (CONFIG_DEBUG_INFO_BTF=y)
+else
+VMLINUX_BTF ?= /var/cache/prowl/btf/vmlinux-$(ARCH).btf
+VMLINUX_BTF_HELP := run packaging/install-deps.sh $(ARCH), or name an $(ARCH) kernel's BTF with VMLINUX_BTF=
+endif
 $(O)/vmlinux.h:
 	@mkdir -p $(@D)
-	@test -r /sys/kernel/btf/vmlinux || { echo "error: /sys/kernel/btf/vmlinux missing: the build host's kernel must have BTF (CONFIG_DEBUG_INFO_BTF=y)"; exit 1; }
-	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+	@test -r $(VMLINUX_BTF) || { echo "error: $(VMLINUX_BTF) missing: $(VMLINUX_BTF_HELP)"; exit 1; }
+	$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
 $(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/unwind.bpf.h bpf/python.bpf.h bpf/java.bpf.h bpf/prowl.h $(O)/vmlinux.h
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -I$(O) -Ibpf -c $< -o $@
@@ -177,7 +197,17 @@ $(O)/workloads/java/%.class: tests/workloads/java/%.java
 	@mkdir -p $(@D)
 	$(JAVAC) --release 17 -g -d $(@D) $<
 
-workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy $(O)/workloads/fakejvm
+# A cross build makes the C and C++ workloads only (the kernel matrix's): rustc, go and
+# libpython3.11-dev here build for this machine, and the forged JVM is x86_64 code.
+FAKEJVM := $(O)/workloads/fakejvm
+ifneq ($(ARCH),$(HOST_ARCH))
+RUST_WORKLOADS :=
+GO_WORKLOADS   :=
+PY_WORKLOADS   :=
+FAKEJVM        :=
+endif
+
+workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy $(FAKEJVM)
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
 # independent reader the tests check prowl's pprof output with.
@@ -258,6 +288,13 @@ check-quick: all unit workloads tools
 kernel-matrix: all workloads tools
 	tests/kmatrix/kmatrix.py --build $(O) $(KMATRIX_ARGS)
 
+# The same on Debian's arm64 kernels (5.10, 6.1, 6.12) under qemu-system-aarch64 (TCG, at
+# nice 19), with prowl cross-built into $(O)-arm64; pprof runs here. Not in make test: it
+# takes minutes (docs/testing.md).
+kernel-matrix-arm64: tools
+	$(MAKE) ARCH=arm64 O=$(O)-arm64 all workloads
+	nice -n 19 tests/kmatrix/kmatrix.py --arch arm64 --build $(O)-arm64 --pprof $(O)/tools/pprof $(KMATRIX_ARGS)
+
 # The agent for SOAK_SECONDS (default 1 hour) under 200 process starts a second, a
 # Pyroscope stand-in down 60 s of every 5 minutes and a SIGHUP every 5 minutes; it
 # reports crashes, RSS drift, lost samples and windows delivered exactly once.
@@ -307,6 +344,12 @@ bench-kube: all workloads $(O)/bench/relabel_bench
 CHECK_CFI_SECONDS ?= 1800
 check-cfi: $(O)/tests/test_cfi_libdw
 	$(O)/tests/test_cfi_libdw --full --seconds $(CHECK_CFI_SECONDS)
+
+# The same over Debian's arm64 objects: the multiarch libraries installed here and the
+# programs and libraries of some forty arm64 packages, unpacked into $(O)/cfi-arm64.
+check-cfi-arm64: $(O)/tests/test_cfi_libdw
+	tests/unit/arm64_objects.sh $(O)/cfi-arm64
+	$(O)/tests/test_cfi_libdw --full --seconds $(CHECK_CFI_SECONDS) $(O)/cfi-arm64/root /usr/lib/aarch64-linux-gnu
 
 # `make install`: the binary, the systemd unit (its paths rewritten for PREFIX and
 # SYSCONFDIR), the documentation, the example alert rules, and an example agent.yaml
@@ -372,6 +415,6 @@ package-test: image workloads tools
 	PROWL_TEST_BUILD=$(O) PROWL_DEB=$(DEB) /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/package
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-arm64
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

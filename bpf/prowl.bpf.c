@@ -235,7 +235,7 @@ static __always_inline int sample(struct bpf_perf_event_data *ctx, enum unwinder
 
 	task = (struct task_struct *)bpf_get_current_task();
 	has_mm = BPF_CORE_READ(task, mm) != NULL;
-#if defined(__TARGET_ARCH_x86)
+#if defined(PROWL_BPF_DWARF)
 	/* DWARF unwinding runs before the reservation: the ring buffer is not held
 	 * across the walk, and the frames are copied in afterwards. */
 	if (unw != UNW_FP && has_mm)
@@ -285,7 +285,7 @@ int prowl_sample_dwarf_bounded(struct bpf_perf_event_data *ctx)
 SEC("perf_event")
 int prowl_unwind_step(struct bpf_perf_event_data *ctx)
 {
-#if defined(__TARGET_ARCH_x86)
+#if defined(PROWL_BPF_DWARF)
 	__u64 id = bpf_get_current_pid_tgid();
 	struct uw_state *st;
 	__u32 zero = 0;
