@@ -57,7 +57,7 @@ CXX      ?= g++
 RUSTC    ?= $(shell command -v rustc 2>/dev/null || ls $(HOME)/.cargo/bin/rustc 2>/dev/null)
 
 .SECONDARY:
-.PHONY: all clean deps test check-quick unit e2e bench bench-cost bench-kube bench-report san-test install workloads tools check-cfi check-cfi-arm64 check-long mutation kernel-matrix kernel-matrix-arm64 soak deb image package-test fuzz fuzzers otelcol servers pyspy ebpf-profiler bench-peers
+.PHONY: all clean deps test check-quick unit e2e bench bench-cost bench-kube bench-report san-test install workloads tools check-cfi check-cfi-arm64 check-long mutation kernel-matrix kernel-matrix-arm64 soak deb image image-index package-test fuzz fuzzers otelcol servers pyspy ebpf-profiler bench-peers
 all: $(O)/prowl
 
 # The kernel types the BPF program is compiled against: the build host's own, or for a
@@ -291,9 +291,11 @@ kernel-matrix: all workloads tools
 # The same on Debian's arm64 kernels (5.10, 6.1, 6.12) under qemu-system-aarch64 (TCG, at
 # nice 19), with prowl cross-built into $(O)-arm64; pprof runs here. Not in make test: it
 # takes minutes (docs/testing.md).
+# The guests run the prowl of the arm64 package (make deb ARCH=arm64).
 kernel-matrix-arm64: tools
-	$(MAKE) ARCH=arm64 O=$(O)-arm64 all workloads
-	nice -n 19 tests/kmatrix/kmatrix.py --arch arm64 --build $(O)-arm64 --pprof $(O)/tools/pprof $(KMATRIX_ARGS)
+	$(MAKE) ARCH=arm64 O=$(O)-arm64 all workloads deb
+	nice -n 19 tests/kmatrix/kmatrix.py --arch arm64 --build $(O)-arm64 --pprof $(O)/tools/pprof \
+		--deb $(O)-arm64/deb/prowl_$(DEB_VERSION)_arm64.deb $(KMATRIX_ARGS)
 
 # The agent for SOAK_SECONDS (default 1 hour) under 200 process starts a second, a
 # Pyroscope stand-in down 60 s of every 5 minutes and a SIGHUP every 5 minutes; it
@@ -386,7 +388,12 @@ install: all
 # the top of the source tree, so the tree (git's files, or all but build output) is
 # copied to $(O)/deb/src with it; the packages land in $(O)/deb/.
 DEB_VERSION = $(shell dpkg-parsechangelog -l packaging/debian/changelog -S Version)
-DEB_ARCH    = $(shell dpkg --print-architecture)
+DEB_ARCH    = $(if $(filter arm64,$(ARCH)),arm64,$(shell dpkg --print-architecture))
+# make deb ARCH=arm64 on another machine: dpkg-buildpackage's cross build. -d: the
+# build tools (clang, llvm, bpftool) of this machine serve it, which Build-Depends cannot
+# say (Debian 12 does not mark them Multi-Arch: foreign); the arm64 libraries are checked
+# by the build itself (packaging/install-deps.sh arm64 installs them).
+DEB_CROSS   = $(if $(filter-out $(HOST_ARCH),$(ARCH)),-a $(DEB_ARCH) -d)
 DEB        := $(O)/deb/prowl_$(DEB_VERSION)_$(DEB_ARCH).deb
 deb:
 	rm -rf $(O)/deb && mkdir -p $(O)/deb/src
@@ -397,7 +404,7 @@ deb:
 		tar --exclude=./build --exclude='./build-*' -cf - . | tar -C $(O)/deb/src -xf -; \
 	fi
 	rm -rf $(O)/deb/src/debian && cp -r packaging/debian $(O)/deb/src/debian
-	cd $(O)/deb/src && dpkg-buildpackage -b -us -uc -j$$(nproc) >../build.log 2>&1 || \
+	cd $(O)/deb/src && dpkg-buildpackage -b -us -uc $(DEB_CROSS) -j$$(nproc) >../build.log 2>&1 || \
 		{ tail -30 ../build.log; echo "make deb: dpkg-buildpackage failed; the whole log is $(O)/deb/build.log"; exit 1; }
 	rm -rf $(O)/deb/src
 	@ls -l $(O)/deb/*.deb
@@ -408,10 +415,17 @@ deb:
 image: deb
 	packaging/oci/build-image.sh $(DEB) $(O)/image
 
-# `make package-test`: builds the package and the image, installs the package with dpkg
+# `make image-index`: this machine's image and the arm64 one (make image ARCH=arm64, in
+# $(O)-arm64) under one tag: an OCI image index, $(O)/image-index/oci and its archive.
+image-index: image
+	$(MAKE) ARCH=arm64 O=$(O)-arm64 image
+	packaging/oci/merge-index.sh $(O)/image-index $(O)/image/oci $(O)-arm64/image/oci
+
+# `make package-test`: builds the package and the image (and the image index with the
+# arm64 image), installs the package with dpkg
 # into a fresh Debian 12 root and runs prowl from it and from the image (slow: a
 # bootstrap takes minutes; the roots are cached under $(O)/package-cache).
-package-test: image workloads tools
+package-test: image-index workloads tools
 	PROWL_TEST_BUILD=$(O) PROWL_DEB=$(DEB) /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/package
 
 clean:

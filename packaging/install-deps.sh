@@ -29,8 +29,9 @@ TEST_PKGS="elfutils g++ protobuf-compiler libcmocka-dev python3 python3-pytest p
 # kubernetes-models (tests/e2e/k8s/). A node from elsewhere that brings npm will do.
 # `install-deps.sh arm64`: what `make ARCH=arm64` needs on an x86_64 host, and the
 # kernel matrix's arm64 half: the cross compiler, the arm64 libraries (multiarch),
-# qemu-system-aarch64, and an arm64 Debian kernel's BTF for vmlinux.h.
-ARM64_PKGS="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-system-arm"
+# qemu-system-aarch64, qemu-user-static (the arm64 image's prowl runs under it in
+# tests/package), and an arm64 Debian kernel's BTF for vmlinux.h.
+ARM64_PKGS="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-system-arm qemu-user-static"
 for p in $PKGS; do
 	case "$p" in
 	*-dev) ARM64_PKGS="$ARM64_PKGS $p:arm64" ;;
