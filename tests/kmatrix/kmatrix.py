@@ -67,6 +67,24 @@ def apt_dir(cache, suite, arch):
     return d
 
 
+def kernel_packages(d, arch, prefix):
+    """The kernel packages linux-image-ARCH depends on, one per version the
+    suite's sources hold, newest first, those whose names start with prefix."""
+    opts = apt_opts(d, arch)
+    pol = subprocess.run(["apt-cache"] + opts + ["policy", f"linux-image-{arch}"], check=True, capture_output=True,
+                         text=True, timeout=120).stdout
+    versions = re.findall(r"^\s+(?:\*\*\* )?(\S+) \d+$", pol, re.M)
+    out = []
+    for v in versions:
+        dep = subprocess.run(["apt-cache"] + opts + ["depends", f"linux-image-{arch}={v}"], check=True,
+                             capture_output=True, text=True, timeout=120).stdout
+        out += [m.group(1) for m in re.finditer(r"Depends: (linux-image-\S+)", dep)
+                if m.group(1).startswith(prefix) and m.group(1) not in out]
+    if not out:
+        raise StopIteration
+    return out
+
+
 def fetch_kernel(cache, name, suite, prefix, arch="amd64"):
     """Returns the path of the suite's newest kernel image, downloading it when the
     cached one is older than a week (or PROWL_KMATRIX_REFRESH=1) and a newer exists."""
@@ -81,14 +99,21 @@ def fetch_kernel(cache, name, suite, prefix, arch="amd64"):
     try:
         subprocess.run(["apt-get"] + apt_opts(d, arch) + ["update"], check=True, capture_output=True, text=True,
                        timeout=600)
-        dep = subprocess.run(["apt-cache"] + apt_opts(d, arch) + ["depends", f"linux-image-{arch}"], check=True,
-                             capture_output=True, text=True, timeout=120).stdout
-        pkg = next(m.group(1) for m in re.finditer(r"Depends: (linux-image-\S+)", dep) if m.group(1).startswith(prefix))
+        pkgs = kernel_packages(d, arch, prefix)
+        pkg = pkgs[0]
         if cached and open(stamp).read().strip() == pkg:
             os.utime(stamp)
             return os.path.join(kdir, cached[0])
-        subprocess.run(["apt-get"] + apt_opts(d, arch) + ["download", pkg], check=True, capture_output=True,
-                       text=True, cwd=os.path.join(d, "debs"), timeout=1800)
+        # A mirror may index a package it does not hold yet (a security update):
+        # then the suite's previous kernel, and say so.
+        for i, pkg in enumerate(pkgs):
+            r = subprocess.run(["apt-get"] + apt_opts(d, arch) + ["download", pkg], capture_output=True, text=True,
+                               cwd=os.path.join(d, "debs"), timeout=1800)
+            if r.returncode == 0:
+                break
+            if i + 1 == len(pkgs):
+                raise subprocess.CalledProcessError(r.returncode, r.args, r.stdout, r.stderr)
+            log(f"{name}: {pkg} cannot be downloaded ({r.stderr.strip().splitlines()[-1][:160]}): trying {pkgs[i + 1]}")
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, StopIteration) as e:
         detail = getattr(e, "stderr", "") or str(e)
         if cached:
@@ -253,11 +278,12 @@ def needed_libs(path, dirs):
     return sorted(found.values())
 
 
-def make_initramfs_arm64(build, cache):
+def make_initramfs_arm64(build, cache, deb=None):
     """The arm64 guest's initramfs: as make_initramfs(), from the cross build and
-    Debian's arm64 packages; the results go to the one serial port, the console."""
+    Debian's arm64 packages; the results go to the one serial port, the console.
+    deb: prowl's arm64 package, whose /usr/bin/prowl runs there in place of the build's."""
     out = os.path.join(cache, "initramfs.cpio")
-    inputs = initramfs_inputs(build, "make ARCH=arm64 all workloads")
+    inputs = initramfs_inputs(build, "make ARCH=arm64 all workloads") + ([deb] if deb else [])
     root = arm64_root(cache)
     if os.path.exists(out) and os.path.getmtime(out) > max(os.path.getmtime(p) for p in inputs):
         return out
@@ -273,10 +299,16 @@ def make_initramfs_arm64(build, cache):
         put(os.path.join(root, "bin/busybox"), "/bin/busybox")
         for src, dst in (("prowl", "prowl"), ("workloads/split532", "split532"), ("workloads/split532_fp", "split532_fp")):
             put(os.path.join(build, src), f"/km/{dst}")
+        prowl = os.path.join(build, "prowl")
+        if deb:
+            pkg = os.path.join(stage, "pkg")
+            subprocess.run(["dpkg-deb", "-x", deb, pkg], check=True)
+            prowl = os.path.join(pkg, "usr/bin/prowl")
+            put(prowl, "/km/prowl")
         subprocess.run(["aarch64-linux-gnu-strip", "--strip-debug", os.path.join(stage, "km/prowl")], check=True)
         put(os.path.join(ROOT, "tests/kmatrix/guest.sh"), "/km/guest.sh")
         py = os.path.join(root, PYTHON.lstrip("/"))
-        libs = set(needed_libs(os.path.join(build, "prowl"), dirs))
+        libs = set(needed_libs(prowl, dirs))
         put(py, PYTHON)
         libs |= set(needed_libs(py, dirs))
         for f in PY_ENCODINGS:
@@ -289,6 +321,8 @@ def make_initramfs_arm64(build, cache):
             dbg = f"{root}/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug" if bid else None
             if dbg and os.path.basename(lib).startswith("libc.so") and os.path.exists(dbg):
                 put(dbg, dbg[len(root):])
+        if deb:
+            shutil.rmtree(pkg)
         write_cpio(stage, out, "/dev/ttyAMA0")
     finally:
         shutil.rmtree(stage)
@@ -418,6 +452,7 @@ def main():
                     help="the guests' architecture (arm64: TCG, a cross build in --build)")
     ap.add_argument("--build", default="build", help="build directory (prowl, workloads, tools/pprof)")
     ap.add_argument("--pprof", help="Google's pprof, built for this machine (default: BUILD/tools/pprof)")
+    ap.add_argument("--deb", help="with --arch arm64: prowl's arm64 package, whose prowl the guests run")
     ap.add_argument("--markdown", help="also write the table as Markdown to this file")
     ap.add_argument("--only", help="comma-separated subset of: " + ",".join(k[0] for k in KERNELS) + ",host")
     ap.add_argument("--seconds", type=int, default=3, help="length of each capture (default 3)")
@@ -443,7 +478,12 @@ def main():
     todo = [k for k in KERNELS if only is None or k[0] in only]
     images = {name: fetch_kernel(cache, name, suite, prefix, "arm64" if arm64 else "amd64")
               for name, suite, prefix in todo}
-    initrd = (make_initramfs_arm64 if arm64 else make_initramfs)(build, cache) if todo else None
+    if not todo:
+        initrd = None
+    elif arm64:
+        initrd = make_initramfs_arm64(build, cache, args.deb and os.path.abspath(args.deb))
+    else:
+        initrd = make_initramfs(build, cache)
     kvm = False if arm64 else kvm_verdict(cache)
     for name, suite, _ in todo:
         cfg = kernel_config(images[name])
