@@ -71,8 +71,8 @@ def split_and_rooted(folded, comm, roots):
 
 
 # The first kernel frame of a user thread's stack: an interrupt or a system call
-# entering the kernel (x86_64, arm64).
-KERNEL_ENTRY = ("asm_sysvec_", "asm_common_interrupt", "entry_SYSCALL_64", "el0t_64_")
+# entering the kernel (x86_64; arm64's el0t_64_irq, and 5.10's el0_irq_naked, work_pending).
+KERNEL_ENTRY = ("asm_sysvec_", "asm_common_interrupt", "entry_SYSCALL_64", "el0", "work_pending")
 
 
 def kernel_frames(folded, comm):
