@@ -15,8 +15,9 @@ TEST_PKGS="elfutils g++ protobuf-compiler libcmocka-dev python3 python3-pytest p
  golang-github-google-pprof-dev linux-perf binutils procps time libc6-dbg prometheus \
  chromium python3-websocket passwd util-linux \
  qemu-system-x86 busybox-static cpio debian-archive-keyring openssl \
- debhelper mmdebstrap umoci libclang-rt-14-dev openjdk-17-jdk-headless debuginfod libpython3.11-dev python3-pip \
+ debhelper mmdebstrap umoci skopeo libclang-rt-14-dev openjdk-17-jdk-headless debuginfod libpython3.11-dev python3-pip \
  etcd-server"
+# skopeo: tests/package reads the image index (both architectures under one tag) with it.
 # debhelper: `make deb` (a suite test builds the package); mmdebstrap, umoci: `make image`
 # and `make package-test` (a Debian 12 root for the image and for dpkg -i; unpacking it).
 # libclang-rt-14-dev: libFuzzer and the sanitizer runtimes for clang (make fuzz).

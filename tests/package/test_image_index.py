@@ -52,6 +52,20 @@ def test_index_names_amd64_and_arm64(platforms):
 
 
 @pytest.mark.parametrize("arch", ["amd64", "arm64"])
+def test_skopeo_picks_each_platform(platforms, arch):
+    """A reader of image indexes (skopeo, as a container runtime resolves the tag) gets
+    the arch's manifest for the one tag. (umoci 0.4.7 calls such a tag ambiguous.)"""
+    if not shutil.which("skopeo"):
+        pytest.fail("skopeo is missing: run packaging/install-deps.sh")
+    res = subprocess.run(["skopeo", "--override-arch", arch, "--override-os", "linux", "inspect",
+                          f"oci:{LAYOUT}:{VERSION}"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    got = json.loads(res.stdout)
+    layers = [l["digest"] for l in json.loads(blob(platforms[arch]))["layers"]]
+    assert got["Architecture"] == arch and got["Layers"] == layers, got
+
+
+@pytest.mark.parametrize("arch", ["amd64", "arm64"])
 def test_each_image_holds_the_package_and_runs(platforms, arch, tmp_path):
     """Unpacked layer by layer with tar: dpkg's database has prowl installed at VERSION,
     and /usr/bin/prowl --version answers (arm64 through qemu-user, the image's libraries)."""
