@@ -442,6 +442,34 @@ def run_host(build, seconds, both):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def report_same(name, text, prowl, host_prowl):
+    """The agent's windows of one guest through prowl report and prowl diff, by the
+    arm64 build (under qemu-user) and by this machine's: the same output, byte for byte."""
+    row = {"kernel": name, "mode": "report, diff (arm64 build, qemu-user)", "rc": None, "problems": []}
+    _, _, files = judge.parse(text)
+    windows = [files[k] for k in sorted(files) if k.startswith("window:")][:2]
+    if len(windows) < 2:
+        row["problems"].append("fewer than 2 agent windows to report on")
+        return row
+    tmp = tempfile.mkdtemp(prefix="kmatrix-report-")
+    try:
+        paths = []
+        for i, w in enumerate(windows):
+            paths.append(os.path.join(tmp, f"w{i}.pb.gz"))
+            with open(paths[-1], "wb") as f:
+                f.write(w)
+        for cmd in (["report", paths[0]], ["diff", paths[0], paths[1]]):
+            outs = [subprocess.run(argv + cmd, capture_output=True, text=True, timeout=300)
+                    for argv in (["qemu-aarch64-static", prowl], [host_prowl])]
+            row["rc"] = outs[0].returncode
+            if outs[0].returncode != 0 or outs[0].stdout != outs[1].stdout or not outs[0].stdout:
+                row["problems"].append(f"prowl {cmd[0]}: the arm64 build says {outs[0].stdout[:120]!r} "
+                                       f"{outs[0].stderr.strip()[:200]}, this machine's {outs[1].stdout[:120]!r}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return row
+
+
 def step_times(text):
     return ", ".join(f"{m.group(1)} {m.group(2)}s" for m in re.finditer(r"^@@step (\S+) rc=-?\d+ sec=(\S+)", text, re.M))
 
@@ -466,12 +494,17 @@ def main():
     os.makedirs(cache, exist_ok=True)
     if os.geteuid() != 0:
         raise SystemExit("kmatrix: error: run as root (prowl loads BPF on this machine's kernel too)")
-    tools = ("qemu-system-aarch64", "aarch64-linux-gnu-strip") if arm64 else ("qemu-system-x86_64", "strip", "busybox")
+    tools = ("qemu-system-aarch64", "qemu-aarch64-static", "aarch64-linux-gnu-strip") if arm64 else \
+        ("qemu-system-x86_64", "strip", "busybox")
     for tool in tools + ("apt-get", "dpkg-deb", "cpio", "readelf"):
         if not shutil.which(tool):
             raise SystemExit(f"kmatrix: error: {tool} is missing: run packaging/install-deps.sh")
     if not os.access(pprof, os.X_OK):
         raise SystemExit(f"kmatrix: error: {pprof} is missing: run make tools")
+    # arm64: report and diff by the arm64 build are compared with this machine's prowl.
+    host_prowl = os.path.join(os.path.dirname(os.path.dirname(pprof)), "prowl")
+    if arm64 and not os.access(host_prowl, os.X_OK):
+        raise SystemExit(f"kmatrix: error: {host_prowl} is missing: run make all")
     only = set(args.only.split(",")) if args.only else None
     t_all = time.time()
     rows = []
@@ -500,6 +533,8 @@ def main():
         log(f"{name}: {os.path.basename(images[name])} booted and checked in {secs:.0f}s "
             f"({'KVM' if kvm else 'TCG'}; {step_times(text)})")
         rows += judge.judge(f"{name} ({suite}{', arm64' if arm64 else ''})", text, pprof)
+        if arm64:
+            rows.append(report_same(f"{name} ({suite}, arm64)", text, os.path.join(build, "prowl"), host_prowl))
     if (only is None or "host" in only) and not arm64:
         text, secs = run_host(build, args.seconds, args.both)
         log(f"host: {os.uname().release} checked in {secs:.0f}s ({step_times(text)})")
