@@ -1,6 +1,19 @@
 # prowl: whole-host eBPF sampling CPU profiler.
 # `make` builds build/prowl; `make deps` installs Debian 12 build/test packages.
 
+# ARCH=arm64 on an x86_64 host cross-builds with Debian's gcc-aarch64-linux-gnu and arm64
+# libraries (multiarch: packaging/install-deps.sh arm64), into build-arm64 by default.
+HOST_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+ARCH     ?= $(HOST_ARCH)
+ifneq ($(ARCH),$(HOST_ARCH))
+O        ?= build-$(ARCH)
+CROSS    := $(if $(filter arm64,$(ARCH)),aarch64-linux-gnu-,$(error ARCH=$(ARCH): only x86 and arm64 are supported))
+ifeq ($(origin CC),default)
+CC       := $(CROSS)gcc
+endif
+CXX      := $(CROSS)g++
+STRIP    := $(CROSS)strip
+endif
 O        ?= build
 SAN      ?= 0
 CC       ?= cc
@@ -9,8 +22,6 @@ BPFTOOL  ?= bpftool
 PROTOC_C ?= protoc-c
 VERSION  := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 GIT_REV  := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-
-ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
 CFLAGS   ?= -O2 -g
 CFLAGS   += -Wall -Wextra -Wno-missing-field-initializers -std=gnu11 -fno-omit-frame-pointer \
@@ -46,13 +57,22 @@ CXX      ?= g++
 RUSTC    ?= $(shell command -v rustc 2>/dev/null || ls $(HOME)/.cargo/bin/rustc 2>/dev/null)
 
 .SECONDARY:
-.PHONY: all clean deps test check-quick unit e2e bench bench-cost bench-kube bench-report san-test install workloads tools check-cfi check-long mutation kernel-matrix soak deb image package-test fuzz fuzzers otelcol servers pyspy ebpf-profiler bench-peers
+.PHONY: all clean deps test check-quick unit e2e bench bench-cost bench-kube bench-report san-test install workloads tools check-cfi check-cfi-arm64 check-long mutation kernel-matrix kernel-matrix-arm64 soak deb image image-index package-test fuzz fuzzers otelcol servers pyspy ebpf-profiler bench-peers
 all: $(O)/prowl
 
+# The kernel types the BPF program is compiled against: the build host's own, or for a
+# cross build a Debian kernel's of the target (packaging/install-deps.sh arm64 puts it there).
+ifeq ($(ARCH),$(HOST_ARCH))
+VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
+VMLINUX_BTF_HELP := the build host's kernel must have BTF (CONFIG_DEBUG_INFO_BTF=y)
+else
+VMLINUX_BTF ?= /var/cache/prowl/btf/vmlinux-$(ARCH).btf
+VMLINUX_BTF_HELP := run packaging/install-deps.sh $(ARCH), or name an $(ARCH) kernel's BTF with VMLINUX_BTF=
+endif
 $(O)/vmlinux.h:
 	@mkdir -p $(@D)
-	@test -r /sys/kernel/btf/vmlinux || { echo "error: /sys/kernel/btf/vmlinux missing: the build host's kernel must have BTF (CONFIG_DEBUG_INFO_BTF=y)"; exit 1; }
-	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c > $@.tmp && mv $@.tmp $@
+	@test -r $(VMLINUX_BTF) || { echo "error: $(VMLINUX_BTF) missing: $(VMLINUX_BTF_HELP)"; exit 1; }
+	$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@.tmp && mv $@.tmp $@
 
 $(O)/prowl.bpf.o: bpf/prowl.bpf.c bpf/unwind.bpf.h bpf/offcpu.bpf.h bpf/python.bpf.h bpf/java.bpf.h bpf/v8.bpf.h bpf/prowl.h $(O)/vmlinux.h
 	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -I$(O) -Ibpf -c $< -o $@
@@ -189,7 +209,17 @@ $(O)/workloads/java/%.class: tests/workloads/java/%.java
 	@mkdir -p $(@D)
 	$(JAVAC) --release 11 -g -d $(@D) $<
 
-workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy $(O)/workloads/fakejvm \
+# A cross build makes the C and C++ workloads only (the kernel matrix's): rustc, go and
+# libpython3.11-dev here build for this machine, and the forged JVM is x86_64 code.
+FAKEJVM := $(O)/workloads/fakejvm
+ifneq ($(ARCH),$(HOST_ARCH))
+RUST_WORKLOADS :=
+GO_WORKLOADS   :=
+PY_WORKLOADS   :=
+FAKEJVM        :=
+endif
+
+workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy $(FAKEJVM) \
 	$(O)/workloads/node/fakenode $(O)/workloads/node/fakenode_badmeta $(O)/workloads/node/fakenode_stripped
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
@@ -271,6 +301,15 @@ check-quick: all unit workloads tools
 kernel-matrix: all workloads tools
 	tests/kmatrix/kmatrix.py --build $(O) $(KMATRIX_ARGS)
 
+# The same on Debian's arm64 kernels (5.10, 6.1, 6.12) under qemu-system-aarch64 (TCG, at
+# nice 19), with prowl cross-built into $(O)-arm64; pprof runs here. Not in make test: it
+# takes minutes (docs/testing.md).
+# The guests run the prowl of the arm64 package (make deb ARCH=arm64).
+kernel-matrix-arm64: tools
+	$(MAKE) ARCH=arm64 O=$(O)-arm64 all workloads deb
+	nice -n 19 tests/kmatrix/kmatrix.py --arch arm64 --build $(O)-arm64 --pprof $(O)/tools/pprof \
+		--deb $(O)-arm64/deb/prowl_$(DEB_VERSION)_arm64.deb $(KMATRIX_ARGS)
+
 # The agent for SOAK_SECONDS (default 1 hour) under 200 process starts a second, a
 # Pyroscope stand-in down 60 s of every 5 minutes and a SIGHUP every 5 minutes; it
 # reports crashes, RSS drift, lost samples and windows delivered exactly once.
@@ -323,6 +362,12 @@ CHECK_CFI_SECONDS ?= 1800
 check-cfi: $(O)/tests/test_cfi_libdw
 	$(O)/tests/test_cfi_libdw --full --seconds $(CHECK_CFI_SECONDS)
 
+# The same over Debian's arm64 objects: the multiarch libraries installed here and the
+# programs and libraries of some forty arm64 packages, unpacked into $(O)/cfi-arm64.
+check-cfi-arm64: $(O)/tests/test_cfi_libdw
+	tests/unit/arm64_objects.sh $(O)/cfi-arm64
+	$(O)/tests/test_cfi_libdw --full --seconds $(CHECK_CFI_SECONDS) $(O)/cfi-arm64/root /usr/lib/aarch64-linux-gnu
+
 # `make install`: the binary, the systemd unit (its paths rewritten for PREFIX and
 # SYSCONFDIR), the documentation, the example alert rules, and an example agent.yaml
 # that never replaces an existing one. DESTDIR stages it all under another root.
@@ -358,7 +403,12 @@ install: all
 # the top of the source tree, so the tree (git's files, or all but build output) is
 # copied to $(O)/deb/src with it; the packages land in $(O)/deb/.
 DEB_VERSION = $(shell dpkg-parsechangelog -l packaging/debian/changelog -S Version)
-DEB_ARCH    = $(shell dpkg --print-architecture)
+DEB_ARCH    = $(if $(filter arm64,$(ARCH)),arm64,$(shell dpkg --print-architecture))
+# make deb ARCH=arm64 on another machine: dpkg-buildpackage's cross build. -d: the
+# build tools (clang, llvm, bpftool) of this machine serve it, which Build-Depends cannot
+# say (Debian 12 does not mark them Multi-Arch: foreign); the arm64 libraries are checked
+# by the build itself (packaging/install-deps.sh arm64 installs them).
+DEB_CROSS   = $(if $(filter-out $(HOST_ARCH),$(ARCH)),-a $(DEB_ARCH) -d)
 DEB        := $(O)/deb/prowl_$(DEB_VERSION)_$(DEB_ARCH).deb
 deb:
 	rm -rf $(O)/deb && mkdir -p $(O)/deb/src
@@ -369,7 +419,7 @@ deb:
 		tar --exclude=./build --exclude='./build-*' -cf - . | tar -C $(O)/deb/src -xf -; \
 	fi
 	rm -rf $(O)/deb/src/debian && cp -r packaging/debian $(O)/deb/src/debian
-	cd $(O)/deb/src && dpkg-buildpackage -b -us -uc -j$$(nproc) >../build.log 2>&1 || \
+	cd $(O)/deb/src && dpkg-buildpackage -b -us -uc $(DEB_CROSS) -j$$(nproc) >../build.log 2>&1 || \
 		{ tail -30 ../build.log; echo "make deb: dpkg-buildpackage failed; the whole log is $(O)/deb/build.log"; exit 1; }
 	rm -rf $(O)/deb/src
 	@ls -l $(O)/deb/*.deb
@@ -380,13 +430,20 @@ deb:
 image: deb
 	packaging/oci/build-image.sh $(DEB) $(O)/image
 
-# `make package-test`: builds the package and the image, installs the package with dpkg
+# `make image-index`: this machine's image and the arm64 one (make image ARCH=arm64, in
+# $(O)-arm64) under one tag: an OCI image index, $(O)/image-index/oci and its archive.
+image-index: image
+	$(MAKE) ARCH=arm64 O=$(O)-arm64 image
+	packaging/oci/merge-index.sh $(O)/image-index $(O)/image/oci $(O)-arm64/image/oci
+
+# `make package-test`: builds the package and the image (and the image index with the
+# arm64 image), installs the package with dpkg
 # into a fresh Debian 12 root and runs prowl from it and from the image (slow: a
 # bootstrap takes minutes; the roots are cached under $(O)/package-cache).
-package-test: image workloads tools
+package-test: image-index workloads tools
 	PROWL_TEST_BUILD=$(O) PROWL_DEB=$(DEB) /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/package
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-arm64
 
 -include $(shell find $(O)/obj -name '*.d' 2>/dev/null)

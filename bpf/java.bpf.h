@@ -4,7 +4,8 @@
 #ifndef PROWL_JAVA_BPF_H
 #define PROWL_JAVA_BPF_H
 
-/* Included by unwind.bpf.h, inside its x86_64 part. */
+/* Included by unwind.bpf.h. Its frame step runs on x86_64 only (arm64: the map is
+ * there for user space, but the walk never enters it; docs/decisions.md). */
 
 /* JVM processes, written by user space (symbolizer/java/jvmproc.c, through the
  * sampler: agent/sample/maps_io.c): tgid -> the code cache and the offsets. */

@@ -81,7 +81,7 @@ static __always_inline void offcpu_pending_done(__u32 tid)
 /* next is back on the CPU after a wait: keep it with p = min(1, d / T). Its
  * kernel stack is read here (it still sleeps on it) where next is a BTF pointer
  * (tp_btf); a raw tracepoint cannot pass it to bpf_get_task_stack (btf false). */
-static __always_inline void offcpu_back(struct task_struct *next, bool btf)
+static __always_inline void offcpu_back(struct task_struct *next, bool btf, __u64 entry)
 {
 	__u32 tid = BPF_CORE_READ(next, pid);
 	__u64 T = offcpu_threshold_ns;
@@ -92,7 +92,7 @@ static __always_inline void offcpu_back(struct task_struct *next, bool btf)
 	startp = bpf_map_lookup_elem(&offcpu_start, &tid);
 	if (!startp)
 		return;
-	d = bpf_ktime_get_ns() - *startp;
+	d = entry - *startp;
 	bpf_map_delete_elem(&offcpu_start, &tid);
 	if ((__s64)d <= 0)
 		return;
@@ -134,23 +134,26 @@ static __always_inline void offcpu_back(struct task_struct *next, bool btf)
 	count_add(PROWL_CNT_OFFCPU_LOST_NS, d);
 }
 
-/* One context switch, in prev's context: prev's wait starts, next's ends, and
+/* One context switch, in prev's context: next's wait ends, prev's starts, and
  * last (a tail call does not come back) prev's pending sample is written, in
- * its own context. */
+ * its own context. next's wait ends as the program starts and prev's begins after
+ * the bookkeeping: the switch's own cost, this program's included, is then no
+ * task's wait, as the kernel bills it to next's CPU time (schedstat), not
+ * counted twice (docs/decisions.md). */
 static __always_inline int offcpu_switch(void *ctx, enum unwinder unw, enum chain ch, struct task_struct *prev,
 					 struct task_struct *next)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 entry = bpf_ktime_get_ns(), id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, tgid = id >> 32;
 	__u64 now;
 
+	offcpu_back(next, ch == CH_BTF, entry);
 	if (wanted(tgid, tid, false) && (keep_idle || !(BPF_CORE_READ(prev, flags) & OFFCPU_PF_KTHREAD)) &&
 	    !BPF_CORE_READ(prev, exit_state)) { /* an exiting task's last switch: it does not come back */
 		now = bpf_ktime_get_ns();
 		if (bpf_map_update_elem(&offcpu_start, &tid, &now, BPF_ANY))
 			count(PROWL_CNT_OFFCPU_FULL);
 	}
-	offcpu_back(next, ch == CH_BTF);
 	if (offcpu_npending && offcpu_pending_get(tid))
 		take(ctx, unw, id, ch);
 	return 0;

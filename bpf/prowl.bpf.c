@@ -281,7 +281,7 @@ static __always_inline int take(void *pctx, enum unwinder unw, __u64 id, enum ch
 	}
 	task = (struct task_struct *)bpf_get_current_task();
 	has_mm = BPF_CORE_READ(task, mm) != NULL;
-#if defined(__TARGET_ARCH_x86)
+#if defined(PROWL_BPF_DWARF)
 	/* DWARF unwinding runs before the reservation: the ring buffer is not held
 	 * across the walk, and the frames are copied in afterwards. */
 	if (unw != UNW_FP && has_mm)
@@ -341,7 +341,7 @@ int prowl_sample_dwarf_bounded(struct bpf_perf_event_data *ctx)
 /* One run of the bounded build: UW_CHUNK frames; the last run writes the sample. */
 static __always_inline int unwind_step_run(void *ctx, enum chain ch)
 {
-#if defined(__TARGET_ARCH_x86)
+#if defined(PROWL_BPF_DWARF)
 	bool off = ch != CH_PERF;
 	__u64 id = bpf_get_current_pid_tgid();
 	struct offcpu_pending *pend = NULL;

@@ -330,7 +330,9 @@ struct prowl_sample {
 
 #define PROWL_SAMPLE_NOPY_SIZE __builtin_offsetof(struct prowl_sample, pystack)
 
-/* ---- DWARF CFI unwinding (x86_64) ----
+/* ---- DWARF CFI unwinding (x86_64 and arm64) ----
+ * On arm64 "rsp" is sp and "rbp" is the frame pointer x29; the return address has
+ * a rule of its own (enum prowl_ra_rule), as it may still be in the link register.
  * Unwind rows of every loaded object live in one array map (unwind_rows), each
  * object's rows sorted by pc and contiguous. Each process has a sorted run of
  * executable mappings in unwind_maps; unwind_procs maps a tgid to that run. */
@@ -347,11 +349,20 @@ enum prowl_cfa_type {
 	PROWL_CFA_BAD,      /* a rule the BPF unwinder cannot evaluate */
 };
 
-/* High 4 bits of prowl_unwind_row.rule. The return address is always at CFA - 8. */
+/* Bits 4-5 of prowl_unwind_row.rule. */
 enum prowl_rbp_rule {
 	PROWL_RBP_SAME = 0, /* unchanged from the callee */
 	PROWL_RBP_CFA,      /* saved at CFA + rbp_off * 8 */
 	PROWL_RBP_UNKNOWN,  /* not recoverable */
+};
+
+/* Bits 6-7 of prowl_unwind_row.rule: the return address. x86_64 rows are all
+ * PROWL_RA_CFA (at CFA - 8, where call pushed it). */
+enum prowl_ra_rule {
+	PROWL_RA_CFA = 0, /* x86_64: at CFA - 8; arm64: at CFA + (rbp_off + 1) * 8, beside
+			   * the saved x29 (stp x29, x30) */
+	PROWL_RA_LR,      /* arm64: still in the link register x30 (a leaf, a prologue) */
+	PROWL_RA_CFA_OFF, /* arm64 with x29 not saved: at CFA + rbp_off * 8 */
 };
 
 /* One row: the rule from pc to the next row's pc. pc is relative to the
@@ -361,12 +372,14 @@ enum prowl_rbp_rule {
 struct prowl_unwind_row {
 	__u32 pc;
 	__u16 cfa_off;  /* CFA offset / 8 (the CFA is above rsp/rbp) */
-	__u8 rule;      /* cfa_type | rbp_type << 4 */
-	__s8 rbp_off;   /* rbp save slot relative to the CFA / 8; PLT rows: the threshold K */
+	__u8 rule;      /* cfa_type | rbp_type << 4 | ra_type << 6 */
+	__s8 rbp_off;   /* rbp save slot relative to the CFA / 8; PLT rows: the threshold K;
+			 * arm64 PROWL_RA_CFA_OFF rows: the return address's slot */
 };
 
 #define PROWL_ROW_CFA(r) ((r)->rule & 0xf)
-#define PROWL_ROW_RBP(r) ((r)->rule >> 4)
+#define PROWL_ROW_RBP(r) (((r)->rule >> 4) & 3)
+#define PROWL_ROW_RA(r)  ((r)->rule >> 6)
 
 /* prowl_unwind_map.kind */
 enum prowl_map_kind {

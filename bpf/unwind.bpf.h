@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
-/* unwind.bpf.h: the DWARF CFI user-stack unwinder of the BPF sampler (x86_64), in two
- * builds: frames stepped by bpf_loop (5.17+) or by a bounded loop (5.8+). */
+/* unwind.bpf.h: the DWARF CFI user-stack unwinder of the BPF sampler (x86_64, arm64), in
+ * two builds: frames stepped by bpf_loop (5.17+) or by a bounded loop (5.8+). */
 #ifndef PROWL_UNWIND_BPF_H
 #define PROWL_UNWIND_BPF_H
 
@@ -53,6 +53,8 @@ struct {
 
 struct uw_state {
 	__u64 pc, sp, bp;
+	__u64 lr;         /* arm64: the link register x30, when lr_valid */
+	__u8 lr_valid;    /* arm64: lr is the frame's own (the first frame, after a signal) */
 	__u32 n;          /* frames recorded */
 	__u32 map_first, map_count;
 	__u32 cur_map;    /* index of the mapping of the previous frame */
@@ -126,10 +128,9 @@ struct {
 	__type(value, __u32);
 } offcpu_chain_btf SEC(".maps");
 
-#if defined(__TARGET_ARCH_x86)
+#if defined(__TARGET_ARCH_x86) || defined(__TARGET_ARCH_arm64)
+#define PROWL_BPF_DWARF 1 /* the architectures the DWARF unwinder knows */
 
-/* The lowest kernel address: user pointers are below it (x86_64, 4- and 5-level paging). */
-#define KERNEL_MIN_ADDR 0xffff800000000000ull
 #define MAX_MAP_SEARCH 16  /* 65536 mappings per process */
 #define MAX_ROW_SEARCH 25  /* 32M rows per table (user space keeps tables smaller) */
 /* The bounded build steps UW_CHUNK frames per program run and chains runs by
@@ -142,19 +143,24 @@ struct {
 #define SLOT 8             /* bytes per stack slot; row offsets count slots */
 
 /* A frame-pointer frame: [bp] = the caller's bp, [bp + FP_RA_OFF] = the return address;
- * the caller's sp is bp + FP_FRAME_SIZE. */
+ * the caller's sp is bp + FP_FRAME_SIZE (on arm64, at least that: the frame record
+ * {x29, x30} may lie below the frame's locals). */
 #define FP_RA_OFF     8
 #define FP_FRAME_SIZE 16
+
+#if defined(__TARGET_ARCH_x86)
+/* The lowest kernel address: user pointers are below it (x86_64, 4- and 5-level paging). */
+#define KERNEL_MIN_ADDR 0xffff800000000000ull
 /* The return address sits right below the CFA (x86_64 call pushes it there). */
 #define CFA_RA_OFF    8
 #define PLT_ENTRY_SIZE 16 /* x86_64 PLT entries, which ld's CFA expression indexes */
 
 /* A signal frame (rt_sigreturn): rsp points at a struct ucontext, whose
  * uc_mcontext holds the interrupted registers. User ABI, so fixed offsets. */
-#define UC_RBP __builtin_offsetof(struct ucontext, uc_mcontext.bp)
-#define UC_RSP __builtin_offsetof(struct ucontext, uc_mcontext.sp)
-#define UC_RIP __builtin_offsetof(struct ucontext, uc_mcontext.ip)
-_Static_assert(UC_RBP == 120 && UC_RSP == 160 && UC_RIP == 168, "x86_64 ucontext layout");
+#define UC_FP __builtin_offsetof(struct ucontext, uc_mcontext.bp)
+#define UC_SP __builtin_offsetof(struct ucontext, uc_mcontext.sp)
+#define UC_PC __builtin_offsetof(struct ucontext, uc_mcontext.ip)
+_Static_assert(UC_FP == 120 && UC_SP == 160 && UC_PC == 168, "x86_64 ucontext layout");
 
 /* Without bpf_task_pt_regs (before 5.15), the user registers of a task that
  * entered the kernel are found where the kernel saves them: a struct pt_regs at
@@ -169,6 +175,34 @@ _Static_assert(UC_RBP == 120 && UC_RSP == 160 && UC_RIP == 168, "x86_64 ucontext
 struct pt_regs___prowl {
 	unsigned long r13, bp, ip, cs, sp;
 } __attribute__((preserve_access_index));
+#define ret_addr(ra) (ra)
+
+#else /* arm64 */
+/* User pointers are below 2^52 (the largest user address space, 52-bit VAs);
+ * kernel addresses have the top bits set. */
+#define KERNEL_MIN_ADDR (1ull << 52)
+/* Pointer authentication signs return addresses in their unused top bits; user
+ * code lives below 2^48 unless it asks for more, so the rest is the signature. */
+#define PAC_STRIP_MASK ((1ull << 48) - 1)
+#define ret_addr(ra) ((ra) & PAC_STRIP_MASK)
+/* A signal frame: sp at the trampoline points at a struct rt_sigframe, whose
+ * uc_mcontext holds the interrupted registers. User ABI, so fixed offsets. */
+#define UC_FP __builtin_offsetof(struct rt_sigframe, uc.uc_mcontext.regs[29])
+#define UC_LR __builtin_offsetof(struct rt_sigframe, uc.uc_mcontext.regs[30])
+#define UC_SP __builtin_offsetof(struct rt_sigframe, uc.uc_mcontext.sp)
+#define UC_PC __builtin_offsetof(struct rt_sigframe, uc.uc_mcontext.pc)
+_Static_assert(UC_FP == 544 && UC_LR == 552 && UC_SP == 560 && UC_PC == 568, "arm64 rt_sigframe layout");
+/* task_pt_regs() before bpf_task_pt_regs: the top of the task's stack, 16 KiB
+ * with 4 KiB pages (Debian's arm64 kernels). */
+#define ARM64_THREAD_SIZE (16u << 10)
+#define PSR_MODE_MASK 0xfu /* pstate's exception level and stack pointer bits */
+#define PSR_MODE_EL0t 0u   /* ... all zero in user mode */
+
+struct pt_regs___prowl {
+	unsigned long regs[31];
+	unsigned long sp, pc, pstate;
+} __attribute__((preserve_access_index));
+#endif
 
 static __always_inline void unwind_stop(struct uw_state *st, __u8 reason)
 {
@@ -290,8 +324,9 @@ static __always_inline void fp_step(struct uw_state *st, __u8 fail_reason)
 	}
 	st->sp = st->bp + FP_FRAME_SIZE;
 	st->bp = fr[0];
-	st->pc = fr[1];
+	st->pc = ret_addr(fr[1]);
 	st->exact = 0;
+	st->lr_valid = 0;
 	if (st->pc == 0)
 		unwind_stop(st, PROWL_UR_NONE);
 }
@@ -305,7 +340,7 @@ static __always_inline long unwind_step(struct uw_state *st)
 	__u64 lookup, cfa, ra, rowv;
 	__s64 rbp_off;
 	__u32 slot;
-	__u8 rbp_rule;
+	__u8 rbp_rule, ra_rule;
 	__u32 n;
 
 	if (st->done)
@@ -321,6 +356,7 @@ static __always_inline long unwind_step(struct uw_state *st)
 	st->n = n + 1;
 
 	lookup = st->pc - !st->exact; /* a return address: look up the call */
+#if defined(__TARGET_ARCH_x86)
 	if (st->java && lookup >= st->jp.cc_low && lookup < st->jp.cc_high) {
 		java_step(st, &st->jp);
 		return st->done != 0;
@@ -329,6 +365,7 @@ static __always_inline long unwind_step(struct uw_state *st)
 		v8_step(st, &st->vp); /* V8's builtins: no CFI, a frame pointer always */
 		return st->done != 0;
 	}
+#endif
 	slot = (__u32)(lookup ^ (lookup >> 4) ^ (lookup >> 12)) & (UW_ROW_CACHE - 1);
 	if (lookup && st->rc_pc[slot] == lookup) {
 		rowv = st->rc_row[slot];
@@ -343,19 +380,23 @@ static __always_inline long unwind_step(struct uw_state *st)
 			if (m->kind == PROWL_MAP_NO_TABLE)
 				st->sticky = PROWL_UR_NO_TABLE;
 			count(PROWL_CNT_UNWIND_FP_FRAMES);
+#if defined(__TARGET_ARCH_x86)
 			if (st->v8 && m->kind == PROWL_MAP_FP) { /* code no file backs: V8's JIT code */
 				v8_step(st, &st->vp);
 				return st->done != 0;
 			}
+#endif
 			fp_step(st, m->kind == PROWL_MAP_NO_TABLE ? PROWL_UR_NO_TABLE : PROWL_UR_BAD_CFI);
 			return st->done != 0;
 		}
 		found = find_row(m->row_first, m->row_count, (__u32)(lookup - m->bias));
+#if defined(__TARGET_ARCH_x86)
 		if ((!found || PROWL_ROW_CFA(found) == PROWL_CFA_NONE) && st->v8 && lookup >= st->vp.text_low &&
 		    lookup < st->vp.text_high) {
 			v8_step(st, &st->vp); /* the V8 binary's code without CFI: its builtins */
 			return st->done != 0;
 		}
+#endif
 		if (!found) {
 			unwind_stop(st, PROWL_UR_NO_FDE);
 			return 1;
@@ -369,6 +410,7 @@ static __always_inline long unwind_step(struct uw_state *st)
 	__builtin_memcpy(&rowb, &rowv, sizeof(rowb));
 	row = &rowb;
 	rbp_rule = PROWL_ROW_RBP(row);
+	ra_rule = PROWL_ROW_RA(row);
 	rbp_off = (__s64)row->rbp_off * SLOT;
 	switch (PROWL_ROW_CFA(row)) {
 	case PROWL_CFA_RSP:
@@ -381,31 +423,40 @@ static __always_inline long unwind_step(struct uw_state *st)
 		}
 		cfa = st->bp + (__u64)row->cfa_off * SLOT;
 		break;
+#if defined(__TARGET_ARCH_x86)
 	case PROWL_CFA_PLT:
 		/* ld's PLT expression: one more slot once the entry's push ran. */
 		cfa = st->sp + (__u64)row->cfa_off * SLOT +
 		      ((st->pc & (PLT_ENTRY_SIZE - 1)) >= (__u64)row->rbp_off ? SLOT : 0);
 		break;
+#endif
 	case PROWL_CFA_END:
 		unwind_stop(st, PROWL_UR_NONE);
 		return 1;
 	case PROWL_CFA_SIGNAL: {
-		__u64 rbp, rsp, rip;
+		__u64 fp, sp, pc;
 
 		/* The trampoline's own pc was reached by the handler's return, but
 		 * it is the first instruction of __restore_rt, not after a call:
 		 * +1 so the symbolizer's -1 lands on it, not before it. */
 		if (n > 0)
 			st->frames[n] = st->pc + 1;
-		if (stack_read(st, st->sp + UC_RBP, &rbp) || stack_read(st, st->sp + UC_RSP, &rsp) ||
-		    stack_read(st, st->sp + UC_RIP, &rip)) {
+		if (stack_read(st, st->sp + UC_FP, &fp) || stack_read(st, st->sp + UC_SP, &sp) ||
+		    stack_read(st, st->sp + UC_PC, &pc)) {
 			unwind_stop(st, PROWL_UR_READ);
 			return 1;
 		}
-		st->bp = rbp;
+#if defined(__TARGET_ARCH_arm64)
+		if (stack_read(st, st->sp + UC_LR, &st->lr)) {
+			unwind_stop(st, PROWL_UR_READ);
+			return 1;
+		}
+		st->lr_valid = 1;
+#endif
+		st->bp = fp;
 		st->bp_valid = 1;
-		st->sp = rsp;
-		st->pc = rip;
+		st->sp = sp;
+		st->pc = pc;
 		st->exact = 1;
 		if (st->pc == 0)
 			unwind_stop(st, PROWL_UR_NONE);
@@ -418,8 +469,10 @@ static __always_inline long unwind_step(struct uw_state *st)
 		unwind_stop(st, PROWL_UR_BAD_CFI);
 		return 1;
 	}
-	/* The CFA lies above the frame; anything else is a corrupt frame or a loop. */
-	if (cfa <= st->sp) {
+#if defined(__TARGET_ARCH_x86)
+	/* The CFA lies above the frame; anything else is a corrupt frame or a loop.
+	 * The return address is where call pushed it (no other rule on x86_64). */
+	if (cfa <= st->sp || ra_rule != PROWL_RA_CFA) {
 		unwind_stop(st, PROWL_UR_BAD_CFI);
 		return 1;
 	}
@@ -427,6 +480,23 @@ static __always_inline long unwind_step(struct uw_state *st)
 		unwind_stop(st, PROWL_UR_READ);
 		return 1;
 	}
+#else
+	/* The CFA lies above the frame, or is sp itself in a leaf whose return
+	 * address is still in x30; that register is known only in the first frame
+	 * and after a signal: elsewhere such a rule is a corrupt frame or a loop. */
+	if (cfa < st->sp || (cfa == st->sp && ra_rule != PROWL_RA_LR) || (ra_rule == PROWL_RA_LR && !st->lr_valid)) {
+		unwind_stop(st, PROWL_UR_BAD_CFI);
+		return 1;
+	}
+	if (ra_rule == PROWL_RA_LR) {
+		ra = st->lr;
+	} else if (stack_read(st, cfa + rbp_off + (ra_rule == PROWL_RA_CFA ? SLOT : 0), &ra)) {
+		unwind_stop(st, PROWL_UR_READ);
+		return 1;
+	}
+	ra = ret_addr(ra);
+	st->lr_valid = 0;
+#endif
 	if (rbp_rule == PROWL_RBP_CFA) {
 		__u64 bp;
 
@@ -487,19 +557,35 @@ static __always_inline int user_regs_compat(struct uw_state *st)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct pt_regs___prowl *regs;
-	unsigned long cs;
 	void *stack;
 
 	stack = BPF_CORE_READ(task, stack);
 	if (!stack)
 		return -1;
+#if defined(__TARGET_ARCH_x86)
+	unsigned long cs;
+
 	regs = (struct pt_regs___prowl *)(stack + X86_64_THREAD_SIZE - bpf_core_type_size(struct pt_regs));
 	st->pc = BPF_CORE_READ(regs, ip);
 	st->sp = BPF_CORE_READ(regs, sp);
 	st->bp = BPF_CORE_READ(regs, bp);
 	st->r13 = BPF_CORE_READ(regs, r13);
 	cs = BPF_CORE_READ(regs, cs);
-	if ((cs & RPL_MASK) != USER_RPL || st->pc >= KERNEL_MIN_ADDR || st->sp >= KERNEL_MIN_ADDR || !st->sp)
+	if ((cs & RPL_MASK) != USER_RPL)
+		return -1;
+#else
+	unsigned long pstate;
+
+	regs = (struct pt_regs___prowl *)(stack + ARM64_THREAD_SIZE - bpf_core_type_size(struct pt_regs));
+	st->pc = BPF_CORE_READ(regs, pc);
+	st->sp = BPF_CORE_READ(regs, sp);
+	st->bp = BPF_CORE_READ(regs, regs[29]);
+	st->lr = BPF_CORE_READ(regs, regs[30]);
+	pstate = BPF_CORE_READ(regs, pstate);
+	if ((pstate & PSR_MODE_MASK) != PSR_MODE_EL0t)
+		return -1;
+#endif
+	if (st->pc >= KERNEL_MIN_ADDR || st->sp >= KERNEL_MIN_ADDR || !st->sp)
 		return -1;
 	return 0;
 }
@@ -532,6 +618,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 	st = bpf_map_lookup_elem(&unwind_scratch, &slot);
 	if (!st)
 		return NULL;
+#if defined(__TARGET_ARCH_x86)
 	if (ctx && ctx->regs.ip < KERNEL_MIN_ADDR) {
 		st->pc = ctx->regs.ip;
 		st->sp = ctx->regs.sp;
@@ -546,6 +633,21 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 		st->bp = BPF_CORE_READ(regs, bp);
 		st->r13 = BPF_CORE_READ(regs, r13);
 	} else if (user_regs_compat(st)) {
+#else
+	if (ctx && ctx->regs.pc < KERNEL_MIN_ADDR) {
+		st->pc = ctx->regs.pc;
+		st->sp = ctx->regs.sp;
+		st->bp = ctx->regs.regs[29];
+		st->lr = ctx->regs.regs[30];
+	} else if (build == UW_LOOP) {
+		struct pt_regs___prowl *regs = (struct pt_regs___prowl *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+		st->pc = BPF_CORE_READ(regs, pc);
+		st->sp = BPF_CORE_READ(regs, sp);
+		st->bp = BPF_CORE_READ(regs, regs[29]);
+		st->lr = BPF_CORE_READ(regs, regs[30]);
+	} else if (user_regs_compat(st)) {
+#endif
 		*fp_reason = PROWL_UR_NO_REGS;
 		return NULL;
 	}
@@ -554,6 +656,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 	st->map_count = proc->map_count;
 	st->cur_map = proc->map_first;
 	st->bp_valid = 1;
+	st->lr_valid = 1;
 	st->exact = 1;
 	st->done = 0;
 	st->reason = 0;
@@ -567,6 +670,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 	st->jdeopt = 0;
 	st->jlast_method = 0;
 	st->java = 0;
+#if defined(__TARGET_ARCH_x86) /* the HotSpot frame step knows x86_64's frames only */
 	if (java_on) {
 		struct prowl_java_proc *jp = bpf_map_lookup_elem(&java_procs, &tgid);
 
@@ -586,6 +690,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 			st->v8 = 1;
 		}
 	}
+#endif
 	if (st->pc == 0 || st->pc >= KERNEL_MIN_ADDR)
 		st->done = 1; /* nothing to unwind (no user context) */
 	return st;
@@ -614,7 +719,7 @@ static __always_inline void dwarf_end(struct uw_state *st, __u32 tgid)
 		unwind_request(PROWL_UEV_UNKNOWN_PC, tgid, st->pc);
 }
 
-#endif /* __TARGET_ARCH_x86 */
+#endif /* PROWL_BPF_DWARF */
 
 /* exec replaced or exit ended a process the unwinder knows: drop its entry and
  * tell user space. */

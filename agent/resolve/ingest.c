@@ -245,6 +245,7 @@ static bool thread_entry(const char *fn)
 	static const char *const entries[] = {
 		"_start", "__libc_start_main", "__libc_start_main_impl", "__libc_start_call_main",
 		"libc_start_main_stage2", "start_thread", "clone", "__clone", "clone3", "__clone3",
+		"thread_start", /* glibc's arm64 clone and clone3: the new thread's first code */
 		"runtime.goexit", "runtime.mstart", "runtime.rt0_go",
 	};
 

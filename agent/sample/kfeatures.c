@@ -180,8 +180,8 @@ int kfeatures_pick_unwinder(const struct kfeatures *kf, bool dwarf, enum kf_unwi
 		*ret = KF_UNW_FP;
 		return 0;
 	}
-#if !defined(__x86_64__)
-	log_error("DWARF unwinding (--unwind=dwarf) is implemented for x86_64 only: use --unwind=fp on this machine");
+#if !defined(__x86_64__) && !defined(__aarch64__)
+	log_error("DWARF unwinding (--unwind=dwarf) is implemented for x86_64 and arm64 only: use --unwind=fp on this machine");
 	return -EOPNOTSUPP;
 #endif
 	if (!kf->has[KF_MMAP_ARRAY])

@@ -35,10 +35,17 @@ mkdir -p "$out/oci/blobs/sha256"
 # automount hook makes that one directory inside the root and bind-mounts the .deb on it,
 # and the customize hook removes exactly that file and directory, whatever the checkout's path.
 stage=$(mktemp -d /tmp/prowl-image-deb.XXXXXX) || die "cannot make a directory under /tmp"
+# Another architecture's root (the arm64 image on an x86_64 host): dpkg runs outside it
+# (chrootless, DPKG_ROOT), as nothing here can run its binaries.
+foreign=""
+if [ "$arch" != "$(dpkg --print-architecture)" ]; then
+	foreign="--architectures=$arch --mode=chrootless"
+fi
 trap 'rm -rf "$stage"' EXIT
 chmod 0755 "$stage"
 install -m 0644 "$deb" "$stage/prowl.deb"
-mmdebstrap --variant=essential --include=ca-certificates --include="$stage/prowl.deb" \
+# shellcheck disable=SC2086
+mmdebstrap $foreign --variant=essential --include=ca-certificates --include="$stage/prowl.deb" \
 	--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
 	--hook-dir=/usr/share/mmdebstrap/hooks/file-mirror-automount \
 	--customize-hook="rm -f \"\$1$stage/prowl.deb\" && rmdir \"\$1$stage\"" \

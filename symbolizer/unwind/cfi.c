@@ -287,9 +287,9 @@ bool cfi_match_plt(const uint8_t *e, uint64_t len, int32_t *ret_off, int16_t *re
 
 static struct cfi_rule *reg_rule(struct cfi_state *st, uint64_t reg)
 {
-	if (reg == CFI_REG_RBP)
+	if (reg == st->fp_reg)
 		return &st->rbp;
-	if (reg == CFI_REG_RA)
+	if (reg == st->ra_reg)
 		return &st->ra;
 	return NULL;
 }
@@ -446,6 +446,12 @@ static int run_program(const struct cfi_section *s, const struct cie *c, const u
 			reg = rd_uleb(&r);
 			set_rule(st, reg, CFI_OFFSET, smul((int64_t)(0 - rd_uleb(&r)), c->data_align));
 			break;
+		case 0x2d: /* AArch64 negate_ra_state (SPARC's window_save elsewhere) */
+			/* Return addresses are signed from here (PAC); the unwinder
+			 * strips the signature of every one, so the rules stand. */
+			if (!s->arm64)
+				return 0;
+			break;
 		default:
 			/* Unknown (vendor) opcode: its operands are unknown, so nothing
 			 * after it can be trusted. Rows so far stand. */
@@ -553,6 +559,8 @@ int cfi_read_section(const struct cfi_section *s, uint64_t lo, uint64_t hi, cons
 		/* The CIE's initial instructions give the state every FDE starts from. */
 		memset(&init, 0, sizeof(init));
 		init.signal = c->signal;
+		init.fp_reg = s->arm64 ? CFI_REG_X29 : CFI_REG_RBP;
+		init.ra_reg = c->ra_reg;
 		ret = run_program(s, c, c->insns, c->insns_end, &init, NULL, NULL, ops, ctx);
 		if (ret < 0)
 			break;

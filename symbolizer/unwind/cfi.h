@@ -7,10 +7,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* DWARF register numbers on x86_64. */
+/* DWARF register numbers on x86_64 ... */
 #define CFI_REG_RBP 6
 #define CFI_REG_RSP 7
 #define CFI_REG_RA  16
+/* ... and on arm64 (AArch64 DWARF ABI): the frame pointer, the link register, sp. */
+#define CFI_REG_X29 29
+#define CFI_REG_X30 30
+#define CFI_REG_SP  31
 
 /* One section's bytes as loaded at vaddr (for pc-relative pointers). */
 struct cfi_section {
@@ -18,6 +22,7 @@ struct cfi_section {
 	size_t size;
 	uint64_t vaddr;
 	bool eh;                  /* .eh_frame (else .debug_frame) */
+	bool arm64;               /* an AArch64 object (else x86_64) */
 	unsigned int addr_size;   /* 4 or 8 */
 };
 
@@ -31,8 +36,10 @@ struct cfi_rule {
 };
 
 /* The state of one row, kept only for what the BPF unwinder can use: the CFA,
- * rbp and the return address (every other register is skipped). */
+ * the frame pointer (rbp, x29) and the return address (every other register is
+ * skipped). */
 struct cfi_state {
+	uint64_t fp_reg, ra_reg;  /* which registers rbp and ra are (the CIE names ra's) */
 	bool cfa_expr;            /* CFA = expr (else cfa_reg + cfa_off) */
 	uint64_t cfa_reg;
 	int64_t cfa_off;

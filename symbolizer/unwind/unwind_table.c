@@ -32,14 +32,16 @@ struct builder {
 	struct fde_ent *fdes;
 	size_t nfdes, capfdes;
 	struct fde_ent cur;     /* the FDE being read */
+	bool arm64;             /* an AArch64 object's rules */
 };
 
-/* Packs a rule into a row; offsets must be whole stack slots that fit. */
+/* Packs a rule into a row; offsets must be whole stack slots that fit. An x86_64
+ * CFA lies above rsp (the return address is below it); an arm64 leaf's may be sp. */
 static void pack_row(struct prowl_unwind_row *row, int cfa_type, int64_t cfa_off, int rbp_type, int64_t rbp_off)
 {
 	memset(row, 0, sizeof(*row));
 	if (cfa_type == PROWL_CFA_RSP || cfa_type == PROWL_CFA_RBP || cfa_type == PROWL_CFA_PLT) {
-		if (cfa_off <= 0 || cfa_off % 8 || cfa_off / 8 > UINT16_MAX) {
+		if (cfa_off < (cfa_type == PROWL_CFA_PLT) || cfa_off % 8 || cfa_off / 8 > UINT16_MAX) {
 			row->rule = PROWL_CFA_BAD;
 			return;
 		}
@@ -85,7 +87,9 @@ static void state_to_row(const struct cfi_state *st, struct prowl_unwind_row *ro
 		pack_row(row, PROWL_CFA_BAD, 0, PROWL_RBP_SAME, 0);
 		return;
 	}
-	if (st->cfa_reg == CFI_REG_RSP)
+	if (st->cfa_off <= 0) /* the return address at CFA - 8 would be below rsp */
+		cfa_type = PROWL_CFA_BAD;
+	else if (st->cfa_reg == CFI_REG_RSP)
 		cfa_type = PROWL_CFA_RSP;
 	else if (st->cfa_reg == CFI_REG_RBP)
 		cfa_type = PROWL_CFA_RBP;
@@ -105,6 +109,63 @@ static void state_to_row(const struct cfi_state *st, struct prowl_unwind_row *ro
 		break;
 	}
 	pack_row(row, cfa_type, cfa_off, rbp_type, rbp_off);
+}
+
+/* The arm64 row of st: CFA from sp or x29, x29 as on x86_64, and the return
+ * address in x30 (no rule, or same_value: a leaf or a prologue), beside the saved
+ * x29, or alone in its slot when x29 was not saved. */
+static void state_to_row_arm64(const struct cfi_state *st, struct prowl_unwind_row *row)
+{
+	int cfa_type, rbp_type = PROWL_RBP_SAME, ra_type;
+	int64_t rbp_off = 0;
+
+	if (st->ra.how == CFI_UNDEF || st->signal) {
+		pack_row(row, st->signal && st->ra.how != CFI_UNDEF ? PROWL_CFA_SIGNAL : PROWL_CFA_END, 0,
+			 PROWL_RBP_SAME, 0);
+		return;
+	}
+	if (st->cfa_expr || (st->cfa_reg != CFI_REG_SP && st->cfa_reg != CFI_REG_X29)) {
+		pack_row(row, PROWL_CFA_BAD, 0, PROWL_RBP_SAME, 0);
+		return;
+	}
+	cfa_type = st->cfa_reg == CFI_REG_SP ? PROWL_CFA_RSP : PROWL_CFA_RBP;
+	if (st->rbp.how == CFI_OFFSET) {
+		rbp_type = PROWL_RBP_CFA;
+		rbp_off = st->rbp.off;
+	} else if (st->rbp.how != CFI_UNSPEC && st->rbp.how != CFI_SAME) {
+		rbp_type = PROWL_RBP_UNKNOWN;
+	}
+	switch (st->ra.how) {
+	case CFI_UNSPEC:
+	case CFI_SAME:
+		ra_type = PROWL_RA_LR;
+		break;
+	case CFI_OFFSET:
+		if (rbp_type == PROWL_RBP_CFA && st->ra.off == rbp_off + 8) {
+			ra_type = PROWL_RA_CFA;
+		} else if (rbp_type != PROWL_RBP_CFA) {
+			ra_type = PROWL_RA_CFA_OFF;
+			rbp_off = st->ra.off; /* the row's one slot offset holds the ra's */
+		} else {
+			ra_type = -1;
+		}
+		break;
+	default:
+		ra_type = -1;
+		break;
+	}
+	if (ra_type < 0 || (ra_type != PROWL_RA_LR && (rbp_off % 8 || rbp_off / 8 < INT8_MIN || rbp_off / 8 + 1 > INT8_MAX))) {
+		pack_row(row, PROWL_CFA_BAD, 0, PROWL_RBP_SAME, 0);
+		return;
+	}
+	pack_row(row, cfa_type, st->cfa_off, ra_type == PROWL_RA_CFA_OFF ? PROWL_RBP_SAME : rbp_type, rbp_off);
+	if (ra_type == PROWL_RA_CFA_OFF) {
+		row->rbp_off = (int8_t)(rbp_off / 8);
+		if (rbp_type == PROWL_RBP_UNKNOWN)
+			row->rule |= PROWL_RBP_UNKNOWN << 4;
+	}
+	if (PROWL_ROW_CFA(row) != PROWL_CFA_BAD)
+		row->rule |= (uint8_t)(ra_type << 6);
 }
 
 static bool same_rule(const struct prowl_unwind_row *a, const struct prowl_unwind_row *b)
@@ -161,7 +222,10 @@ static int fde_row(void *ctx, uint64_t loc, const struct cfi_state *st)
 	struct fde_ent *f = &b->cur;
 	struct prowl_unwind_row row;
 
-	state_to_row(st, &row);
+	if (b->arm64)
+		state_to_row_arm64(st, &row);
+	else
+		state_to_row(st, &row);
 	b->t->st.rows_raw++;
 	if (f->n && same_rule(&b->rows[f->first + f->n - 1], &row))
 		return 0;
@@ -285,8 +349,14 @@ static int synth_plt(struct builder *b, Elf *elf, size_t shstrndx)
 			continue;
 		f = (struct fde_ent){ .start = sh.sh_addr, .end = sh.sh_addr + sh.sh_size, .first = (uint32_t)b->n,
 				      .seq = UINT32_MAX };
-		pack_row(&row, PROWL_CFA_RSP, 8, PROWL_RBP_SAME, 0);
-		if (strcmp(name, ".plt") == 0 && sh.sh_size >= 16) {
+		pack_row(&row, PROWL_CFA_RSP, b->arm64 ? 0 : 8, PROWL_RBP_SAME, 0);
+		if (b->arm64) {
+			/* arm64 PLT entries branch through x16/x17: sp and x30 untouched. */
+			row.rule |= PROWL_RA_LR << 6;
+			if (push_row(b, f.start, &row) < 0)
+				return -ENOMEM;
+			f.n = 1;
+		} else if (strcmp(name, ".plt") == 0 && sh.sh_size >= 16) {
 			/* PLT0: push GOT+8 (6 bytes), jmp *GOT+16; then 16-byte entries. */
 			if (push_row(b, f.start, &row) < 0)
 				return -ENOMEM;
@@ -430,6 +500,7 @@ int unwind_table_build(Elf *elf, struct unwind_table *ret)
 		}
 	}
 	eh_frame.addr_size = debug_frame.addr_size = eh.e_ident[EI_CLASS] == ELFCLASS32 ? 4 : 8;
+	b.arm64 = eh_frame.arm64 = debug_frame.arm64 = eh.e_machine == EM_AARCH64;
 	if (eh_frame.data) {
 		ret->st.eh_frame = true;
 		r = read_section(&b, &eh_frame);
@@ -513,12 +584,17 @@ void unwind_table_free(struct unwind_table *t)
 
 void unwind_row_format(const struct prowl_unwind_row *r, char *buf, size_t len)
 {
-	char rbp[32] = "";
+	char rbp[48] = "";
+	int n = 0;
 
-	if (PROWL_ROW_RBP(r) == PROWL_RBP_CFA)
-		snprintf(rbp, sizeof(rbp), " rbp=cfa%+d", r->rbp_off * 8);
-	else if (PROWL_ROW_RBP(r) == PROWL_RBP_UNKNOWN)
-		snprintf(rbp, sizeof(rbp), " rbp=?");
+	if (PROWL_ROW_RA(r) == PROWL_RA_CFA_OFF)
+		n = snprintf(rbp, sizeof(rbp), " ra=cfa%+d", r->rbp_off * 8);
+	else if (PROWL_ROW_RBP(r) == PROWL_RBP_CFA)
+		n = snprintf(rbp, sizeof(rbp), " rbp=cfa%+d", r->rbp_off * 8);
+	if (PROWL_ROW_RBP(r) == PROWL_RBP_UNKNOWN)
+		n += snprintf(rbp + n, sizeof(rbp) - n, " rbp=?");
+	if (PROWL_ROW_RA(r) == PROWL_RA_LR)
+		snprintf(rbp + n, sizeof(rbp) - n, " ra=lr");
 	switch (PROWL_ROW_CFA(r)) {
 	case PROWL_CFA_NONE: snprintf(buf, len, "none"); break;
 	case PROWL_CFA_RSP: snprintf(buf, len, "rsp+%d%s", r->cfa_off * 8, rbp); break;

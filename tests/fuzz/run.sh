@@ -25,7 +25,9 @@ put() { # $1 = harness, $2 = name; stdin = content
 }
 seed_elf_files() { # $1 = harness
 	local f n=0 tmp
-	for f in /usr/bin/true /usr/bin/env /usr/lib/x86_64-linux-gnu/libz.so.1 /usr/lib/x86_64-linux-gnu/libyaml-0.so.2; do
+	# arm64 objects too (packaging/install-deps.sh arm64 installs them): the arm64 rules.
+	for f in /usr/bin/true /usr/bin/env /usr/lib/x86_64-linux-gnu/libz.so.1 /usr/lib/x86_64-linux-gnu/libyaml-0.so.2 \
+		/usr/lib/aarch64-linux-gnu/libz.so.1 /usr/lib/aarch64-linux-gnu/libyaml-0.so.2; do
 		[ -r "$f" ] && put "$1" "$(basename "$f")" < "$f"
 	done
 	# Small programs with what system files lack: DWARF lines and inlines, compressed
@@ -39,6 +41,11 @@ C
 	for v in "-g -O2" "-g -O2 -gz" "-g -O0 -fno-asynchronous-unwind-tables" "-g1 -O2 -no-pie" "-O2 -s"; do
 		n=$((n + 1))
 		cc $v -o "$tmp/p$n" "$tmp/p.c" 2>/dev/null && put "$1" "prog$n" < "$tmp/p$n"
+	done
+	# arm64 with return addresses signed (negate_ra_state in its CFI) and without.
+	for v in "-g -O2 -mbranch-protection=standard" "-O2 -fomit-frame-pointer"; do
+		n=$((n + 1))
+		aarch64-linux-gnu-gcc $v -o "$tmp/p$n" "$tmp/p.c" 2>/dev/null && put "$1" "arm64-prog$n" < "$tmp/p$n"
 	done
 	rm -rf "$tmp"
 }

@@ -14,7 +14,8 @@ ROOTED_MIN = 95.0
 MIN_SAMPLES = 400  # below this, a correct split misses 5 points too often to judge
 WINDOWS_MIN = 3
 # Where a complete user stack ends: the CFI of glibc's _start and clone3 says so.
-DWARF_ROOTS = {"_start", "__clone3", "clone3", "__clone", "clone"}
+DWARF_ROOTS = {"_start", "__clone3", "clone3", "__clone", "clone",
+               "thread_start"}  # glibc's arm64 clone3: the new thread's entry (x30 undefined)
 # Where a frame-pointer walk through Debian's glibc ends: the callers of user code.
 FP_ROOTS = DWARF_ROOTS | {"start_thread", "__libc_start_call_main", "__libc_start_main_impl"}
 COST_RE = re.compile(r"BPF program (\S+) \(([^)]*\)?) unwinding\): (\d+) runs, (\d+) of them samples, (\d+) ns per run")
@@ -70,6 +71,23 @@ def split_and_rooted(folded, comm, roots):
     return total, counted, pct, (100.0 * rooted / total if total else 0.0)
 
 
+# The first kernel frame of a user thread's stack: an interrupt or a system call
+# entering the kernel (x86_64; arm64's el0t_64_irq, and 5.10's el0_irq_naked, work_pending).
+KERNEL_ENTRY = ("asm_sysvec_", "asm_common_interrupt", "entry_SYSCALL_64", "el0", "work_pending")
+
+
+def kernel_frames(folded, comm):
+    """(samples of comm with kernel frames, names of those frames that are not names)."""
+    n, unnamed = 0, set()
+    for c, fr in workload_stacks(folded, comm):
+        at = next((i for i, f in enumerate(fr) if f.startswith(KERNEL_ENTRY)), None)
+        if at is None:
+            continue
+        n += c
+        unnamed |= {f for f in fr[at:] if not f or f.startswith(("0x", "[unknown", "[kernel"))}
+    return n, unnamed
+
+
 def cost(err):
     m = COST_RE.search(err or "")
     p = P50_RE.search(err or "")
@@ -104,6 +122,12 @@ def check_capture(row, steps, files, step, comm, roots, need_rooted):
                 problems.append(f"{k} has {pct[k]:.1f}% of the samples, not {want:.0f} +- {TOLERANCE_PP:.0f}")
         if need_rooted and rooted < ROOTED_MIN:
             problems.append(f"{rooted:.1f}% of the samples reach a thread root, fewer than {ROOTED_MIN:.0f}%")
+        kn, unnamed = kernel_frames(folded, comm)
+        row["kernel_samples"] = kn
+        if step == "dwarf" and not kn:
+            problems.append("no sample of the workload has kernel frames (an interrupt's), so their names are untested")
+        if unnamed:
+            problems.append(f"kernel frames without a name: {', '.join(sorted(unnamed)[:5])}")
     row["problems"] = problems
     return row
 

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """kmatrix.py: the kernel matrix. Downloads Debian's kernels (newest 5.10, 6.1, 6.12) with
 apt-get and a private apt state, boots each under QEMU with an initramfs of prowl, and
-judges what guest.sh reports there and on this machine's own kernel.
+judges what guest.sh reports there and on this machine's own kernel. With --arch arm64:
+Debian's arm64 kernels under qemu-system-aarch64 (TCG), with a cross-built prowl.
 
-Usage: tests/kmatrix/kmatrix.py [--build DIR] [--markdown FILE] [--only NAME,...]
+Usage: tests/kmatrix/kmatrix.py [--arch x86|arm64] [--build DIR] [--markdown FILE] [--only NAME,...]
 Environment: PROWL_KMATRIX_ACCEL=auto|kvm|tcg (default auto: KVM when /dev/kvm works),
 PROWL_KMATRIX_REFRESH=1 (ask the archive for newer kernels now; otherwise weekly)."""
 import argparse
@@ -30,6 +31,11 @@ PYTHON = "/usr/bin/python3.11"  # Debian 12's, libpython linked in
 PY_ENCODINGS = ["__init__", "aliases", "utf_8", "ascii", "latin_1"]
 BOOT_TIMEOUT_S = 300
 KVM_PROBE_S = 15
+ARM64_BOOT_TIMEOUT_S = 1200  # TCG emulates every arm64 instruction: several times slower
+# What an arm64 guest needs from Debian 12's arm64 packages (unpacked, not installed):
+# a static busybox, CPython 3.11 and the library it needs beyond prowl's, libc's debug file.
+ARM64_DEBS = ["busybox-static", "python3.11-minimal", "libexpat1", "libc6-dbg"]
+ARM64_LIBDIRS = ["/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"]
 
 
 def log(msg):
@@ -38,18 +44,48 @@ def log(msg):
 
 # ------------------------------------------------------------------ kernels from the archive
 
-def apt_opts(d):
+def apt_opts(d, arch="amd64"):
     """apt options that keep every piece of state under d: the system's sources,
     lists, caches and dpkg status are neither read for packages nor written."""
     return ["-o", f"Dir::Etc::SourceList={d}/sources.list", "-o", f"Dir::Etc::SourceParts={d}/sources.list.d",
             "-o", f"Dir::Etc::Preferences={d}/preferences", "-o", f"Dir::Etc::PreferencesParts={d}/preferences.d",
             "-o", f"Dir::State::Lists={d}/lists", "-o", f"Dir::State::status={d}/status",
             "-o", f"Dir::Cache={d}/cache", "-o", f"Dir::Cache::archives={d}/cache/archives",
-            "-o", "APT::Architecture=amd64", "-o", "APT::Architectures::=amd64", "-o", "Acquire::Languages=none",
+            "-o", f"APT::Architecture={arch}", "-o", f"APT::Architectures::={arch}", "-o", "Acquire::Languages=none",
             "-o", "APT::Sandbox::User=root", "-q"]
 
 
-def fetch_kernel(cache, name, suite, prefix):
+def apt_dir(cache, suite, arch):
+    """The private apt state of one suite (and architecture), its lists fresh."""
+    d = os.path.join(cache, "apt", suite if arch == "amd64" else f"{suite}-{arch}")
+    for sub in ("lists/partial", "cache/archives/partial", "sources.list.d", "preferences.d", "debs"):
+        os.makedirs(os.path.join(d, sub), exist_ok=True)
+    with open(os.path.join(d, "sources.list"), "w") as f:
+        f.write(f"deb [signed-by={KEYRING}] {MIRROR} {suite} main\n"
+                f"deb [signed-by={KEYRING}] {SECURITY} {suite}-security main\n")
+    open(os.path.join(d, "status"), "a").close()
+    return d
+
+
+def kernel_packages(d, arch, prefix):
+    """The kernel packages linux-image-ARCH depends on, one per version the
+    suite's sources hold, newest first, those whose names start with prefix."""
+    opts = apt_opts(d, arch)
+    pol = subprocess.run(["apt-cache"] + opts + ["policy", f"linux-image-{arch}"], check=True, capture_output=True,
+                         text=True, timeout=120).stdout
+    versions = re.findall(r"^\s+(?:\*\*\* )?(\S+) \d+$", pol, re.M)
+    out = []
+    for v in versions:
+        dep = subprocess.run(["apt-cache"] + opts + ["depends", f"linux-image-{arch}={v}"], check=True,
+                             capture_output=True, text=True, timeout=120).stdout
+        out += [m.group(1) for m in re.finditer(r"Depends: (linux-image-\S+)", dep)
+                if m.group(1).startswith(prefix) and m.group(1) not in out]
+    if not out:
+        raise StopIteration
+    return out
+
+
+def fetch_kernel(cache, name, suite, prefix, arch="amd64"):
     """Returns the path of the suite's newest kernel image, downloading it when the
     cached one is older than a week (or PROWL_KMATRIX_REFRESH=1) and a newer exists."""
     kdir = os.path.join(cache, "kernels", suite)
@@ -58,25 +94,26 @@ def fetch_kernel(cache, name, suite, prefix):
     fresh = os.path.exists(stamp) and time.time() - os.path.getmtime(stamp) < REFRESH_S
     if cached and fresh and os.environ.get("PROWL_KMATRIX_REFRESH") != "1":
         return os.path.join(kdir, cached[0])
-    d = os.path.join(cache, "apt", suite)
-    for sub in ("lists/partial", "cache/archives/partial", "sources.list.d", "preferences.d", "debs"):
-        os.makedirs(os.path.join(d, sub), exist_ok=True)
-    with open(os.path.join(d, "sources.list"), "w") as f:
-        f.write(f"deb [signed-by={KEYRING}] {MIRROR} {suite} main\n"
-                f"deb [signed-by={KEYRING}] {SECURITY} {suite}-security main\n")
-    open(os.path.join(d, "status"), "a").close()
+    d = apt_dir(cache, suite, arch)
     t0 = time.time()
     try:
-        subprocess.run(["apt-get"] + apt_opts(d) + ["update"], check=True, capture_output=True, text=True,
+        subprocess.run(["apt-get"] + apt_opts(d, arch) + ["update"], check=True, capture_output=True, text=True,
                        timeout=600)
-        dep = subprocess.run(["apt-cache"] + apt_opts(d) + ["depends", "linux-image-amd64"], check=True,
-                             capture_output=True, text=True, timeout=120).stdout
-        pkg = next(m.group(1) for m in re.finditer(r"Depends: (linux-image-\S+)", dep) if m.group(1).startswith(prefix))
+        pkgs = kernel_packages(d, arch, prefix)
+        pkg = pkgs[0]
         if cached and open(stamp).read().strip() == pkg:
             os.utime(stamp)
             return os.path.join(kdir, cached[0])
-        subprocess.run(["apt-get"] + apt_opts(d) + ["download", pkg], check=True, capture_output=True, text=True,
-                       cwd=os.path.join(d, "debs"), timeout=1800)
+        # A mirror may index a package it does not hold yet (a security update):
+        # then the suite's previous kernel, and say so.
+        for i, pkg in enumerate(pkgs):
+            r = subprocess.run(["apt-get"] + apt_opts(d, arch) + ["download", pkg], capture_output=True, text=True,
+                               cwd=os.path.join(d, "debs"), timeout=1800)
+            if r.returncode == 0:
+                break
+            if i + 1 == len(pkgs):
+                raise subprocess.CalledProcessError(r.returncode, r.args, r.stdout, r.stderr)
+            log(f"{name}: {pkg} cannot be downloaded ({r.stderr.strip().splitlines()[-1][:160]}): trying {pkgs[i + 1]}")
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, StopIteration) as e:
         detail = getattr(e, "stderr", "") or str(e)
         if cached:
@@ -123,17 +160,23 @@ def build_id(path):
     return m.group(1) if m else None
 
 
-def make_initramfs(build, cache):
-    """prowl, its shared libraries, libc's debug info (thread entries by name),
-    busybox, the workloads and guest.sh, as an uncompressed newc cpio."""
-    out = os.path.join(cache, "initramfs.cpio")
+def initramfs_inputs(build, make):
+    """What an initramfs is made of (it is remade when one is newer), each checked."""
     inputs = [os.path.join(build, "prowl"), os.path.join(build, "workloads/split532"),
               os.path.join(build, "workloads/split532_fp"), os.path.join(build, "workloads/offsplit"),
               os.path.join(ROOT, "tests/kmatrix/guest.sh"),
               os.path.abspath(__file__)]
     for p in inputs:
         if not os.path.exists(p):
-            raise SystemExit(f"kmatrix: error: {p} is missing: run make all workloads")
+            raise SystemExit(f"kmatrix: error: {p} is missing: run {make}")
+    return inputs
+
+
+def make_initramfs(build, cache):
+    """prowl, its shared libraries, libc's debug info (thread entries by name),
+    busybox, the workloads and guest.sh, as an uncompressed newc cpio."""
+    out = os.path.join(cache, "initramfs.cpio")
+    inputs = initramfs_inputs(build, "make all workloads")
     busybox = "/bin/busybox"
     if subprocess.run(["ldd", busybox], capture_output=True).returncode == 0:
         raise SystemExit("kmatrix: error: /bin/busybox is not statically linked: install busybox-static "
@@ -174,17 +217,115 @@ def make_initramfs(build, cache):
             dbg = f"/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug" if bid else None
             if dbg and os.path.basename(lib).startswith(("libc.so", "ld-linux")) and os.path.exists(dbg):
                 put(dbg)
-        for d in ("proc", "sys", "dev", "tmp", "etc"):
-            os.makedirs(os.path.join(stage, d), exist_ok=True)
-        with open(os.path.join(stage, "init"), "w") as f:
-            f.write(INIT)
-        os.chmod(os.path.join(stage, "init"), 0o755)
-        with open(os.path.join(stage, "etc/passwd"), "w") as f:
-            f.write("root:x:0:0:root:/:/bin/sh\n")
-        files = subprocess.run(["find", "."], cwd=stage, check=True, capture_output=True).stdout
-        with open(out + ".tmp", "wb") as f:
-            subprocess.run(["cpio", "--quiet", "-o", "-H", "newc"], cwd=stage, input=files, stdout=f, check=True)
-        os.rename(out + ".tmp", out)
+        write_cpio(stage, out, "/dev/ttyS1")
+    finally:
+        shutil.rmtree(stage)
+    return out
+
+
+def write_cpio(stage, out, tty):
+    """/init, /etc/passwd and the empty mount points, then stage as out (newc cpio)."""
+    for d in ("proc", "sys", "dev", "tmp", "etc"):
+        os.makedirs(os.path.join(stage, d), exist_ok=True)
+    with open(os.path.join(stage, "init"), "w") as f:
+        f.write(INIT.replace("@TTY@", tty))
+    os.chmod(os.path.join(stage, "init"), 0o755)
+    with open(os.path.join(stage, "etc/passwd"), "w") as f:
+        f.write("root:x:0:0:root:/:/bin/sh\n")
+    files = subprocess.run(["find", "."], cwd=stage, check=True, capture_output=True).stdout
+    with open(out + ".tmp", "wb") as f:
+        subprocess.run(["cpio", "--quiet", "-o", "-H", "newc"], cwd=stage, input=files, stdout=f, check=True)
+    os.rename(out + ".tmp", out)
+
+
+def arm64_root(cache):
+    """Debian 12's arm64 packages of ARM64_DEBS, unpacked into one folder (once)."""
+    root = os.path.join(cache, "arm64-root")
+    if os.path.exists(os.path.join(root, ".done")):
+        return root
+    d = apt_dir(cache, "bookworm", "arm64")
+    debs = os.path.join(d, "debs")
+    try:
+        subprocess.run(["apt-get"] + apt_opts(d, "arm64") + ["update"], check=True, capture_output=True, text=True,
+                       timeout=600)
+        subprocess.run(["apt-get"] + apt_opts(d, "arm64") + ["download"] + ARM64_DEBS, check=True,
+                       capture_output=True, text=True, cwd=debs, timeout=1800)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+        detail = getattr(e, "stderr", "") or str(e)
+        raise SystemExit(f"kmatrix: error: cannot download the arm64 guest's packages: {detail.strip()[:400]}")
+    shutil.rmtree(root, ignore_errors=True)
+    for f in sorted(os.listdir(debs)):
+        if f.endswith("_arm64.deb"):
+            subprocess.run(["dpkg-deb", "-x", os.path.join(debs, f), root], check=True)
+            os.unlink(os.path.join(debs, f))
+    open(os.path.join(root, ".done"), "w").close()
+    return root
+
+
+def needed_libs(path, dirs):
+    """The shared libraries path needs, transitively, found in dirs (readelf reads any
+    architecture's ELF, where ldd would have to run it)."""
+    found, todo = {}, [path]
+    while todo:
+        out = subprocess.run(["readelf", "-d", todo.pop()], check=True, capture_output=True, text=True).stdout
+        for name in re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out):
+            if name in found:
+                continue
+            hit = next((os.path.join(d, name) for d in dirs if os.path.exists(os.path.join(d, name))), None)
+            if not hit:
+                raise SystemExit(f"kmatrix: error: {name} ({os.path.basename(path)} needs it) is not in "
+                                 f"{', '.join(dirs)}: run packaging/install-deps.sh arm64")
+            found[name] = hit
+            todo.append(hit)
+    return sorted(found.values())
+
+
+def make_initramfs_arm64(build, cache, deb=None):
+    """The arm64 guest's initramfs: as make_initramfs(), from the cross build and
+    Debian's arm64 packages; the results go to the one serial port, the console.
+    deb: prowl's arm64 package, whose /usr/bin/prowl runs there in place of the build's."""
+    out = os.path.join(cache, "initramfs.cpio")
+    inputs = initramfs_inputs(build, "make ARCH=arm64 all workloads") + ([deb] if deb else [])
+    root = arm64_root(cache)
+    if os.path.exists(out) and os.path.getmtime(out) > max(os.path.getmtime(p) for p in inputs):
+        return out
+    stage = tempfile.mkdtemp(dir=cache)
+    os.chmod(stage, 0o755)
+    dirs = [root + d for d in ARM64_LIBDIRS] + ARM64_LIBDIRS
+    try:
+        def put(src, dst):
+            dst = os.path.join(stage, dst.lstrip("/"))
+            os.makedirs(os.path.dirname(dst), exist_ok=True)
+            shutil.copy2(os.path.realpath(src), dst)
+
+        put(os.path.join(root, "bin/busybox"), "/bin/busybox")
+        for src, dst in (("prowl", "prowl"), ("workloads/split532", "split532"), ("workloads/split532_fp", "split532_fp")):
+            put(os.path.join(build, src), f"/km/{dst}")
+        prowl = os.path.join(build, "prowl")
+        if deb:
+            pkg = os.path.join(stage, "pkg")
+            subprocess.run(["dpkg-deb", "-x", deb, pkg], check=True)
+            prowl = os.path.join(pkg, "usr/bin/prowl")
+            put(prowl, "/km/prowl")
+        subprocess.run(["aarch64-linux-gnu-strip", "--strip-debug", os.path.join(stage, "km/prowl")], check=True)
+        put(os.path.join(ROOT, "tests/kmatrix/guest.sh"), "/km/guest.sh")
+        py = os.path.join(root, PYTHON.lstrip("/"))
+        libs = set(needed_libs(prowl, dirs))
+        put(py, PYTHON)
+        libs |= set(needed_libs(py, dirs))
+        for f in PY_ENCODINGS:
+            put(f"/usr/lib/python3.11/encodings/{f}.py", f"/usr/lib/python3.11/encodings/{f}.py")
+        # The dynamic loader, under the path the binaries name.
+        put("/lib/ld-linux-aarch64.so.1", "/lib/ld-linux-aarch64.so.1")
+        for lib in sorted(libs):
+            put(lib, "/lib/aarch64-linux-gnu/" + os.path.basename(lib))
+            bid = build_id(lib)
+            dbg = f"{root}/usr/lib/debug/.build-id/{bid[:2]}/{bid[2:]}.debug" if bid else None
+            if dbg and os.path.basename(lib).startswith("libc.so") and os.path.exists(dbg):
+                put(dbg, dbg[len(root):])
+        if deb:
+            shutil.rmtree(pkg)
+        write_cpio(stage, out, "/dev/ttyAMA0")
     finally:
         shutil.rmtree(stage)
     return out
@@ -197,9 +338,10 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tmpfs tmp /tmp
 hostname kmatrix
-echo "@@booted" >/dev/ttyS1
+echo 1 >/proc/sys/kernel/printk
+echo "@@booted" >@TTY@
 arg() { sed -n "s/.*km.$1=\\([0-9]*\\).*/\\1/p" /proc/cmdline; }
-KM_BIN=/km KM_TMP=/tmp KM_OUT=/dev/ttyS1 KM_SECONDS="$(arg seconds)" KM_BOTH="$(arg both)" sh /km/guest.sh
+KM_BIN=/km KM_TMP=/tmp KM_OUT=@TTY@ KM_SECONDS="$(arg seconds)" KM_BOTH="$(arg both)" sh /km/guest.sh
 sync
 poweroff -f
 """
@@ -236,7 +378,7 @@ def remember_kvm(cache, ok):
         f.write(f"{kvm_key()} {'yes' if ok else 'no'}\n")
 
 
-def boot(vmlinuz, initrd, name, cache, kvm, seconds, both, probe=False):
+def boot(vmlinuz, initrd, name, cache, kvm, seconds, both, probe=False, arch="x86"):
     """Boots one kernel; returns (results text, seconds). probe: give up after
     KVM_PROBE_S when the guest has not reached its init."""
     res = os.path.join(cache, "results", f"{name}.txt")
@@ -246,15 +388,26 @@ def boot(vmlinuz, initrd, name, cache, kvm, seconds, both, probe=False):
         if os.path.exists(p):
             os.unlink(p)
     accel = ["-accel", "kvm", "-cpu", "host"] if kvm else ["-accel", "tcg,thread=multi", "-cpu", "max"]
-    cmd = ["qemu-system-x86_64", *accel, "-m", "1024", "-smp", "2", "-nic", "none", "-no-reboot", "-nographic",
-           "-kernel", vmlinuz, "-initrd", initrd,
-           "-append", f"console=ttyS0 panic=-1 quiet km.seconds={seconds} km.both={int(both)}",
-           "-serial", "mon:stdio", "-serial", f"file:{res}"]
+    args = f"panic=-1 quiet km.seconds={seconds} km.both={int(both)}"
+    timeout = BOOT_TIMEOUT_S
+    if arch == "arm64":
+        # QEMU's virt board has one UART: the console and the results share it
+        # (printk is quieted first). pauth-impdef: pointer authentication stays on,
+        # with QEMU's fast signature in place of the emulated QARMA cipher.
+        cmd = ["qemu-system-aarch64", "-M", "virt", "-accel", "tcg,thread=multi", "-cpu", "max,pauth-impdef=on",
+               "-m", "1024", "-smp", "2", "-nic", "none", "-no-reboot", "-nographic", "-monitor", "none",
+               "-kernel", vmlinuz, "-initrd", initrd, "-append", f"console=ttyAMA0 loglevel=1 {args}",
+               "-serial", f"file:{res}"]
+        timeout = ARM64_BOOT_TIMEOUT_S
+    else:
+        cmd = ["qemu-system-x86_64", *accel, "-m", "1024", "-smp", "2", "-nic", "none", "-no-reboot", "-nographic",
+               "-kernel", vmlinuz, "-initrd", initrd, "-append", f"console=ttyS0 {args}",
+               "-serial", "mon:stdio", "-serial", f"file:{res}"]
     t0 = time.time()
     with open(con, "w") as out:
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         while p.poll() is None:
-            late = time.time() - t0 > BOOT_TIMEOUT_S or (probe and time.time() - t0 > KVM_PROBE_S and not booted(res))
+            late = time.time() - t0 > timeout or (probe and time.time() - t0 > KVM_PROBE_S and not booted(res))
             if late:
                 p.kill()
                 p.wait()
@@ -291,13 +444,45 @@ def run_host(build, seconds, both):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def report_same(name, text, prowl, host_prowl):
+    """The agent's windows of one guest through prowl report and prowl diff, by the
+    arm64 build (under qemu-user) and by this machine's: the same output, byte for byte."""
+    row = {"kernel": name, "mode": "report, diff (arm64 build, qemu-user)", "rc": None, "problems": []}
+    _, _, files = judge.parse(text)
+    windows = [files[k] for k in sorted(files) if k.startswith("window:")][:2]
+    if len(windows) < 2:
+        row["problems"].append("fewer than 2 agent windows to report on")
+        return row
+    tmp = tempfile.mkdtemp(prefix="kmatrix-report-")
+    try:
+        paths = []
+        for i, w in enumerate(windows):
+            paths.append(os.path.join(tmp, f"w{i}.pb.gz"))
+            with open(paths[-1], "wb") as f:
+                f.write(w)
+        for cmd in (["report", paths[0]], ["diff", paths[0], paths[1]]):
+            outs = [subprocess.run(argv + cmd, capture_output=True, text=True, timeout=300)
+                    for argv in (["qemu-aarch64-static", prowl], [host_prowl])]
+            row["rc"] = outs[0].returncode
+            if outs[0].returncode != 0 or outs[0].stdout != outs[1].stdout or not outs[0].stdout:
+                row["problems"].append(f"prowl {cmd[0]}: the arm64 build says {outs[0].stdout[:120]!r} "
+                                       f"{outs[0].stderr.strip()[:200]}, this machine's {outs[1].stdout[:120]!r}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return row
+
+
 def step_times(text):
     return ", ".join(f"{m.group(1)} {m.group(2)}s" for m in re.finditer(r"^@@step (\S+) rc=-?\d+ sec=(\S+)", text, re.M))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--arch", choices=["x86", "arm64"], default="x86",
+                    help="the guests' architecture (arm64: TCG, a cross build in --build)")
     ap.add_argument("--build", default="build", help="build directory (prowl, workloads, tools/pprof)")
+    ap.add_argument("--pprof", help="Google's pprof, built for this machine (default: BUILD/tools/pprof)")
+    ap.add_argument("--deb", help="with --arch arm64: prowl's arm64 package, whose prowl the guests run")
     ap.add_argument("--markdown", help="also write the table as Markdown to this file")
     ap.add_argument("--only", help="comma-separated subset of: " + ",".join(k[0] for k in KERNELS) + ",host")
     ap.add_argument("--seconds", type=int, default=3, help="length of each capture (default 3)")
@@ -306,27 +491,41 @@ def main():
     args = ap.parse_args()
     build = os.path.abspath(args.build)
     cache = os.path.join(build, "kmatrix")
-    pprof = os.path.join(build, "tools/pprof")
+    pprof = os.path.abspath(args.pprof) if args.pprof else os.path.join(build, "tools/pprof")
+    arm64 = args.arch == "arm64"
     os.makedirs(cache, exist_ok=True)
     if os.geteuid() != 0:
         raise SystemExit("kmatrix: error: run as root (prowl loads BPF on this machine's kernel too)")
-    for tool in ("qemu-system-x86_64", "apt-get", "dpkg-deb", "cpio", "readelf", "strip", "busybox"):
+    tools = ("qemu-system-aarch64", "qemu-aarch64-static", "aarch64-linux-gnu-strip") if arm64 else \
+        ("qemu-system-x86_64", "strip", "busybox")
+    for tool in tools + ("apt-get", "dpkg-deb", "cpio", "readelf"):
         if not shutil.which(tool):
             raise SystemExit(f"kmatrix: error: {tool} is missing: run packaging/install-deps.sh")
     if not os.access(pprof, os.X_OK):
         raise SystemExit(f"kmatrix: error: {pprof} is missing: run make tools")
+    # arm64: report and diff by the arm64 build are compared with this machine's prowl.
+    host_prowl = os.path.join(os.path.dirname(os.path.dirname(pprof)), "prowl")
+    if arm64 and not os.access(host_prowl, os.X_OK):
+        raise SystemExit(f"kmatrix: error: {host_prowl} is missing: run make all")
     only = set(args.only.split(",")) if args.only else None
     t_all = time.time()
     rows = []
     todo = [k for k in KERNELS if only is None or k[0] in only]
-    images = {name: fetch_kernel(cache, name, suite, prefix) for name, suite, prefix in todo}
-    initrd = make_initramfs(build, cache) if todo else None
-    kvm = kvm_verdict(cache)
+    images = {name: fetch_kernel(cache, name, suite, prefix, "arm64" if arm64 else "amd64")
+              for name, suite, prefix in todo}
+    if not todo:
+        initrd = None
+    elif arm64:
+        initrd = make_initramfs_arm64(build, cache, args.deb and os.path.abspath(args.deb))
+    else:
+        initrd = make_initramfs(build, cache)
+    kvm = False if arm64 else kvm_verdict(cache)
     for name, suite, _ in todo:
         cfg = kernel_config(images[name])
         if cfg.get("CONFIG_DEBUG_INFO_BTF") != "y":
             log(f"{name}: {os.path.basename(images[name])} is built without CONFIG_DEBUG_INFO_BTF")
-        text, secs = boot(images[name], initrd, name, cache, kvm is not False, args.seconds, args.both, probe=kvm is None)
+        text, secs = boot(images[name], initrd, name, cache, kvm is not False, args.seconds, args.both, probe=kvm is None,
+                          arch=args.arch)
         if kvm is None:
             kvm = booted(os.path.join(cache, "results", f"{name}.txt"))
             remember_kvm(cache, kvm)
@@ -335,8 +534,10 @@ def main():
                 text, secs = boot(images[name], initrd, name, cache, False, args.seconds, args.both)
         log(f"{name}: {os.path.basename(images[name])} booted and checked in {secs:.0f}s "
             f"({'KVM' if kvm else 'TCG'}; {step_times(text)})")
-        rows += judge.judge(f"{name} ({suite})", text, pprof)
-    if only is None or "host" in only:
+        rows += judge.judge(f"{name} ({suite}{', arm64' if arm64 else ''})", text, pprof)
+        if arm64:
+            rows.append(report_same(f"{name} ({suite}, arm64)", text, os.path.join(build, "prowl"), host_prowl))
+    if (only is None or "host" in only) and not arm64:
         text, secs = run_host(build, args.seconds, args.both)
         log(f"host: {os.uname().release} checked in {secs:.0f}s ({step_times(text)})")
         rows += judge.judge(f"{os.uname().release.split('-')[0]} (this machine)", text, pprof)

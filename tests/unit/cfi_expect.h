@@ -27,21 +27,25 @@ struct xstate {
 };
 
 struct xrow {
-	int cfa_type, rbp_type;
-	long cfa_off, rbp_off; /* bytes (the row holds slots) */
+	int cfa_type, rbp_type, ra_type;
+	long cfa_off, rbp_off; /* bytes (the row holds slots); PROWL_RA_CFA_OFF: the ra's */
 };
+
+/* The outermost frame (return address undefined) or a signal frame: true, x set. */
+static inline bool expect_end_or_signal(const struct xstate *st, struct xrow *x)
+{
+	*x = (struct xrow){ .rbp_type = PROWL_RBP_SAME, .ra_type = PROWL_RA_CFA };
+	if (st->ra.how == U_UNDEF)
+		x->cfa_type = PROWL_CFA_END;
+	else if (st->signal)
+		x->cfa_type = PROWL_CFA_SIGNAL;
+	return st->ra.how == U_UNDEF || st->signal;
+}
 
 static inline void expect_row(const struct xstate *st, struct xrow *x)
 {
-	*x = (struct xrow){ .rbp_type = PROWL_RBP_SAME };
-	if (st->ra.how == U_UNDEF) {
-		x->cfa_type = PROWL_CFA_END;
+	if (expect_end_or_signal(st, x))
 		return;
-	}
-	if (st->signal) {
-		x->cfa_type = PROWL_CFA_SIGNAL;
-		return;
-	}
 	if (st->ra.how != U_OFF || st->ra.off != -8) {
 		x->cfa_type = PROWL_CFA_BAD;
 		return;
@@ -72,6 +76,39 @@ static inline void expect_row(const struct xstate *st, struct xrow *x)
 	}
 }
 
+/* The same for an arm64 object (DWARF registers: sp 31, x29, x30): the CFA from sp
+ * or x29 (an offset of 0 is a leaf's), the return address in x30 when no rule moved
+ * it, else saved next above x29 (stp x29, x30) or, x29 not saved, in a slot of its own. */
+static inline void expect_row_arm64(const struct xstate *st, struct xrow *x)
+{
+	bool fp_saved = st->rbp.how == U_OFF, fp_lost = !fp_saved && st->rbp.how != U_UNSPEC && st->rbp.how != U_SAME;
+	long slot;
+
+	if (expect_end_or_signal(st, x))
+		return;
+	x->cfa_type = PROWL_CFA_BAD;
+	if (st->cfa_expr || (st->cfa_reg != 31 && st->cfa_reg != 29) || st->cfa_off < 0 || st->cfa_off % 8 ||
+	    st->cfa_off / 8 > 65535)
+		return;
+	if (st->ra.how == U_UNSPEC || st->ra.how == U_SAME) {
+		x->ra_type = PROWL_RA_LR;
+		slot = fp_saved ? st->rbp.off : 0;
+	} else if (st->ra.how == U_OFF && fp_saved && st->ra.off == st->rbp.off + 8) {
+		slot = st->rbp.off;
+	} else if (st->ra.how == U_OFF && !fp_saved) {
+		x->ra_type = PROWL_RA_CFA_OFF;
+		slot = st->ra.off;
+	} else {
+		return;
+	}
+	if (slot % 8 || slot / 8 < -128 || slot / 8 + 1 > 127)
+		return;
+	x->cfa_type = st->cfa_reg == 31 ? PROWL_CFA_RSP : PROWL_CFA_RBP;
+	x->cfa_off = st->cfa_off;
+	x->rbp_type = fp_saved ? PROWL_RBP_CFA : fp_lost ? PROWL_RBP_UNKNOWN : PROWL_RBP_SAME;
+	x->rbp_off = slot;
+}
+
 /* Whether row r (NULL: none) is what x says. */
 static inline bool row_matches(const struct prowl_unwind_row *r, const struct xrow *x)
 {
@@ -79,7 +116,8 @@ static inline bool row_matches(const struct prowl_unwind_row *r, const struct xr
 		return false;
 	if (x->cfa_type == PROWL_CFA_RSP || x->cfa_type == PROWL_CFA_RBP)
 		return r->cfa_off * 8 == x->cfa_off && PROWL_ROW_RBP(r) == x->rbp_type &&
-		       (x->rbp_type != PROWL_RBP_CFA || r->rbp_off * 8 == x->rbp_off);
+		       PROWL_ROW_RA(r) == x->ra_type &&
+		       ((x->rbp_type != PROWL_RBP_CFA && x->ra_type != PROWL_RA_CFA_OFF) || r->rbp_off * 8 == x->rbp_off);
 	if (x->cfa_type == PROWL_CFA_PLT)
 		return r->cfa_off * 8 == x->cfa_off && r->rbp_off == x->rbp_off;
 	return true;

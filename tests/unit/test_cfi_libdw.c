@@ -16,7 +16,8 @@
  * that prowl's packing turns into BAD too; those rows are counted apart as well.
  *
  * Without arguments: the suite's capped sample (libc, ld.so, this binary, then other
- * objects of /usr/lib and /usr/bin for a few seconds). With --full [--seconds N]
+ * objects of /usr/lib and /usr/bin for a few seconds), and the same of Debian's arm64
+ * objects (/usr/lib/aarch64-linux-gnu). With --full [--seconds N]
  * [DIR...]: every ELF object under DIR (default /usr/lib /usr/bin) for at most N seconds
  * (default 1800); prints the figures, exits 1 on an unexplained mismatch (make check-cfi). */
 #include <setjmp.h>
@@ -74,6 +75,7 @@ static double now_s(void)
 struct libdw_cfi {
 	Dwarf_CFI *eh, *dbg;
 	Dwarf *dw;
+	bool arm64;
 };
 
 /* libdw's frame at pc: .eh_frame first, as prowl reads it. NULL when no FDE
@@ -136,15 +138,15 @@ static bool is_plt(const Dwarf_Op *o, size_t n, long *ret_n, long *ret_k)
 
 /* Fills st with libdw's rules at f; *cfa_lost when libdw has no CFA or one
  * defined by itself (what it makes of a register rule after an expression). */
-static void libdw_state(Dwarf_Frame *f, struct xstate *st, bool *cfa_lost)
+static void libdw_state(Dwarf_Frame *f, bool arm64, struct xstate *st, bool *cfa_lost)
 {
 	Dwarf_Op *ops = NULL;
 	size_t n = 0;
 
 	memset(st, 0, sizeof(*st));
 	dwarf_frame_info(f, NULL, NULL, &st->signal);
-	st->ra = reg_rule(f, 16);
-	st->rbp = reg_rule(f, 6);
+	st->ra = reg_rule(f, arm64 ? 30 : 16);   /* x30 / the return address column */
+	st->rbp = reg_rule(f, arm64 ? 29 : 6);   /* x29 / rbp */
 	*cfa_lost = dwarf_frame_cfa(f, &ops, &n) != 0 || n == 0 || ops[0].atom == DW_OP_call_frame_cfa;
 	if (*cfa_lost) {
 		st->cfa_expr = true; /* nothing prowl could use */
@@ -240,9 +242,12 @@ static uint64_t compare_at(Elf *elf, const struct libdw_cfi *l, const char *path
 		return hi;
 	}
 	dwarf_frame_info(f, &start, &end, NULL);
-	libdw_state(f, &st, &cfa_lost);
+	libdw_state(f, l->arm64, &st, &cfa_lost);
 	free(f);
-	expect_row(&st, &want);
+	if (l->arm64)
+		expect_row_arm64(&st, &want);
+	else
+		expect_row(&st, &want);
 	fg->compared++;
 	if (PROWL_ROW_CFA(r) == PROWL_CFA_NONE)
 		mismatch(fg, path, pc, r, &want, "has an FDE");
@@ -259,7 +264,9 @@ static uint64_t compare_at(Elf *elf, const struct libdw_cfi *l, const char *path
 static void compare_table(Elf *elf, const char *path, const struct unwind_table *t, struct figures *fg,
 			  double deadline)
 {
-	struct libdw_cfi l = { .eh = dwarf_getcfi_elf(elf) };
+	GElf_Ehdr eh;
+	struct libdw_cfi l = { .eh = dwarf_getcfi_elf(elf),
+			       .arm64 = gelf_getehdr(elf, &eh) && eh.e_machine == EM_AARCH64 };
 
 	if (t->st.debug_frame) {
 		l.dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
@@ -304,7 +311,7 @@ static bool compare_file(const char *path, struct figures *fg, double deadline, 
 	}
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
 	if (elf && gelf_getehdr(elf, &eh) && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN) &&
-	    eh.e_machine == EM_X86_64) {
+	    (eh.e_machine == EM_X86_64 || eh.e_machine == EM_AARCH64)) {
 		fg->objects++;
 		if (unwind_table_build(elf, &t) == 0 && t.n) {
 			fg->with_cfi++;
@@ -368,6 +375,26 @@ static void test_sample(void **state)
 	assert_true(fg.with_cfi >= 3);
 }
 
+/* The same over Debian's arm64 objects (multiarch: packaging/install-deps.sh arm64),
+ * built with return-address signing: the arm64 rules, x30 and negate_ra_state. */
+#define ARM64_LIBC "/usr/lib/aarch64-linux-gnu/libc.so.6"
+static void test_sample_arm64(void **state)
+{
+	char *dirs[] = { "/usr/lib/aarch64-linux-gnu", NULL };
+	double t0 = now_s();
+	struct figures fg = {};
+
+	(void)state;
+	if (access(ARM64_LIBC, R_OK) != 0)
+		fail_msg("%s is missing: run packaging/install-deps.sh arm64", ARM64_LIBC);
+	assert_true(compare_file(ARM64_LIBC, &fg, t0 + 600, NULL));
+	compare_tree(dirs, &fg, t0 + SAMPLE_SECONDS);
+	print_figures(&fg, now_s() - t0, stderr);
+	assert_int_equal(fg.mismatches, 0);
+	assert_true(fg.compared >= 20000);
+	assert_true(fg.with_cfi >= 10);
+}
+
 /* A table with one wrong row is caught: the comparison can fail. */
 static void shift_one_rsp_row(struct unwind_table *t)
 {
@@ -385,6 +412,32 @@ static void test_detects_a_wrong_row(void **state)
 
 	(void)state;
 	assert_true(compare_file(LIBC, &fg, now_s() + 600, shift_one_rsp_row));
+	assert_true(fg.mismatches >= 1);
+}
+
+/* On arm64, a return address taken from x30 where it was saved (or the reverse)
+ * is caught as well. */
+static void flip_one_lr_row(struct unwind_table *t)
+{
+	for (size_t i = t->n / 2; i < t->n; i++) {
+		struct prowl_unwind_row *r = &t->rows[i];
+
+		if (PROWL_ROW_CFA(r) == PROWL_CFA_RSP && PROWL_ROW_RA(r) == PROWL_RA_LR && r->cfa_off) {
+			r->rule = (uint8_t)((r->rule & 0x3f) | PROWL_RA_CFA << 6);
+			return;
+		}
+	}
+}
+
+static void test_detects_a_wrong_arm64_row(void **state)
+{
+	struct figures fg = {};
+
+	(void)state;
+	assert_true(compare_file(ARM64_LIBC, &fg, now_s() + 600, flip_one_lr_row));
+	assert_true(fg.mismatches >= 1);
+	fg = (struct figures){};
+	assert_true(compare_file(ARM64_LIBC, &fg, now_s() + 600, shift_one_rsp_row));
 	assert_true(fg.mismatches >= 1);
 }
 
@@ -414,6 +467,8 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sample),
 		cmocka_unit_test(test_detects_a_wrong_row),
+		cmocka_unit_test(test_sample_arm64),
+		cmocka_unit_test(test_detects_a_wrong_arm64_row),
 	};
 
 	elf_version(EV_CURRENT);
