@@ -6,7 +6,8 @@
  * take()), then, with PROWL_OFFCPU_PROGRAMS, the programs (after them).
  *
  * The life of a wait (kernels without kprobes or fentry have nothing else):
- * 1. sched_switch, prev leaves the CPU: offcpu_start[tid] = now.
+ * 1. sched_switch, prev leaves the CPU: offcpu_start[tid] = when its CPU time
+ *    stopped (its switch in + the CPU time billed since: offcpu_switch()).
  * 2. sched_switch, next comes back (prev's context): d = now - start; kept with
  *    p = min(1, d / T); a kept one becomes offcpu_pending[tid] = { d / p, the
  *    kernel stack next still sleeps on (bpf_get_task_stack) }.
@@ -21,7 +22,8 @@
 /* T in ns (user space sets it before load; <= PROWL_OFFCPU_T_MAX). */
 const volatile __u64 offcpu_threshold_ns = PROWL_OFFCPU_T_DEFAULT;
 
-/* tid -> when it left the CPU (bpf_ktime_get_ns). Bounded: a switch that finds
+/* tid -> when it left the CPU (bpf_ktime_get_ns), or, while it runs, its switch
+ * in - its CPU time then (se.sum_exec_runtime). Bounded: a switch that finds
  * it full is counted (PROWL_CNT_OFFCPU_FULL) and that wait is not seen. User
  * space sizes it (PROWL_OFFCPU_TASKS by default). */
 struct {
@@ -93,7 +95,9 @@ static __always_inline void offcpu_back(struct task_struct *next, bool btf, __u6
 	if (!startp)
 		return;
 	d = entry - *startp;
-	bpf_map_delete_elem(&offcpu_start, &tid);
+	/* While it runs, the entry holds entry - its CPU time so far: at its next
+	 * switch out, adding the CPU time then gives when this run's billing ended. */
+	*startp = entry - BPF_CORE_READ(next, se.sum_exec_runtime);
 	if ((__s64)d <= 0)
 		return;
 	if (d < T) {
@@ -136,23 +140,38 @@ static __always_inline void offcpu_back(struct task_struct *next, bool btf, __u6
 
 /* One context switch, in prev's context: next's wait ends, prev's starts, and
  * last (a tail call does not come back) prev's pending sample is written, in
- * its own context. next's wait ends as the program starts and prev's begins after
- * the bookkeeping: the switch's own cost, this program's included, is then no
- * task's wait, as the kernel bills it to next's CPU time (schedstat), not
- * counted twice (docs/decisions.md). */
+ * its own context. next's wait ends as the program starts; prev's began where its
+ * CPU time (schedstat) stopped, so a thread's waits and its CPU time add up to
+ * its wall time, whatever the kernel bills to whom around the switch. */
 static __always_inline int offcpu_switch(void *ctx, enum unwinder unw, enum chain ch, struct task_struct *prev,
 					 struct task_struct *next)
 {
 	__u64 entry = bpf_ktime_get_ns(), id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id, tgid = id >> 32;
-	__u64 now;
+	__u64 start, *runp;
 
 	offcpu_back(next, ch == CH_BTF, entry);
+	runp = bpf_map_lookup_elem(&offcpu_start, &tid);
 	if (wanted(tgid, tid, false) && (keep_idle || !(BPF_CORE_READ(prev, flags) & OFFCPU_PF_KTHREAD)) &&
 	    !BPF_CORE_READ(prev, exit_state)) { /* an exiting task's last switch: it does not come back */
-		now = bpf_ktime_get_ns();
-		if (bpf_map_update_elem(&offcpu_start, &tid, &now, BPF_ANY))
+		/* prev's wait starts where the kernel stopped billing it CPU time, not at
+		 * this switch: its switch in + the CPU time billed since (schedstat,
+		 * se.sum_exec_runtime, updated before this tracepoint). The two differ:
+		 * a wakeup that preempts (the idle task above all) skips the next clock
+		 * update (rq_clock_skip_update), so the woken task is billed from its
+		 * wakeup, microseconds before its switch in (an idle CPU's exit, tick
+		 * restart); and this program's own run here is billed to next, not
+		 * prev. Timed by the switches alone, each wait overlapped the task's
+		 * CPU time by that much: off-CPU + CPU exceeded the wall time by ~5 us
+		 * a wait on an idle machine. Now the waits and the CPU time add up to
+		 * the wall time. Unseen switch in (a task running at the start): now. */
+		start = runp ? *runp + BPF_CORE_READ(prev, se.sum_exec_runtime) : entry;
+		if (runp)
+			*runp = start;
+		else if (bpf_map_update_elem(&offcpu_start, &tid, &start, BPF_ANY))
 			count(PROWL_CNT_OFFCPU_FULL);
+	} else if (runp) {
+		bpf_map_delete_elem(&offcpu_start, &tid);
 	}
 	if (offcpu_npending && offcpu_pending_get(tid))
 		take(ctx, unw, id, ch);
