@@ -144,9 +144,9 @@ run_kmatrix() { # $1 = build dir
 
 run_fuzz() { # $1 = the libFuzzer build (make O=build-fuzz FUZZ=1 fuzzers)
 	local h c n corpus why
-	echo "== fuzzing ($1, ${FUZZ_SUITE_SECONDS:-10} s per harness)"
+	echo "== fuzzing ($1, ${FUZZ_SUITE_SECONDS:-6} s per harness)"
 	rm -f "$1/fuzz/results.txt"
-	tests/fuzz/run.sh "$1" "${FUZZ_SUITE_SECONDS:-10}"
+	tests/fuzz/run.sh "$1" "${FUZZ_SUITE_SECONDS:-6}"
 	if [ ! -s "$1/fuzz/results.txt" ]; then
 		failed=$((failed + 1))
 		failures+=("$1/fuzz (tests/fuzz/run.sh wrote no results)")

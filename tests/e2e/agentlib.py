@@ -258,11 +258,12 @@ class CpuClock:
 
 # --------------------------------------------------------------------------- profiles
 
-def agent_beside(tmp_path, cmd, seconds, freq=99, cwd=None):
-    """Runs cmd for `seconds` beside an agent writing 1 s windows to tmp_path/prof;
-    stops both. Returns (the agent's last metrics, the output directory, cmd's pid)."""
+def agent_beside(tmp_path, cmd, seconds, freq=99, cwd=None, extra=()):
+    """Runs cmd for `seconds` beside an agent writing 1 s windows to tmp_path/prof (extra:
+    more agent arguments); stops both. Returns (the agent's last metrics, the output
+    directory, cmd's pid)."""
     out = tmp_path / "prof"
-    agent = Agent(tmp_path, ["--dir", str(out), "--interval", "1s", "-F", str(freq)])
+    agent = Agent(tmp_path, ["--dir", str(out), "--interval", "1s", "-F", str(freq), *extra])
     p = None
     try:
         agent.start()

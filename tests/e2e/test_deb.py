@@ -168,6 +168,7 @@ def image_layer(oci):
     return blob(manifest["layers"][0]["digest"])
 
 
+@pytest.mark.long  # about 30 s: make check-long, and make package-test builds the image too
 @pytest.mark.skipif(not shutil.which("mmdebstrap"), reason="mmdebstrap not installed (packaging/install-deps.sh)")
 def test_image_from_a_package_under_tmp(deb, tmp_path):
     """`make image`'s script, given the package at a path under /tmp (where its old customize

@@ -61,11 +61,11 @@ public class Hot {
 needs_node = pytest.mark.skipif(not shutil.which("node"), reason="no node on this machine")
 
 
-def record(tmp_path, pid, name, secs=5):
+def record(tmp_path, pid, name, secs=5, extra=()):
     # 499 Hz: about 2,000 samples of the busy thread, so that the 70/30 split is
     # measured to about 1 pp (a +-5 pp check on a few hundred would be chance).
     out = tmp_path / f"{name}.pb.gz"
-    res = run_prowl(["record", "-p", str(pid), "-d", str(secs), "-F", "499", "-q", "-o", str(out)])
+    res = run_prowl(["record", "-p", str(pid), "-d", str(secs), "-F", "499", "-q", "-o", str(out), *extra])
     assert res.returncode == 0, res.stderr
     return pprof_raw(str(out))
 
@@ -97,13 +97,14 @@ def check_split(counts, a, b):
 
 @needs_node
 def test_node_perf_basic_prof(tmp_path):
-    """node --perf-basic-prof: the JS function names, with the designed split."""
+    """node --perf-basic-prof: the JS function names, with the designed split (from the
+    perf map: --node=off, since V8's own frames would name them without it)."""
     js = tmp_path / "split.js"
     js.write_text(JS)
     p = start(["node", "--perf-basic-prof", str(js), "10"], cwd=tmp_path)
     try:
         time.sleep(2)  # the functions get hot and compiled
-        raw = record(tmp_path, p.pid, "node")
+        raw = record(tmp_path, p.pid, "node", extra=("--node=off",))
     finally:
         stop(p)
         for f in (f"/tmp/perf-{p.pid}.map",):
@@ -115,10 +116,11 @@ def test_node_perf_basic_prof(tmp_path):
 @needs_node
 def test_node_perf_map_in_agent_output(tmp_path):
     """The agent names the same frames, the map read as the process wrote it (the map
-    appears after the agent first saw the process's JIT code)."""
+    appears after the agent first saw the process's JIT code; node: off, as above)."""
     js = tmp_path / "split.js"
     js.write_text(JS)
-    m, out, pid = agent_beside(tmp_path, ["node", "--perf-basic-prof", str(js), "8"], 7, freq=299, cwd=tmp_path)
+    m, out, pid = agent_beside(tmp_path, ["node", "--perf-basic-prof", str(js), "8"], 7, freq=299, cwd=tmp_path,
+                               extra=("--node", "off"))
     if os.path.exists(f"/tmp/perf-{pid}.map"):
         os.unlink(f"/tmp/perf-{pid}.map")
     assert m.sum("prowl_perfmaps") >= 1 and m.sum("prowl_perfmap_symbols") > 100, m.text
@@ -132,14 +134,14 @@ def test_node_perf_map_in_agent_output(tmp_path):
 
 @needs_node
 def test_jit_without_a_map_is_one_frame_per_mapping(tmp_path):
-    """Without --perf-basic-prof nothing names the JIT code: its frames are [jit], one
-    location per process and mapping, never one per address."""
+    """Without --perf-basic-prof and with --node=off nothing names the JIT code: its frames
+    are [jit], one location per process and mapping, never one per address."""
     js = tmp_path / "split.js"
     js.write_text(JS)
     p = start(["node", str(js), "8"], cwd=tmp_path)
     try:
         time.sleep(2)
-        raw = record(tmp_path, p.pid, "nomap")
+        raw = record(tmp_path, p.pid, "nomap", extra=("--node=off",))
         maps = open(f"/proc/{p.pid}/maps").read()
     finally:
         stop(p)
