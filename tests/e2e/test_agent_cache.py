@@ -43,7 +43,9 @@ def test_restart_loads_tables_and_refuses_damaged_ones(tmp_path):
     spin = subprocess.Popen([f"{BUILD}/workloads/spin", "-t", "1", "-s", "60"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     # kernel frames for certain (spin's are all user code): a process in read(2) and write(2)
-    dd = subprocess.Popen(["timeout", "60", "dd", "if=/dev/zero", "of=/dev/null", "bs=256k"],
+    # dd itself, not under timeout(1): a kill of timeout left dd spinning for good, which
+    # took a CPU from every later test. count bounds it (about a minute) if all else fails.
+    dd = subprocess.Popen(["dd", "if=/dev/zero", "of=/dev/null", "bs=256k", "count=400000"],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         first, cache, ks1 = run(tmp_path, lambda m: m.get("prowl_disk_cache_stores_total") >= 3)
