@@ -49,6 +49,10 @@ struct {
  * crosses a page (it divides the page size), so it reads what single reads
  * would. */
 #define STACK_WIN 4096
+/* jframes' slots: a power of two, at least PROWL_MAX_JAVA (jframe_slot() masks by it). */
+#define JFRAME_SLOTS 128
+_Static_assert((JFRAME_SLOTS & (JFRAME_SLOTS - 1)) == 0 && JFRAME_SLOTS >= PROWL_MAX_JAVA,
+	       "jframe_slot() masks an index by JFRAME_SLOTS - 1");
 #define UW_ROW_CACHE 8 /* slots of the per-sample row cache (a power of two) */
 
 struct uw_state {
@@ -83,7 +87,10 @@ struct uw_state {
 	__u64 jlast_method, jlast_cm; /* the last interpreted frame's Method*, ConstMethod* and ident: */
 	__u32 jlast_ident, _jpad2;    /* recursion repeats them (read once per sample) */
 	struct prowl_java_proc jp;
-	struct prowl_jframe jframes[PROWL_MAX_JAVA];
+	/* Slots past PROWL_MAX_JAVA are never filled: they let jframe_slot() bound an
+	 * index by a mask alone, which every verifier follows (5.10's and 6.1's do not
+	 * carry the j < PROWL_MAX_JAVA test across a spill). */
+	struct prowl_jframe jframes[JFRAME_SLOTS];
 	/* The V8 walk (v8.bpf.h): the process's entry when it runs V8; its frames go in
 	 * jframes (a process is not both a JVM and a node). */
 	__u8 v8;          /* vp holds the entry */
@@ -217,7 +224,7 @@ static __always_inline __u32 jframe_slot(__u32 i)
 {
 	__u64 v = i;
 
-	asm volatile("%[v] &= %[m]" : [v] "+r"(v) : [m] "i"(127));
+	asm volatile("%[v] &= %[m]" : [v] "+r"(v) : [m] "i"(JFRAME_SLOTS - 1));
 	return (__u32)v;
 }
 
