@@ -40,7 +40,7 @@ mutant python-line python 'delta = (int32_t)code - 10;' 'delta = (int32_t)code -
 # The blind spots of issue 24: each survived the suite until a test was written for it.
 mutant retry-500 export 'if (code < 500 || code > 599)' 'if (code <= 500 || code > 599)' test_sender ''
 mutant size-bound commands 'if (r < 0 || (v < k->min && !(k->zero_ok && v == 0)) || v > k->max)' \
-	'if (r < 0 || (v < k->min && !(k->zero_ok && v == 0)))' test_config ''
+	'if (r < 0 || (v < k->min && !(k->zero_ok && v == 0)))' test_config_errors ''
 mutant record-outputs commands 'if (o->noutputs == RECORD_MAX_OUTPUTS)' 'if (o->noutputs > RECORD_MAX_OUTPUTS)' \
 	test_record_args ''
 mutant spool-order export 'return x->queued_ns < y->queued_ns ? -1 : 1;' 'return x->queued_ns < y->queued_ns ? 1 : -1;' \

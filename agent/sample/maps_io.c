@@ -46,89 +46,61 @@ static int maps_write(void *ctx, uint32_t first, const struct prowl_unwind_map *
 	return map_window_write(bpf_map__fd(s->skel->maps.unwind_maps), sizeof(*ents), first, ents, n);
 }
 
+/* One entry, keyed by pid, of a hash map. */
+static int pid_set(struct bpf_map *m, uint32_t pid, const void *val)
+{
+	return bpf_map_update_elem(bpf_map__fd(m), &pid, val, BPF_ANY) < 0 ? -errno : 0;
+}
+
+static void pid_del(struct bpf_map *m, uint32_t pid)
+{
+	bpf_map_delete_elem(bpf_map__fd(m), &pid);
+}
+
+static int pid_get(struct bpf_map *m, uint32_t pid, void *ret)
+{
+	return bpf_map_lookup_elem(bpf_map__fd(m), &pid, ret) < 0 ? -errno : 0;
+}
+
+static struct prowl_bpf *skel_of(void *ctx)
+{
+	return ((struct sampler *)ctx)->skel;
+}
+
 static int proc_set(void *ctx, uint32_t pid, const struct prowl_unwind_proc *val)
 {
-	struct sampler *s = ctx;
-
-	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.unwind_procs), &pid, val, BPF_ANY) < 0 ? -errno : 0;
+	return pid_set(skel_of(ctx)->maps.unwind_procs, pid, val);
 }
 
 static void proc_del(void *ctx, uint32_t pid)
 {
-	struct sampler *s = ctx;
-
-	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.unwind_procs), &pid);
+	pid_del(skel_of(ctx)->maps.unwind_procs, pid);
 }
 
 static void req_time_set(void *ctx, uint32_t pid, uint64_t until_ns)
 {
-	struct sampler *s = ctx;
-
-	bpf_map_update_elem(bpf_map__fd(s->skel->maps.unwind_req_time), &pid, &until_ns, BPF_ANY);
+	pid_set(skel_of(ctx)->maps.unwind_req_time, pid, &until_ns);
 }
 
-static int py_proc_set(void *ctx, uint32_t pid, const struct prowl_py_proc *pp)
-{
-	struct sampler *s = ctx;
+/* NAME_set, NAME_del and NAME_get of a runtime's per-process map, typed as maps_io.h
+ * wants them. */
+#define RUNTIME_MAP_OPS(name, map, type)                                                   \
+	static int name##_set(void *ctx, uint32_t pid, const type *val)                   \
+	{                                                                                  \
+		return pid_set(skel_of(ctx)->maps.map, pid, val);                          \
+	}                                                                                  \
+	static void name##_del(void *ctx, uint32_t pid)                                    \
+	{                                                                                  \
+		pid_del(skel_of(ctx)->maps.map, pid);                                      \
+	}                                                                                  \
+	static int name##_get(void *ctx, uint32_t pid, type *ret)                          \
+	{                                                                                  \
+		return pid_get(skel_of(ctx)->maps.map, pid, ret);                          \
+	}
 
-	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.py_procs), &pid, pp, BPF_ANY) < 0 ? -errno : 0;
-}
-
-static void py_proc_del(void *ctx, uint32_t pid)
-{
-	struct sampler *s = ctx;
-
-	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.py_procs), &pid);
-}
-
-static int py_proc_get(void *ctx, uint32_t pid, struct prowl_py_proc *ret)
-{
-	struct sampler *s = ctx;
-
-	return bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.py_procs), &pid, ret) < 0 ? -errno : 0;
-}
-
-static int java_proc_set(void *ctx, uint32_t pid, const struct prowl_java_proc *jp)
-{
-	struct sampler *s = ctx;
-
-	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.java_procs), &pid, jp, BPF_ANY) < 0 ? -errno : 0;
-}
-
-static void java_proc_del(void *ctx, uint32_t pid)
-{
-	struct sampler *s = ctx;
-
-	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.java_procs), &pid);
-}
-
-static int java_proc_get(void *ctx, uint32_t pid, struct prowl_java_proc *ret)
-{
-	struct sampler *s = ctx;
-
-	return bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.java_procs), &pid, ret) < 0 ? -errno : 0;
-}
-
-static int v8_proc_set(void *ctx, uint32_t pid, const struct prowl_v8_proc *vp)
-{
-	struct sampler *s = ctx;
-
-	return bpf_map_update_elem(bpf_map__fd(s->skel->maps.v8_procs), &pid, vp, BPF_ANY) < 0 ? -errno : 0;
-}
-
-static void v8_proc_del(void *ctx, uint32_t pid)
-{
-	struct sampler *s = ctx;
-
-	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.v8_procs), &pid);
-}
-
-static int v8_proc_get(void *ctx, uint32_t pid, struct prowl_v8_proc *ret)
-{
-	struct sampler *s = ctx;
-
-	return bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.v8_procs), &pid, ret) < 0 ? -errno : 0;
-}
+RUNTIME_MAP_OPS(py_proc, py_procs, struct prowl_py_proc)
+RUNTIME_MAP_OPS(java_proc, java_procs, struct prowl_java_proc)
+RUNTIME_MAP_OPS(v8_proc, v8_procs, struct prowl_v8_proc)
 
 void sampler_maps_io_init(struct sampler *s)
 {

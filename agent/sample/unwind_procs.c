@@ -128,6 +128,19 @@ static void note_capacity(struct unwinder *u, uint32_t pid, bool procs)
 	}
 }
 
+/* Whether mapping i maps a file whose table has a load segment at its offset, and
+ * then the file's load bias in the process. */
+static bool file_bias(const struct procmaps *pm, struct table **tabs, size_t i, uint64_t *bias)
+{
+	const struct pm_entry *e = &pm->v[i];
+	const struct obj_load *l;
+
+	if (!tabs[i] || e->kind != PM_FILE || !(l = obj_load_at(&tabs[i]->obj->f, e->offset)))
+		return false;
+	*bias = obj_load_bias(l, e->start, e->offset);
+	return true;
+}
+
 /* Offers pid's mappings to the CPython home (pyproc.h), which decides whether the
  * BPF walk is told about it. */
 static void py_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm, struct table **tabs)
@@ -140,13 +153,10 @@ static void py_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm
 	if (!v)
 		return;
 	for (size_t i = 0; i < pm->n; i++) {
-		const struct pm_entry *e = &pm->v[i];
-		struct table *t = tabs[i];
-		const struct obj_load *l;
+		uint64_t bias;
 
-		if (!t || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
-			continue;
-		v[i] = (struct py_mapping){ &t->py, obj_load_bias(l, e->start, e->offset), t->obj->path, &t->py_logged };
+		if (file_bias(pm, tabs, i, &bias))
+			v[i] = (struct py_mapping){ &tabs[i]->py, bias, tabs[i]->obj->path, &tabs[i]->py_logged };
 	}
 	py_proc_update(u->io, u->opts.python_off, pid, v, pm->n, &u->py_gen);
 	free(v);
@@ -159,14 +169,11 @@ static bool jvm_offer(struct unwinder *u, uint32_t pid, const struct procmaps *p
 	if (!u->io->java_proc_set || u->opts.java_off)
 		return false;
 	for (size_t i = 0; i < pm->n; i++) {
-		const struct pm_entry *e = &pm->v[i];
-		struct table *t = tabs[i];
-		const struct obj_load *l;
+		uint64_t bias;
 
-		if (!t || !t->jvm || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
-			continue;
-		return jvm_proc_register(u->io, pid, t->jvm, obj_load_bias(l, e->start, e->offset), ++u->java_gen,
-					 t->obj->path) == -EAGAIN;
+		if (tabs[i] && tabs[i]->jvm && file_bias(pm, tabs, i, &bias))
+			return jvm_proc_register(u->io, pid, tabs[i]->jvm, bias, ++u->java_gen, tabs[i]->obj->path) ==
+			       -EAGAIN;
 	}
 	u->io->java_proc_del(u->io->ctx, pid);
 	return false;
@@ -179,15 +186,12 @@ static void v8_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm
 	if (!u->io->v8_proc_set || u->opts.node_off)
 		return;
 	for (size_t i = 0; i < pm->n; i++) {
-		const struct pm_entry *e = &pm->v[i];
-		struct table *t = tabs[i];
-		const struct obj_load *l;
+		uint64_t bias;
 
-		if (!t || !t->v8 || e->kind != PM_FILE || !(l = obj_load_at(&t->obj->f, e->offset)))
-			continue;
-		v8_proc_register(u->io, pid, t->v8, obj_load_bias(l, e->start, e->offset), ++u->v8_gen, e->start,
-				 e->end);
-		return;
+		if (tabs[i] && tabs[i]->v8 && file_bias(pm, tabs, i, &bias)) {
+			v8_proc_register(u->io, pid, tabs[i]->v8, bias, ++u->v8_gen, pm->v[i].start, pm->v[i].end);
+			return;
+		}
 	}
 	u->io->v8_proc_del(u->io->ctx, pid);
 }

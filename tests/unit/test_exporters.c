@@ -95,6 +95,44 @@ static void run_exporter(struct exporter *e, const struct export_batch *b, struc
 	e->ops->free(e);
 }
 
+/* The labels each backend must get for labels_a and labels_b, after its own __name__
+ * (service_name first, the empty label left out). */
+static const char *const want_a[][2] = {
+	{ "service_name", "my app{x}" }, { "host_name", "h,1" }, { "env", "a=b c" }, { "9bad-name", "v}" },
+};
+static const char *const want_b[][2] = {
+	{ "service_name", "svc" }, { "host_name", "h2" }, { "note", "a\"b\\c\nd\xff" },
+};
+#define NWANT(w) (sizeof(w) / sizeof((w)[0]))
+
+/* A series' labels (Pyroscope's and Parca's label types both have name and value):
+ * __name__ = metric, then want in order. */
+#define check_series_labels(labels, n_labels, metric, want)                                 \
+	do {                                                                                 \
+		assert_int_equal((n_labels), 1 + NWANT(want));                               \
+		assert_string_equal((labels)[0]->name, "__name__");                          \
+		assert_string_equal((labels)[0]->value, (metric));                           \
+		for (size_t k_ = 0; k_ < NWANT(want); k_++) {                                \
+			assert_string_equal((labels)[k_ + 1]->name, (want)[k_][0]);          \
+			assert_string_equal((labels)[k_ + 1]->value, (want)[k_][1]);         \
+		}                                                                            \
+	} while (0)
+
+/* A series carries one raw profile: fixture profile i's pprof, byte for byte. */
+static void check_raw(size_t n_samples, const ProtobufCBinaryData *raw, const struct fixture *f, int i)
+{
+	assert_int_equal(n_samples, 1);
+	assert_int_equal(raw->len, f->pprof_len[i]);
+	assert_memory_equal(raw->data, f->pprof[i], f->pprof_len[i]);
+}
+
+/* Starts s (set up by srv_init) and points t at it. */
+static void serve(struct srv *s, struct http_target *t, char *url, size_t urlsz)
+{
+	srv_start(s, 0);
+	target_init(t, url, urlsz, s->port);
+}
+
 static void test_pyroscope_ingest(void **state)
 {
 	struct export_stats st;
@@ -107,8 +145,7 @@ static void test_pyroscope_ingest(void **state)
 	(void)state;
 	fixture_init(&f);
 	srv_init(&s, 200);
-	srv_start(&s, 0);
-	target_init(&t, url, sizeof(url), s.port);
+	serve(&s, &t, url, sizeof(url));
 	assert_int_equal(exporter_pyroscope_new(&t, PYRO_API_INGEST, &e), 0);
 	assert_string_equal(e->ops->kind, "pyroscope");
 	assert_string_equal(e->name, "pyroscope");
@@ -134,12 +171,6 @@ static void test_pyroscope_ingest(void **state)
 	fixture_fini(&f);
 }
 
-static void check_label(const Prowl__Pyroscope__Push__V1__LabelPair *l, const char *name, const char *value)
-{
-	assert_string_equal(l->name, name);
-	assert_string_equal(l->value, value);
-}
-
 static void test_pyroscope_push(void **state)
 {
 	Prowl__Pyroscope__Push__V1__PushRequest *pr;
@@ -154,8 +185,7 @@ static void test_pyroscope_push(void **state)
 	(void)state;
 	fixture_init(&f);
 	srv_init(&s, 200);
-	srv_start(&s, 0);
-	target_init(&t, url, sizeof(url), s.port);
+	serve(&s, &t, url, sizeof(url));
 	t.tenant = "t1";
 	assert_int_equal(exporter_pyroscope_new(&t, PYRO_API_PUSH, &e), 0);
 	run_exporter(e, &f.batch, &st);
@@ -171,35 +201,14 @@ static void test_pyroscope_push(void **state)
 	assert_int_equal(pr->n_series, 2);
 
 	ps = pr->series[0];
-	assert_int_equal(ps->n_labels, 5);
-	check_label(ps->labels[0], "__name__", "process_cpu");
-	check_label(ps->labels[1], "service_name", "my app{x}");
-	check_label(ps->labels[2], "host_name", "h,1");
-	check_label(ps->labels[3], "env", "a=b c");
-	check_label(ps->labels[4], "9bad-name", "v}");
-	assert_int_equal(ps->n_samples, 1);
-	assert_int_equal(ps->samples[0]->raw_profile.len, f.pprof_len[0]);
-	assert_memory_equal(ps->samples[0]->raw_profile.data, f.pprof[0], f.pprof_len[0]);
-
+	check_series_labels(ps->labels, ps->n_labels, "process_cpu", want_a);
+	check_raw(ps->n_samples, &ps->samples[0]->raw_profile, &f, 0);
 	ps = pr->series[1];
-	assert_int_equal(ps->n_labels, 4);
-	check_label(ps->labels[0], "__name__", "process_cpu");
-	check_label(ps->labels[1], "service_name", "svc");
-	check_label(ps->labels[2], "host_name", "h2");
-	check_label(ps->labels[3], "note", "a\"b\\c\nd\xff");
-	assert_int_equal(ps->n_samples, 1);
-	assert_int_equal(ps->samples[0]->raw_profile.len, f.pprof_len[2]);
-	assert_memory_equal(ps->samples[0]->raw_profile.data, f.pprof[2], f.pprof_len[2]);
+	check_series_labels(ps->labels, ps->n_labels, "process_cpu", want_b);
+	check_raw(ps->n_samples, &ps->samples[0]->raw_profile, &f, 2);
 	prowl__pyroscope__push__v1__push_request__free_unpacked(pr, NULL);
 	srv_fini(&s);
 	fixture_fini(&f);
-}
-
-static void check_parca_label(const Prowl__Parca__Profilestore__V1alpha1__Label *l, const char *name,
-			      const char *value)
-{
-	assert_string_equal(l->name, name);
-	assert_string_equal(l->value, value);
 }
 
 /* Parca's successful gRPC-web answer: an empty reply frame, then the trailer frame. */
@@ -222,8 +231,7 @@ static void test_parca_grpc_web(void **state)
 	srv_init(&s, 200);
 	s.reply = parca_ok;
 	s.reply_len = sizeof(parca_ok) - 1;
-	srv_start(&s, 0);
-	target_init(&t, url, sizeof(url), s.port);
+	serve(&s, &t, url, sizeof(url));
 	assert_int_equal(exporter_parca_new(&t, &e), 0);
 	assert_string_equal(e->ops->kind, "parca");
 	run_exporter(e, &f.batch, &st);
@@ -244,26 +252,15 @@ static void test_parca_grpc_web(void **state)
 	assert_false(wr->normalized);
 	assert_int_equal(wr->n_series, 2); /* the empty series is skipped */
 
-	ps = wr->series[0];
-	assert_non_null(ps->labels);
-	assert_int_equal(ps->labels->n_labels, 5);
-	check_parca_label(ps->labels->labels[0], "__name__", "parca_agent_cpu");
-	check_parca_label(ps->labels->labels[1], "service_name", "my app{x}");
-	check_parca_label(ps->labels->labels[2], "host_name", "h,1");
-	check_parca_label(ps->labels->labels[3], "env", "a=b c");
-	check_parca_label(ps->labels->labels[4], "9bad-name", "v}");
-	assert_int_equal(ps->n_samples, 1);
-	assert_int_equal(ps->samples[0]->raw_profile.len, f.pprof_len[0]);
-	assert_memory_equal(ps->samples[0]->raw_profile.data, f.pprof[0], f.pprof_len[0]);
-
-	ps = wr->series[1];
-	assert_int_equal(ps->labels->n_labels, 4);
-	check_parca_label(ps->labels->labels[0], "__name__", "parca_agent_cpu");
-	check_parca_label(ps->labels->labels[1], "service_name", "svc");
-	check_parca_label(ps->labels->labels[2], "host_name", "h2");
-	check_parca_label(ps->labels->labels[3], "note", "a\"b\\c\nd\xff");
-	assert_int_equal(ps->samples[0]->raw_profile.len, f.pprof_len[2]);
-	assert_memory_equal(ps->samples[0]->raw_profile.data, f.pprof[2], f.pprof_len[2]);
+	for (int k = 0; k < 2; k++) {
+		ps = wr->series[k];
+		assert_non_null(ps->labels);
+		if (k == 0)
+			check_series_labels(ps->labels->labels, ps->labels->n_labels, "parca_agent_cpu", want_a);
+		else
+			check_series_labels(ps->labels->labels, ps->labels->n_labels, "parca_agent_cpu", want_b);
+		check_raw(ps->n_samples, &ps->samples[0]->raw_profile, &f, 2 * k);
+	}
 	prowl__parca__profilestore__v1alpha1__write_raw_request__free_unpacked(wr, NULL);
 	srv_fini(&s);
 	fixture_fini(&f);
@@ -294,8 +291,7 @@ static void test_parca_grpc_status(void **state)
 			s.reply_hdr[0] = "grpc-status";
 			s.reply_hdr[1] = cases[i].code;
 		}
-		srv_start(&s, 0);
-		target_init(&t, url, sizeof(url), s.port);
+		serve(&s, &t, url, sizeof(url));
 		t.max_retries = 2;
 		capture_begin();
 		assert_int_equal(exporter_parca_new(&t, &e), 0);
@@ -330,8 +326,7 @@ static void test_exporter_nothing_to_send(void **state)
 
 	(void)state;
 	srv_init(&s, 200);
-	srv_start(&s, 0);
-	target_init(&t, url, sizeof(url), s.port);
+	serve(&s, &t, url, sizeof(url));
 	assert_int_equal(exporter_pyroscope_new(&t, PYRO_API_PUSH, &e), 0);
 	run_exporter(e, &b, &st);
 	assert_int_equal(exporter_parca_new(&t, &e), 0);
