@@ -1,8 +1,10 @@
 /* fuzz_common.h: what every libFuzzer harness of tests/fuzz shares: the input as a
- * file (a memfd, for parsers that take paths), a NUL-terminated copy, and quiet logs. */
+ * file (a memfd, for parsers that take paths), a NUL-terminated copy, the input as memory,
+ * and quiet logs. */
 #ifndef PROWL_FUZZ_COMMON_H
 #define PROWL_FUZZ_COMMON_H
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,6 +47,24 @@ static inline char *fuzz_strdup(const uint8_t *data, size_t size)
 		s[size] = '\0';
 	}
 	return s;
+}
+
+/* The input as a process's memory from base on, for readers that take a callback
+ * (ctx, addr, buf, len): fuzz_mem_read copies what lies inside, -EFAULT otherwise. */
+struct fuzz_mem {
+	const uint8_t *p;
+	size_t n;
+	uint64_t base;
+};
+
+static inline int fuzz_mem_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	const struct fuzz_mem *m = ctx;
+
+	if (addr < m->base || addr - m->base > m->n || m->n - (addr - m->base) < len)
+		return -EFAULT;
+	memcpy(buf, m->p + (addr - m->base), len);
+	return 0;
 }
 
 /* Errors are logged (the escaping of hostile text is under test too), below the

@@ -1,33 +1,16 @@
 /* fuzz_jvmscope.c: an nmethod's debug information, which the JVM process controls: the
  * input is the offsets (a prowl_java_proc), a pc offset, then the memory the blob is in. */
-#include <errno.h>
-
 #include "fuzz_common.h"
 #include "jvmscope.h"
 
 #define BASE 0x7f0000100000ull
 
-struct flat {
-	const uint8_t *p;
-	size_t len;
-};
-
-static int flat_read(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	const struct flat *f = ctx;
-
-	if (addr < BASE || addr - BASE > f->len || len > f->len - (addr - BASE))
-		return -EFAULT;
-	memcpy(buf, f->p + (addr - BASE), len);
-	return 0;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct prowl_java_proc jp;
 	struct jvm_scope sc[JVM_SCOPE_MAX];
-	struct flat f;
-	struct jvm_mem mem = { flat_read, &f };
+	struct fuzz_mem f;
+	struct jvm_mem mem = { fuzz_mem_read, &f };
 	uint32_t off;
 	size_t n = 99;
 
@@ -37,7 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(&jp, data, sizeof(jp));
 	memcpy(&off, data + sizeof(jp), 4);
 	jp.flags |= PROWL_JAVA_SCOPES;
-	f = (struct flat){ data + sizeof(jp) + 5, size - sizeof(jp) - 5 };
+	f = (struct fuzz_mem){ data + sizeof(jp) + 5, size - sizeof(jp) - 5, BASE };
 	if (jvm_scope_chain(&mem, &jp, BASE, off, data[sizeof(jp) + 4] & 1, sc, JVM_SCOPE_MAX, &n) == 0) {
 		if (n < 1 || n > JVM_SCOPE_MAX)
 			abort();

@@ -2,7 +2,6 @@
  * starts as an ELF file, read by symbolizer/node/v8meta.c) and its heap (any other input, as
  * memory: strings, functions, scripts, source position tables read by v8heap.c with Node 20's
  * layout, from pointers the input's first bytes pick). */
-#include <errno.h>
 
 #include "fuzz_common.h"
 #include "v8heap.h"
@@ -10,21 +9,6 @@
 #include "../unit/v8node20.h"
 
 #define BASE 0x10000ull
-
-struct image {
-	const uint8_t *p;
-	size_t n;
-};
-
-static int img_read(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	const struct image *im = ctx;
-
-	if (addr < BASE || addr - BASE > im->n || im->n - (addr - BASE) < len)
-		return -EFAULT;
-	memcpy(buf, im->p + (addr - BASE), len);
-	return 0;
-}
 
 static int fuzz_meta(const uint8_t *data, size_t size)
 {
@@ -54,8 +38,8 @@ static int fuzz_meta(const uint8_t *data, size_t size)
 
 static int fuzz_heap(const uint8_t *data, size_t size)
 {
-	struct image im = { data, size };
-	const struct v8_mem mem = { img_read, &im };
+	struct fuzz_mem im = { data, size, BASE };
+	const struct v8_mem mem = { fuzz_mem_read, &im };
 	char out[V8_NAME_MAX];
 	uint32_t *ends;
 	int32_t start, pos;
