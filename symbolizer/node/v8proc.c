@@ -61,7 +61,17 @@ void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct p
 		.str_cons = U8(STR_CONS), .str_thin = (__u8)(m->has[V8_STR_THIN] ? v[V8_STR_THIN] : 0xff),
 		.str_one_byte = U8(STR_ONE_BYTE), .str_two_byte = U8(STR_TWO_BYTE),
 		.str_not_string_mask = (__u32)v[V8_STR_NOT_STRING_MASK],
+		.t_code = U16(T_CODE), .o_is_start = U16(O_IS_START), .o_code_deopt = U16(O_CODE_DEOPT),
+		.o_code_spt = U16(O_CODE_SPT), .dd_inlined_count = U8(DD_INLINED_COUNT), .dd_literals = U8(DD_LITERALS),
+		.dd_sfi = U8(DD_SFI), .dd_inlining_positions = U8(DD_INLINING_POSITIONS),
+		.code_kind_mask = U8(CODE_KIND_MASK), .code_kind_baseline = U8(CODE_KIND_BASELINE),
 	};
+	/* Inlined functions are read only with every constant they need. */
+	if (m->has[V8_T_INSTRUCTION_STREAM] && m->has[V8_T_CODE] && m->has[V8_O_IS_START] && m->has[V8_O_CODE_DEOPT] &&
+	    m->has[V8_O_CODE_SPT] && m->has[V8_DD_INLINED_COUNT] && m->has[V8_DD_LITERALS] && m->has[V8_DD_SFI] &&
+	    m->has[V8_DD_INLINING_POSITIONS] && m->has[V8_CODE_KIND_MASK] && m->has[V8_CODE_KIND_BASELINE] &&
+	    m->has[V8_O_FA_LENGTH] && m->has[V8_O_FA_DATA] && m->has[V8_T_BYTE_ARRAY] && m->has[V8_T_FIXED_ARRAY])
+		ret->t_instruction_stream = U16(T_INSTRUCTION_STREAM);
 #undef U16
 #undef U8
 }

@@ -18,6 +18,7 @@ from conftest import pprof_raw, run_prowl, stop
 
 NODE = "/usr/bin/node"
 SCRIPT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "workloads", "node", "split.js"))
+INLINED = os.path.join(os.path.dirname(SCRIPT), "inlined.js")
 SPLIT = {"fifty": 0.50, "thirty": 0.30, "twenty": 0.20}
 ROOTS = {"_start", "__clone3", "__clone", "clone", "clone3", "start_thread"}
 
@@ -43,8 +44,8 @@ LOOP_LINE, BODY_LINES = _source_lines()
 pytestmark = pytest.mark.skipif(not os.access(NODE, os.X_OK), reason=f"{NODE} is not installed (apt-get install nodejs)")
 
 
-def start_node(node_flags=(), mode="split"):
-    p = subprocess.Popen([NODE, *node_flags, SCRIPT, "60", mode], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+def start_node(node_flags=(), mode="split", script=SCRIPT):
+    p = subprocess.Popen([NODE, *node_flags, script, "60", mode], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     ready, _, _ = select.select([p.stdout], [], [], 30)
     if not (ready and p.stdout.readline() == b"ready\n"):
         p.kill()
@@ -52,10 +53,10 @@ def start_node(node_flags=(), mode="split"):
     return p
 
 
-def _run(tmp_path_factory, name, node_flags=(), mode="split", extra=(), seconds=2):
-    """Starts node on split.js, records it at 999 Hz, stops it: the pprof -raw."""
+def _run(tmp_path_factory, name, node_flags=(), mode="split", extra=(), seconds=2, script=SCRIPT):
+    """Starts node on split.js (or script), records it at 999 Hz, stops it: the pprof -raw."""
     out = tmp_path_factory.mktemp("node") / f"{name}.pb.gz"
-    p = start_node(node_flags, mode)
+    p = start_node(node_flags, mode, script)
     try:
         res = run_prowl(["record", "-p", str(p.pid), "-F", "999", "-d", str(seconds), "-o", str(out)] + list(extra))
         assert res.returncode == 0, res.stderr
@@ -73,6 +74,11 @@ def default_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def jitless_run(tmp_path_factory):
     return _run(tmp_path_factory, "jitless", node_flags=("--jitless",), seconds=3)
+
+
+@pytest.fixture(scope="module")
+def inlined_run(tmp_path_factory):
+    return _run(tmp_path_factory, "inlined", seconds=3, script=INLINED)
 
 
 def js_frames(raw, s):
@@ -116,6 +122,35 @@ def test_split_file_line_and_root(default_run):
                 assert line in BODY_LINES[func], (func, line, BODY_LINES[func])
                 seen.add(func)
     assert seen == set(SPLIT)
+
+
+def test_inlined_functions(inlined_run):
+    """inlined.js: the three functions are inlined by TurboFan into round(), so their
+    samples are of round()'s optimized code: prowl splits each such frame into the function
+    inlined at its pc (with its line) under round() (the line of the call), lines of one
+    location (round() itself may be inlined into the script's loop, optimized on the stack).
+    The 50/30/20 split holds and the stacks reach the thread's root."""
+    raw, _ = inlined_run
+    total = raw.total()
+    assert total > 200, f"only {total} samples of node"
+    text = open(INLINED).read().splitlines()
+    body = {m.group(1): i + 1 for i, l in enumerate(text) for m in [re.search(r"// body: (\w+)", l)] if m}
+    call = {m.group(1): i + 1 for i, l in enumerate(text) for m in [re.search(r"// call: (\w+)", l)] if m}
+    shares = {f: raw.share(f) for f in SPLIT}
+    print({k: round(v, 3) for k, v in shares.items()})
+    for f, want in SPLIT.items():
+        assert abs(shares[f] - want) <= 0.05, (f, shares)
+    rooted = raw.total(lambda s: raw.frames(s)[-1] in ROOTS)
+    assert rooted / total >= 0.95, f"{rooted} of {total} samples reach the thread's root"
+    inlined = 0
+    for s in raw.samples:
+        for lid in s["locs"]:
+            lines = raw.locations[lid]["lines"]
+            if len(lines) >= 2 and lines[0][0] in SPLIT and lines[1][0] == "round":
+                f = lines[0][0]
+                assert lines[0][1:] == (INLINED, body[f]) and lines[1][1:] == (INLINED, call[f]), lines
+                inlined += s["values"][0]
+    assert inlined / total >= 0.9, f"{inlined} of {total} samples in a function inlined into round()"
 
 
 def test_jitless_busy_loop_line(jitless_run):
