@@ -219,7 +219,7 @@ int v8_inline_frames(const struct v8_mem *m, const struct prowl_v8_proc *vp, uin
 
 	*ret_n = 0;
 	if (!vp->t_instruction_stream || !cap || (pc >= vp->builtins_low && pc < vp->builtins_high) ||
-	    (pc >= vp->text_low && pc < vp->text_high))
+	    (pc >= vp->copy_low && pc < vp->copy_high) || (pc >= vp->text_low && pc < vp->text_high))
 		return -ENOENT; /* not read for this V8, or V8's own code */
 	r = find_code(m, vp, pc, hint, &ci);
 	if (r < 0)

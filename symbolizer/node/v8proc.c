@@ -77,13 +77,17 @@ void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct p
 }
 
 int v8_proc_register(const struct maps_io *io, uint32_t pid, const struct v8_file *vf, uint64_t bias, uint32_t gen,
-		     uint64_t text_low, uint64_t text_high)
+		     uint64_t text_low, uint64_t text_high, uint64_t copy_bias)
 {
 	struct prowl_v8_proc vp;
 
 	v8_proc_fill(&vf->meta, bias, gen, &vp);
 	vp.text_low = text_low;
 	vp.text_high = text_high;
+	if (copy_bias && copy_bias != bias && vf->meta.builtins_hi) {
+		vp.copy_low = vf->meta.builtins_lo + copy_bias;
+		vp.copy_high = vf->meta.builtins_hi + copy_bias;
+	}
 	log_debug("node: pid %" PRIu32 " registered (builtins at %#" PRIx64 ")", pid, (uint64_t)vp.builtins_low);
 	return io->v8_proc_set(io->ctx, pid, &vp);
 }

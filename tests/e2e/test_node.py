@@ -182,6 +182,17 @@ def test_inlined_functions(inlined_run):
     assert inlined / total >= 0.9, f"{inlined} of {total} samples in a function inlined into round()"
 
 
+@pytest.mark.parametrize("tier", [pytest.param(("--max-opt=1",), id="sparkplug"),
+                                  pytest.param(("--maglev", "--max-opt=2"), id="maglev", marks=pytest.mark.more)])
+def test_tier_split_and_root(tmp_path_factory, tier):
+    """Kept at one tier: Sparkplug's baseline code calls V8's builtins where V8 mapped
+    them a second time, near its code (short builtin calls): a sample in one is walked
+    as in the binary's own copy, so the split holds and the stacks reach the root."""
+    raw, _ = _run(tmp_path_factory, tier[-1].strip("-"), node_flags=tier, seconds=3)
+    assert_split_and_root(raw)
+    assert_named_in_body(raw)
+
+
 def test_jitless_busy_loop_line(jitless_run):
     """--jitless: every frame is Ignition's, and the line comes from the bytecode offset:
     at least 90 % of each function's samples name its busy loop's line."""
