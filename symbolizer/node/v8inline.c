@@ -15,13 +15,23 @@
 
 /* Code's fields after its source position table, which the metadata of V8 11 lacks
  * (the layout V8 11.1 to 11.4 has): the InstructionStream, the instruction start, the
- * flags (kind in the low bits) and the instruction size. A V8 laid out otherwise
- * fails the checks of code_at() and keeps naming the outer function only. */
+ * flags (kind in the low bits) and the instruction size. V8 10 keeps the code object in
+ * code space with its instructions (vp->t_instruction_stream == vp->t_code: the header
+ * is the Code): its instruction size, then its flags, follow the position table by 16
+ * and 24 bytes. A V8 laid out otherwise fails the checks of code_at() and keeps naming
+ * the outer function only. */
 #define CODE_ISTREAM(vp) ((vp)->o_code_spt + 8u)
 #define CODE_LAYOUT_LEN  32u /* from CODE_ISTREAM: stream 8, start 8, flags 4, 4, size 4 */
 #define CL_START         8
 #define CL_FLAGS         16
 #define CL_SIZE          24
+#define V10_SIZE(vp)     ((vp)->o_code_spt + 16u)
+#define V10_FLAGS(vp)    ((vp)->o_code_spt + 24u)
+
+static bool in_code_space(const struct prowl_v8_proc *vp)
+{
+	return vp->t_instruction_stream == vp->t_code;
+}
 
 struct code_info {
 	uint64_t code, start;
@@ -51,6 +61,16 @@ static int code_at(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint6
 
 	if (!*hint && v8_obj_type(m, vp, istream) != vp->t_instruction_stream)
 		return 0;
+	if (in_code_space(vp)) { /* V8 10: the header is the Code */
+		if (v8_read(m, istream - vp->heap_tag + V10_SIZE(vp), &ci->size, 4) < 0 ||
+		    v8_read(m, istream - vp->heap_tag + V10_FLAGS(vp), &ci->kind, 4) < 0)
+			return 0;
+		*hint = mapw;
+		ci->code = istream;
+		ci->start = s;
+		ci->kind &= vp->code_kind_mask;
+		return pc - s < ci->size ? 1 : -ENOENT;
+	}
 	if (v8_obj_type(m, vp, codew) != vp->t_code ||
 	    v8_read(m, codew - vp->heap_tag + CODE_ISTREAM(vp), w, sizeof(w)) < 0 || w[0] != istream ||
 	    w[CL_START / WORD] != s)
@@ -85,7 +105,7 @@ static int find_code(const struct v8_mem *m, const struct prowl_v8_proc *vp, uin
 		}
 		mapw = buf[(s - hdr - lo) / WORD];
 		codew = buf[(s - WORD - lo) / WORD];
-		if (!v8_is_heap(vp, codew) || (*hint ? mapw != *hint : !v8_is_heap(vp, mapw)))
+		if ((!in_code_space(vp) && !v8_is_heap(vp, codew)) || (*hint ? mapw != *hint : !v8_is_heap(vp, mapw)))
 			continue;
 		if (!*hint && ++tries > SCAN_TRIES)
 			return -ENOENT;

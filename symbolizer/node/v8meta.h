@@ -82,7 +82,10 @@
 	X(DD_SFI, SMALL, 0, "DeoptimizationDataSharedFunctionInfoIndex", NULL)                  \
 	X(DD_INLINING_POSITIONS, SMALL, 0, "DeoptimizationDataInliningPositionsIndex", NULL)    \
 	X(CODE_KIND_MASK, SMALL, 0, "CodeKindFieldMask", NULL)                                  \
-	X(CODE_KIND_BASELINE, SMALL, 0, "CodeKindBaseline", NULL)
+	X(CODE_KIND_BASELINE, SMALL, 0, "CodeKindBaseline", NULL)                               \
+	X(O_CODE_START, OFF, 0, "class_Code__instruction_start__uintptr_t", NULL)               \
+	X(O_CODE_SIZE, OFF, 0, "class_Code__instruction_size__int", NULL)                       \
+	X(O_CODE_FLAGS, OFF, 0, "class_Code__flags__uint32_t", NULL)
 
 #define V8_CONST_ENUM(id, kind, need, name, old) V8_##id,
 enum v8_const { V8_CONSTS(V8_CONST_ENUM) V8__N };

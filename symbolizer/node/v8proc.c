@@ -32,6 +32,37 @@ struct v8_file *v8_file_detect(Elf *elf, const char *path)
 	return vf;
 }
 
+/* What reading optimized code's inlined functions (v8inline.c) needs, only when every
+ * constant is there: V8 11's Code beside its InstructionStream, or V8 10's Code in code
+ * space (t_instruction_stream = t_code), whose position table and deoptimization data
+ * precede its instruction size (by 16 and 24 bytes) and whose DeoptimizationData
+ * indexes are V8's of old (metadata only from V8 11). */
+static void v8_proc_fill_code(const struct v8_meta *m, struct prowl_v8_proc *ret)
+{
+	const int32_t *v = m->v;
+
+	if (!m->has[V8_T_CODE] || !m->has[V8_CODE_KIND_MASK] || !m->has[V8_CODE_KIND_BASELINE] ||
+	    !m->has[V8_O_FA_LENGTH] || !m->has[V8_O_FA_DATA] || !m->has[V8_T_BYTE_ARRAY] || !m->has[V8_T_FIXED_ARRAY])
+		return;
+	if (m->has[V8_T_INSTRUCTION_STREAM] && m->has[V8_O_IS_START] && m->has[V8_O_CODE_DEOPT] &&
+	    m->has[V8_O_CODE_SPT] && m->has[V8_DD_INLINED_COUNT] && m->has[V8_DD_LITERALS] && m->has[V8_DD_SFI] &&
+	    m->has[V8_DD_INLINING_POSITIONS]) {
+		ret->t_instruction_stream = (__u16)v[V8_T_INSTRUCTION_STREAM];
+		return;
+	}
+	if (!m->has[V8_T_INSTRUCTION_STREAM] && m->has[V8_O_CODE_START] && m->has[V8_O_CODE_SIZE] &&
+	    m->has[V8_O_CODE_FLAGS] && v[V8_O_CODE_SIZE] >= 24 && v[V8_O_CODE_FLAGS] == v[V8_O_CODE_SIZE] + 8) {
+		ret->t_instruction_stream = (__u16)v[V8_T_CODE];
+		ret->o_is_start = (__u16)v[V8_O_CODE_START];
+		ret->o_code_spt = (__u16)(v[V8_O_CODE_SIZE] - 16);
+		ret->o_code_deopt = (__u16)(v[V8_O_CODE_SIZE] - 24);
+		ret->dd_inlined_count = 1;
+		ret->dd_literals = 2;
+		ret->dd_sfi = 6;
+		ret->dd_inlining_positions = 7;
+	}
+}
+
 void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct prowl_v8_proc *ret)
 {
 	const int32_t *v = m->v;
@@ -66,12 +97,7 @@ void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct p
 		.dd_sfi = U8(DD_SFI), .dd_inlining_positions = U8(DD_INLINING_POSITIONS),
 		.code_kind_mask = U8(CODE_KIND_MASK), .code_kind_baseline = U8(CODE_KIND_BASELINE),
 	};
-	/* Inlined functions are read only with every constant they need. */
-	if (m->has[V8_T_INSTRUCTION_STREAM] && m->has[V8_T_CODE] && m->has[V8_O_IS_START] && m->has[V8_O_CODE_DEOPT] &&
-	    m->has[V8_O_CODE_SPT] && m->has[V8_DD_INLINED_COUNT] && m->has[V8_DD_LITERALS] && m->has[V8_DD_SFI] &&
-	    m->has[V8_DD_INLINING_POSITIONS] && m->has[V8_CODE_KIND_MASK] && m->has[V8_CODE_KIND_BASELINE] &&
-	    m->has[V8_O_FA_LENGTH] && m->has[V8_O_FA_DATA] && m->has[V8_T_BYTE_ARRAY] && m->has[V8_T_FIXED_ARRAY])
-		ret->t_instruction_stream = U16(T_INSTRUCTION_STREAM);
+	v8_proc_fill_code(m, ret);
 #undef U16
 #undef U8
 }

@@ -127,11 +127,25 @@ def assert_named_in_body(raw):
     assert seen == set(SPLIT)
 
 
+def assert_mix_inlined(raw):
+    """At least a third of each split function's samples show mix() as a frame TurboFan
+    inlined into it (one location, innermost first), called from its loop line."""
+    in_mix = dict.fromkeys(SPLIT, 0)
+    for s in raw.samples:
+        for lid in s["locs"]:
+            lines = raw.locations[lid]["lines"]
+            if len(lines) >= 2 and lines[0][0] == "mix" and lines[1][0] in SPLIT:
+                assert lines[1][2] == LOOP_LINE[lines[1][0]], lines
+                in_mix[lines[1][0]] += s["values"][0]
+    for f in SPLIT:
+        assert in_mix[f] >= raw.total() * raw.share(f) / 3, (f, in_mix, raw.share(f))
+
+
 @pytest.mark.more
 def test_node18(tmp_path_factory):
     """Debian 12's own Node 18 (V8 10.2, in libnode.so.108; fetched from bookworm, run
-    beside the machine's node): the split, rooted stacks, names and lines. Its optimized
-    frames keep their function's name (V8 10.2's code objects are not read for inlining)."""
+    beside the machine's node): the split, rooted stacks, names and lines, and mix()
+    inlined into each function (V8 10's code objects, in code space)."""
     node = jdkfetch.node18(BUILD)
     if isinstance(node, str):
         pytest.skip(node)
@@ -139,6 +153,7 @@ def test_node18(tmp_path_factory):
     # libnode.so.108 keeps no symbols for V8's builtins: its C++ entry names the way in.
     assert_split_and_root(raw, entry="v8::internal::Execution::Call")
     assert_named_in_body(raw)
+    assert_mix_inlined(raw)
 
 
 def test_split_file_line_and_root(default_run):
@@ -149,15 +164,7 @@ def test_split_file_line_and_root(default_run):
     raw, _ = default_run
     assert_split_and_root(raw)
     assert_named_in_body(raw)
-    in_mix = dict.fromkeys(SPLIT, 0)
-    for s in raw.samples:
-        for lid in s["locs"]:
-            lines = raw.locations[lid]["lines"]
-            if len(lines) >= 2 and lines[0][0] == "mix" and lines[1][0] in SPLIT:
-                assert lines[1][2] == LOOP_LINE[lines[1][0]], lines
-                in_mix[lines[1][0]] += s["values"][0]
-    for f in SPLIT:
-        assert in_mix[f] >= raw.total() * raw.share(f) / 3, (f, in_mix, raw.share(f))
+    assert_mix_inlined(raw)
 
 
 def test_inlined_functions(inlined_run):

@@ -1,6 +1,6 @@
 /* test_v8inline.c: an optimized frame split into its inlined functions: Node 20's own source
  * position and inlining tables (hot() inlining a() and b(), both inlining mix()), and a code object
- * laid out as V8 11.3's in a memory image, found from a pc; forged ones fail cleanly. */
+ * laid out as V8 11.3's (and V8 10's) in a memory image, found from a pc; forged ones fail cleanly. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -210,12 +210,40 @@ static void test_forged(void **state)
 	}
 }
 
+/* V8 10 (Node 18): the Code is the header of its instructions, in code space. */
+static void test_code_space_layout(void **state)
+{
+	struct prowl_v8_proc vp = node20_vp;
+	struct v8_inl_frame f[V8_INLINE_MAX];
+	uint64_t hint = 0;
+	uint32_t flags = 13, size = 900;
+	size_t n;
+	int hdr = ISTREAM + 2 - 16; /* 128 bytes of header before the instructions */
+
+	(void)state;
+	vp.t_code = vp.t_instruction_stream = 240;
+	vp.o_is_start = 128;
+	v8forge_map(&forge, M_CODE, 240);
+	img[ISTREAM] = img[ISTREAM + 1] = 0;
+	img[hdr] = TAG(M_CODE);
+	img[hdr + 2] = TAG(DD);
+	img[hdr + 3] = TAG(SPT);
+	memcpy(&img[hdr + 5], &size, 4);  /* instruction size: 40 */
+	memcpy(&img[hdr + 6], &flags, 4); /* flags: 48 */
+	assert_int_equal(v8_inline_frames(&mem, &vp, START + 150, TAG(SFI_HOT), &hint, f, V8_INLINE_MAX, &n), 0);
+	assert_int_equal(n, 3);
+	assert_true(f[0].sfi == TAG(SFI_MIX) && f[1].sfi == TAG(SFI_A) && f[2].sfi == TAG(SFI_HOT) && f[2].pos == 257);
+	assert_true(hint == TAG(M_CODE));
+	assert_int_equal(v8_inline_frames(&mem, &vp, START + 900, TAG(SFI_HOT), &hint, f, V8_INLINE_MAX, &n), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tables),
 		cmocka_unit_test_setup(test_code_from_pc, setup),
 		cmocka_unit_test_setup(test_forged, setup),
+		cmocka_unit_test_setup(test_code_space_layout, setup),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -84,6 +84,10 @@ int v8dbg_DeoptimizationDataSharedFunctionInfoIndex = 6;
 int v8dbg_DeoptimizationDataInliningPositionsIndex = 7;
 int v8dbg_CodeKindFieldMask = 15;
 int v8dbg_CodeKindBaseline = 11;
+/* Node 18's (V8 10.2's Code in code space; Node 20 has none of these). */
+int v8dbg_class_Code__instruction_start__uintptr_t = 128;
+int v8dbg_class_Code__instruction_size__int = 40;
+int v8dbg_class_Code__flags__uint32_t = 48;
 
 /* V8's embedded builtins, which name the binary as a V8 with or without the constants
  * (-DNO_BUILTINS: their symbols stripped). */
