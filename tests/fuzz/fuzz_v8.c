@@ -62,12 +62,17 @@ static void fuzz_inline(const struct v8_mem *mem, const uint8_t *data, size_t si
 	uint64_t hint = 0, pc, sfi;
 	size_t n = 0;
 	int r;
+	struct prowl_v8_proc vp = node20_vp;
 
 	if (size < 4)
 		return;
+	if (data[3] & 1) { /* V8 10's layout: the Code in code space (Node 18) */
+		vp.t_code = vp.t_instruction_stream = 240;
+		vp.o_is_start = 128;
+	}
 	pc = BASE + (data[0] | (uint64_t)data[1] << 8 | (uint64_t)data[2] << 16);
 	sfi = BASE + 8 * (uint64_t)(data[3] | data[1] << 8) + 1;
-	r = v8_inline_frames(mem, &node20_vp, pc, sfi, &hint, f, V8_INLINE_MAX, &n);
+	r = v8_inline_frames(mem, &vp, pc, sfi, &hint, f, V8_INLINE_MAX, &n);
 	if (r == 0 && (n == 0 || n > V8_INLINE_MAX || f[n - 1].sfi != sfi))
 		abort(); /* the frame's own function is the outermost */
 	r = v8_inline_chain(data, size, (uint64_t)v8_postab_raw(data, size, data[0]) | (uint64_t)data[1] << 31, fid,
