@@ -239,13 +239,26 @@ def test_node_off(tmp_path_factory):
 def test_agent_otlp_frame_type_and_metrics(tmp_path):
     """The agent (whole host) exports node's frames over OTLP, read by the strict checker:
     mapping [js] and frame type v8js for the JavaScript functions, native for V8's own
-    C++; the name cache shows in /metrics."""
+    C++; a second node's functions TurboFan inlined into round() come as inlined frames
+    (innermost first, then round); the name cache shows in /metrics."""
     p = start_node(("--jitless",))
+    p2 = start_node(script=INLINED)
     try:
         profs, m = otlp_window_run(tmp_path)
     finally:
-        p.kill()
-        stop(p)
+        for q in (p, p2):
+            q.kill()
+            stop(q)
+    inl = [s for prof in profs for s in prof["samples"]
+           if prof["resource"].get("process.pid") == p2.pid and set(s["stack"]) & set(SPLIT)]
+    assert sum(s["value"] for s in inl) > 100, len(inl)
+    for s in inl:
+        f = next(i for i, name in enumerate(s["stack"]) if name in SPLIT)
+        assert s["stack"][f + 1] == "round", s["stack"]
+        callee, caller = s["frames"][f], s["frames"][f + 1]
+        # Lines of one location: one address.
+        assert callee["address"] == caller["address"] and {callee["frame_type"], caller["frame_type"]} == {"v8js"}, \
+            (callee, caller)
     mine = [s for prof in profs for s in prof["samples"]
             if prof["resource"].get("process.pid") == p.pid and set(s["stack"]) & set(SPLIT)]
     assert sum(s["value"] for s in mine) > 100, len(mine)
