@@ -292,6 +292,13 @@ struct prowl_v8_proc {
 	/* The V8 binary's executable mapping: a pc there that its CFI does not cover is
 	 * V8's code too (builtins whose symbols were stripped). */
 	__u64 text_low, text_high;
+	/* Read by user space only: the functions TurboFan and Maglev inlined into optimized
+	 * code (symbolizer/node/v8inline.c); t_instruction_stream 0: not read. */
+	__u16 t_code, t_instruction_stream, o_is_start, o_code_deopt, o_code_spt;
+	__u8 dd_inlined_count, dd_literals, dd_sfi, dd_inlining_positions, code_kind_mask, code_kind_baseline;
+	/* [low, high): the builtins again, where V8 mapped the binary's embedded builtins a
+	 * second time, near its JIT code (short builtin calls); 0: not mapped so. */
+	__u64 copy_low, copy_high;
 };
 
 /* prowl_jframe.kind of a V8 frame: ptr is the SharedFunctionInfo (tagged), check the
@@ -489,7 +496,9 @@ PROWL_AT(prowl_v8_proc, fp_context, 24);
 PROWL_AT(prowl_v8_proc, smi_tag, 48);
 PROWL_AT(prowl_v8_proc, t_script, 52);
 PROWL_AT(prowl_v8_proc, text_low, 104);
-PROWL_SIZE(prowl_v8_proc, 120);
+PROWL_AT(prowl_v8_proc, t_code, 120);
+PROWL_AT(prowl_v8_proc, copy_low, 136);
+PROWL_SIZE(prowl_v8_proc, 152);
 
 PROWL_AT(prowl_unwind_row, pc, 0);
 PROWL_AT(prowl_unwind_row, cfa_off, 4);

@@ -368,7 +368,8 @@ static __always_inline long unwind_step(struct uw_state *st)
 		java_step(st, &st->jp);
 		return st->done != 0;
 	}
-	if (st->v8 && lookup >= st->vp.builtins_low && lookup < st->vp.builtins_high) {
+	if (st->v8 && ((lookup >= st->vp.builtins_low && lookup < st->vp.builtins_high) ||
+		       (lookup >= st->vp.copy_low && lookup < st->vp.copy_high))) {
 		v8_step(st, &st->vp); /* V8's builtins: no CFI, a frame pointer always */
 		return st->done != 0;
 	}

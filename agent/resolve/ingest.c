@@ -14,6 +14,7 @@
 #include "label_names.h"
 #include "log.h"
 #include "jvmname.h"
+#include "v8inline.h"
 #include "v8name.h"
 #include "pymerge.h"
 #include "symbolizer.h"
@@ -451,22 +452,27 @@ static int java_location(struct ingest *g, const struct prowl_sample *s, const s
 	return runtime_location(g, &g->java, &in, key, pf, n, ret);
 }
 
-/* JavaScript frame f of s (node): one [js] location per name (function, script, line),
- * or a marker saying why it has none. */
-static int js_location(struct ingest *g, const struct prowl_sample *s, const struct prowl_jframe *f, uint32_t *ret)
+/* JavaScript frame f of s (node) at pc: one [js] location per name (function, script,
+ * line; an optimized frame's inlined functions as its lines, innermost first), or a
+ * marker saying why it has none. */
+static int js_location(struct ingest *g, const struct prowl_sample *s, const struct prowl_jframe *f, uint64_t pc,
+		       uint32_t *ret)
 {
 	static const struct prof_mapping_in in = { .key = KEY_JS, .start = 0, .limit = UINT64_MAX, .filename = "[js]",
 						   .is_js = true };
-	struct frame_name name;
+	struct frame_name name[V8_INLINE_MAX];
+	struct prof_frame pf[V8_INLINE_MAX];
 	const char *why = NULL;
 	uint64_t key;
+	size_t n = 0;
 	int r;
 
-	r = v8_namer_frame(symbolizer_node(g->sym), s->pid, s->pygen, f, &name, &key, &why);
-	if (r < 0)
+	r = v8_namer_frame(symbolizer_node(g->sym), s->pid, s->pygen, f, pc, name, V8_INLINE_MAX, &n, &key, &why);
+	if (r < 0 || !n)
 		return r == -ENOMEM ? r : python_marker(g, why, ret);
-	return runtime_location(g, &g->js, &in, key,
-				&(struct prof_frame){ .function = name.function, .file = name.file, .line = name.line }, 1, ret);
+	for (size_t i = 0; i < n; i++)
+		pf[i] = (struct prof_frame){ .function = name[i].function, .file = name[i].file, .line = name[i].line };
+	return runtime_location(g, &g->js, &in, key, pf, n, ret);
 }
 
 static int labels_for(struct ingest *g, const struct prowl_sample *s, uint32_t *ret)
@@ -582,7 +588,7 @@ int ingest_sample(struct ingest *g, const struct prowl_sample *s)
 		if (s->ustack[i] == 0) /* the walk reached a zero return address: the end */
 			break;
 		if (j_i < jn && s->jstack[j_i].idx == i) { /* a Java frame (code cache), or a JavaScript one */
-			r = js ? js_location(g, s, &s->jstack[j_i++], &g->locs[n])
+			r = js ? js_location(g, s, &s->jstack[j_i++], pc, &g->locs[n])
 			       : java_location(g, s, &s->jstack[j_i++], &g->locs[n]);
 			if (r < 0)
 				return r;

@@ -179,6 +179,23 @@ static bool jvm_offer(struct unwinder *u, uint32_t pid, const struct procmaps *p
 	return false;
 }
 
+/* The load bias of a mapping of object t after mapping `after` whose bias differs from
+ * `bias`: V8's second mapping of its embedded builtins (short builtin calls); 0: none. */
+static uint64_t v8_copy_bias(const struct procmaps *pm, struct table **tabs, size_t after, uint64_t bias)
+{
+	for (size_t i = after + 1; i < pm->n; i++) {
+		const struct pm_entry *e = &pm->v[i];
+		const struct obj_load *l;
+		uint64_t b;
+
+		if (tabs[i] != tabs[after] || e->kind != PM_FILE || !(l = obj_load_at(&tabs[i]->obj->f, e->offset)))
+			continue;
+		if ((b = obj_load_bias(l, e->start, e->offset)) != bias)
+			return b;
+	}
+	return 0;
+}
+
 /* Tells the BPF V8 walk about a node process (v8proc.h): the mapping of the binary's
  * first page gives its load bias. */
 static void v8_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm, struct table **tabs)
@@ -189,7 +206,8 @@ static void v8_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm
 		uint64_t bias;
 
 		if (tabs[i] && tabs[i]->v8 && file_bias(pm, tabs, i, &bias)) {
-			v8_proc_register(u->io, pid, tabs[i]->v8, bias, ++u->v8_gen, pm->v[i].start, pm->v[i].end);
+			v8_proc_register(u->io, pid, tabs[i]->v8, bias, ++u->v8_gen, pm->v[i].start, pm->v[i].end,
+					 v8_copy_bias(pm, tabs, i, bias));
 			return;
 		}
 	}

@@ -34,6 +34,12 @@ void name_cache_clear(struct name_cache *c)
 	u64map_free(&c->index);
 }
 
+void name_cache_room(struct name_cache *c, uint32_t n)
+{
+	if (c->n + (uint64_t)n > c->max)
+		name_cache_clear(c);
+}
+
 const struct name_entry *name_cache_put(struct name_cache *c, uint64_t key, struct name_entry *e)
 {
 	if (c->n >= c->max)

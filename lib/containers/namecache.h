@@ -11,6 +11,8 @@
 struct name_entry {
 	char *function, *file; /* malloc'ed; file may be NULL */
 	int line;
+	uint32_t chain; /* entries right after this one that go with it (a frame's inlined
+			 * functions, put in one go after name_cache_room()) */
 };
 
 /* Zero-initialized with max set is a valid empty cache. */
@@ -49,6 +51,8 @@ const struct name_entry *name_cache_get(struct name_cache *c, uint64_t key);
 /* Keeps *e (its strings now the cache's) under key; returns the kept entry, or NULL
  * (-ENOMEM: e's strings are freed). */
 const struct name_entry *name_cache_put(struct name_cache *c, uint64_t key, struct name_entry *e);
+/* Makes room for n entries put in a row (a chain stays whole): starts over if needed. */
+void name_cache_room(struct name_cache *c, uint32_t n);
 void name_cache_clear(struct name_cache *c); /* forgets every entry (keeps max and the counts) */
 void name_cache_free(struct name_cache *c);
 

@@ -12,16 +12,11 @@
 #define CHUNK      4096
 #define SCOPE_SLOTS 16 /* ScopeInfo slots looked at for the name and the positions */
 
-static int rd(const struct v8_mem *m, uint64_t addr, void *buf, size_t len)
+int v8_read(const struct v8_mem *m, uint64_t addr, void *buf, size_t len)
 {
 	if (addr < 4096 || addr + len < addr || (addr >> 47))
 		return -EFAULT;
 	return m->read(m->ctx, addr, buf, len) < 0 ? -EFAULT : 0;
-}
-
-static bool is_heap(const struct prowl_v8_proc *vp, uint64_t v)
-{
-	return (v & vp->heap_tag_mask) == vp->heap_tag;
 }
 
 static bool is_smi(const struct prowl_v8_proc *vp, uint64_t v)
@@ -34,10 +29,9 @@ static int64_t smi_value(uint64_t v)
 	return (int64_t)v >> 32; /* 31 bits of shift and one of tag: checked by v8meta.c */
 }
 
-/* The tagged word at field off of object obj. */
-static int field(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t obj, uint32_t off, uint64_t *ret)
+int v8_field(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t obj, uint32_t off, uint64_t *ret)
 {
-	return rd(m, obj - vp->heap_tag + off, ret, WORD);
+	return v8_read(m, obj - vp->heap_tag + off, ret, WORD);
 }
 
 int v8_obj_type(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t obj)
@@ -45,8 +39,8 @@ int v8_obj_type(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t
 	uint64_t map;
 	uint16_t type;
 
-	if (!is_heap(vp, obj) || field(m, vp, obj, vp->o_map, &map) < 0 || !is_heap(vp, map) ||
-	    rd(m, map - vp->heap_tag + vp->o_map_type, &type, 2) < 0)
+	if (!v8_is_heap(vp, obj) || v8_field(m, vp, obj, vp->o_map, &map) < 0 || !v8_is_heap(vp, map) ||
+	    v8_read(m, map - vp->heap_tag + vp->o_map_type, &type, 2) < 0)
 		return -EFAULT;
 	return type;
 }
@@ -79,21 +73,21 @@ static int walk_string(const struct v8_mem *m, const struct prowl_v8_proc *vp, u
 		if (repr == vp->str_cons) {
 			uint64_t first, second;
 
-			if (depth >= V8_CONS_DEPTH || field(m, vp, str, vp->o_cons_first, &first) < 0 ||
-			    field(m, vp, str, vp->o_cons_second, &second) < 0)
+			if (depth >= V8_CONS_DEPTH || v8_field(m, vp, str, vp->o_cons_first, &first) < 0 ||
+			    v8_field(m, vp, str, vp->o_cons_second, &second) < 0)
 				return depth >= V8_CONS_DEPTH ? -E2BIG : -EFAULT;
 			stack[depth++] = second;
 			str = first;
 			continue;
 		}
 		if (repr == vp->str_thin && vp->o_thin_actual) {
-			if (field(m, vp, str, vp->o_thin_actual, &str) < 0)
+			if (v8_field(m, vp, str, vp->o_thin_actual, &str) < 0)
 				return -EFAULT;
 			continue;
 		}
 		if (repr != vp->str_seq)
 			return -EOPNOTSUPP; /* external or sliced: not read */
-		if (rd(m, str - vp->heap_tag + vp->o_str_length, &len, 4) < 0)
+		if (v8_read(m, str - vp->heap_tag + vp->o_str_length, &len, 4) < 0)
 			return -EFAULT;
 		if (len < 0 || (size_t)len > limit - total)
 			return -E2BIG;
@@ -101,7 +95,7 @@ static int walk_string(const struct v8_mem *m, const struct prowl_v8_proc *vp, u
 			size_t n = bytes - done < CHUNK ? bytes - done : CHUNK;
 			int r;
 
-			if (rd(m, str - vp->heap_tag + (two ? vp->o_seq2_chars : vp->o_seq1_chars) + done, buf, n) < 0)
+			if (v8_read(m, str - vp->heap_tag + (two ? vp->o_seq2_chars : vp->o_seq1_chars) + done, buf, n) < 0)
 				return -EFAULT;
 			r = fn(ctx, buf, two ? n / 2 : n, two);
 			if (r)
@@ -161,7 +155,7 @@ int v8_sfi_check(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_
 {
 	uint64_t name, script;
 
-	if (field(m, vp, sfi, vp->o_sfi_name, &name) < 0 || field(m, vp, sfi, vp->o_sfi_script, &script) < 0)
+	if (v8_field(m, vp, sfi, vp->o_sfi_name, &name) < 0 || v8_field(m, vp, sfi, vp->o_sfi_script, &script) < 0)
 		return -EFAULT;
 	*ret = (uint32_t)(name ^ script);
 	return 0;
@@ -177,7 +171,7 @@ static int scope_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, ui
 	int64_t nlocals;
 	size_t i;
 
-	if (rd(m, si - vp->heap_tag + vp->o_map + WORD, slot, sizeof(slot)) < 0)
+	if (v8_read(m, si - vp->heap_tag + vp->o_map + WORD, slot, sizeof(slot)) < 0)
 		return -EFAULT;
 	if (vp->si_ncontext_locals >= SCOPE_SLOTS || !is_smi(vp, slot[vp->si_ncontext_locals]))
 		return -EBADMSG;
@@ -185,7 +179,7 @@ static int scope_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, ui
 	if (nlocals < 0 || nlocals > SCOPE_SLOTS)
 		return -EBADMSG;
 	for (i = vp->si_first_vars + 2 * (size_t)nlocals; i < SCOPE_SLOTS; i++)
-		if (is_heap(vp, slot[i]) && v8_string(m, vp, slot[i], out, cap) >= 0)
+		if (v8_is_heap(vp, slot[i]) && v8_string(m, vp, slot[i], out, cap) >= 0)
 			break;
 	for (i++; i + 1 < SCOPE_SLOTS; i++)
 		if (is_smi(vp, slot[i]) && is_smi(vp, slot[i + 1]) && smi_value(slot[i]) >= 0 &&
@@ -206,7 +200,7 @@ int v8_sfi_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t
 	out[0] = 0;
 	if (v8_obj_type(m, vp, sfi) != vp->t_sfi)
 		return -ESTALE;
-	if (field(m, vp, sfi, vp->o_sfi_name, &nos) < 0)
+	if (v8_field(m, vp, sfi, vp->o_sfi_name, &nos) < 0)
 		return -EFAULT;
 	if (is_smi(vp, nos))
 		return 0; /* no name: anonymous */
@@ -222,7 +216,7 @@ int v8_sfi_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t
 
 int v8_sfi_script(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint64_t *ret)
 {
-	if (field(m, vp, sfi, vp->o_sfi_script, ret) < 0)
+	if (v8_field(m, vp, sfi, vp->o_sfi_script, ret) < 0)
 		return -EFAULT;
 	return v8_obj_type(m, vp, *ret) == vp->t_script && vp->t_script ? 0 : -ENOENT;
 }
@@ -232,7 +226,7 @@ int v8_script_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint6
 	uint64_t name;
 
 	out[0] = 0;
-	if (!vp->o_script_name || field(m, vp, script, vp->o_script_name, &name) < 0)
+	if (!vp->o_script_name || v8_field(m, vp, script, vp->o_script_name, &name) < 0)
 		return -EFAULT;
 	return v8_string(m, vp, name, out, cap);
 }
@@ -258,9 +252,9 @@ static int vlq(const uint8_t *tab, size_t len, size_t *pos, int64_t *ret)
 	return -1;
 }
 
-int32_t v8_postab_lookup(const uint8_t *tab, size_t len, uint32_t off)
+int64_t v8_postab_raw(const uint8_t *tab, size_t len, uint32_t off)
 {
-	int64_t code = -1, source = 0, d; /* code -1: the function's entry */
+	int64_t code = -1, source = 0, d, found = -1; /* code -1: the function's entry */
 	size_t pos = 0;
 
 	while (pos < len) {
@@ -275,10 +269,18 @@ int32_t v8_postab_lookup(const uint8_t *tab, size_t len, uint32_t off)
 		source += d;
 		if (code < -1 || code > INT32_MAX || source < 0 || source > ((int64_t)1 << 47))
 			return -1;
+		found = source;
 	}
-	if (source & 1)
-		return -1; /* an external position (a line of another file): not a script offset */
-	return (int32_t)((source >> 1) & ((1 << 30) - 1)) - 1; /* stored plus one */
+	return found;
+}
+
+int32_t v8_postab_lookup(const uint8_t *tab, size_t len, uint32_t off)
+{
+	int64_t source = v8_postab_raw(tab, len, off);
+
+	if (source < 0)
+		source = 0; /* no entry at or before off: the function's entry */
+	return v8_pos_offset((uint64_t)source);
 }
 
 int v8_bytecode_position(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint32_t bco,
@@ -290,10 +292,10 @@ int v8_bytecode_position(const struct v8_mem *m, const struct prowl_v8_proc *vp,
 
 	/* The bytecode: SharedFunctionInfo's function_data once compiled. The source
 	 * position table is BytecodeArray's fourth word (V8 9 to 11; not in the metadata). */
-	if (!vp->o_sfi_data || !vp->t_byte_array || field(m, vp, sfi, vp->o_sfi_data, &ba) < 0 ||
+	if (!vp->o_sfi_data || !vp->t_byte_array || v8_field(m, vp, sfi, vp->o_sfi_data, &ba) < 0 ||
 	    v8_obj_type(m, vp, ba) != vp->t_bytecode_array ||
-	    field(m, vp, ba, (uint32_t)vp->o_fa_length + 3 * WORD, &tab) < 0 || v8_obj_type(m, vp, tab) != vp->t_byte_array ||
-	    field(m, vp, tab, vp->o_fa_length, &lenw) < 0 || !is_smi(vp, lenw))
+	    v8_field(m, vp, ba, (uint32_t)vp->o_fa_length + 3 * WORD, &tab) < 0 || v8_obj_type(m, vp, tab) != vp->t_byte_array ||
+	    v8_field(m, vp, tab, vp->o_fa_length, &lenw) < 0 || !is_smi(vp, lenw))
 		return -ENOENT;
 	len = smi_value(lenw);
 	if (len <= 0 || len > V8_POSTAB_MAX)
@@ -301,7 +303,7 @@ int v8_bytecode_position(const struct v8_mem *m, const struct prowl_v8_proc *vp,
 	buf = malloc((size_t)len);
 	if (!buf)
 		return -ENOMEM;
-	if (rd(m, tab - vp->heap_tag + vp->o_fa_data, buf, (size_t)len) < 0) {
+	if (v8_read(m, tab - vp->heap_tag + vp->o_fa_data, buf, (size_t)len) < 0) {
 		free(buf);
 		return -EFAULT;
 	}
@@ -361,11 +363,11 @@ int v8_script_lines(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint
 	*ret = NULL;
 	*ret_n = 0;
 	/* V8's own table, once something asked for it (a stack trace). */
-	if (vp->o_script_line_ends && vp->t_fixed_array && field(m, vp, script, vp->o_script_line_ends, &ends) == 0 &&
-	    v8_obj_type(m, vp, ends) == vp->t_fixed_array && field(m, vp, ends, vp->o_fa_length, &lenw) == 0 &&
+	if (vp->o_script_line_ends && vp->t_fixed_array && v8_field(m, vp, script, vp->o_script_line_ends, &ends) == 0 &&
+	    v8_obj_type(m, vp, ends) == vp->t_fixed_array && v8_field(m, vp, ends, vp->o_fa_length, &lenw) == 0 &&
 	    is_smi(vp, lenw) && smi_value(lenw) > 0 && smi_value(lenw) <= V8_LINES_MAX) {
 		for (int64_t i = 0; i < smi_value(lenw); i++) {
-			if (field(m, vp, ends, vp->o_fa_data + (uint32_t)(i * WORD), &w) < 0 || !is_smi(vp, w) ||
+			if (v8_field(m, vp, ends, vp->o_fa_data + (uint32_t)(i * WORD), &w) < 0 || !is_smi(vp, w) ||
 			    smi_value(w) < 0 || smi_value(w) > INT32_MAX || (r = add_end(&l, (size_t)smi_value(w))) != 0) {
 				free(l.v);
 				return -EBADMSG;
@@ -375,7 +377,7 @@ int v8_script_lines(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint
 		*ret_n = l.n;
 		return 0;
 	}
-	if (!vp->o_script_source || field(m, vp, script, vp->o_script_source, &src) < 0)
+	if (!vp->o_script_source || v8_field(m, vp, script, vp->o_script_source, &src) < 0)
 		return -ENOENT;
 	r = walk_string(m, vp, src, V8_SOURCE_MAX, scan_ends, &l);
 	if (r < 0) {

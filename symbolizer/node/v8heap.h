@@ -3,6 +3,7 @@
 #ifndef PROWL_V8HEAP_H
 #define PROWL_V8HEAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,18 @@ struct v8_mem {
 #define V8_POSTAB_MAX   (64u << 10) /* bytes of a source position table */
 #define V8_CONS_DEPTH   32         /* cons strings followed per string */
 #define V8_LINES_MAX    (1u << 20) /* line ends kept per script */
+
+/* Exactly len bytes of m at addr (never the first page, nor past 47 bits): 0 or -EFAULT. */
+int v8_read(const struct v8_mem *m, uint64_t addr, void *buf, size_t len);
+
+/* The tagged word at field off of heap object obj: 0 or -EFAULT. */
+int v8_field(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t obj, uint32_t off, uint64_t *ret);
+
+/* Whether tagged word v points at a heap object. */
+static inline bool v8_is_heap(const struct prowl_v8_proc *vp, uint64_t v)
+{
+	return (v & vp->heap_tag_mask) == vp->heap_tag;
+}
 
 /* The instance type of the heap object at tagged pointer obj, or a negative errno. */
 int v8_obj_type(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t obj);
@@ -61,5 +74,23 @@ int v8_line_of(const uint32_t *ends, size_t n, int32_t pos);
  * VLQ deltas: code offset, source position); the script offset it encodes, or -1. Pure:
  * for tests and fuzzers. */
 int32_t v8_postab_lookup(const uint8_t *tab, size_t len, uint32_t off);
+
+/* The raw source position (V8's SourcePosition: bit 0 external, bits 1-30 the script
+ * offset plus one, bits 31-46 the inlining id) of the last entry at or before code
+ * offset off in tab[0..len), or -1 (none, or garbled). Pure. */
+int64_t v8_postab_raw(const uint8_t *tab, size_t len, uint32_t off);
+
+/* The script offset of raw source position p, or -1 (external or none). */
+static inline int32_t v8_pos_offset(uint64_t p)
+{
+	return (p & 1) ? -1 : (int32_t)((p >> 1) & ((1u << 30) - 1)) - 1; /* stored plus one */
+}
+
+/* The inlining id of raw source position p: 0 the code's own function, i the
+ * function of the code's inlining position i - 1. */
+static inline uint32_t v8_pos_inlining(uint64_t p)
+{
+	return (uint32_t)(p >> 31) & 0xffff;
+}
 
 #endif

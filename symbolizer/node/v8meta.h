@@ -72,7 +72,20 @@
 	X(T_BYTE_ARRAY, ITYPE, 0, "type_ByteArray__BYTE_ARRAY_TYPE", NULL)                      \
 	X(T_FIXED_ARRAY, ITYPE, 0, "type_FixedArray__FIXED_ARRAY_TYPE", NULL)                   \
 	X(SI_FIRST_VARS, SMALL, 0, "scopeinfo_idx_first_vars", NULL)                            \
-	X(SI_NCONTEXT_LOCALS, SMALL, 0, "scopeinfo_idx_ncontextlocals", NULL)
+	X(SI_NCONTEXT_LOCALS, SMALL, 0, "scopeinfo_idx_ncontextlocals", NULL)                    \
+	X(T_INSTRUCTION_STREAM, ITYPE, 0, "type_InstructionStream__INSTRUCTION_STREAM_TYPE", NULL) \
+	X(O_IS_START, OFF, 0, "class_InstructionStream__instruction_start__uintptr_t", NULL)    \
+	X(O_CODE_DEOPT, OFF, 0, "class_Code__deoptimization_data__FixedArray", NULL)            \
+	X(O_CODE_SPT, OFF, 0, "class_Code__source_position_table__ByteArray", NULL)             \
+	X(DD_INLINED_COUNT, SMALL, 0, "DeoptimizationDataInlinedFunctionCountIndex", NULL)      \
+	X(DD_LITERALS, SMALL, 0, "DeoptimizationDataLiteralArrayIndex", NULL)                   \
+	X(DD_SFI, SMALL, 0, "DeoptimizationDataSharedFunctionInfoIndex", NULL)                  \
+	X(DD_INLINING_POSITIONS, SMALL, 0, "DeoptimizationDataInliningPositionsIndex", NULL)    \
+	X(CODE_KIND_MASK, SMALL, 0, "CodeKindFieldMask", NULL)                                  \
+	X(CODE_KIND_BASELINE, SMALL, 0, "CodeKindBaseline", NULL)                               \
+	X(O_CODE_START, OFF, 0, "class_Code__instruction_start__uintptr_t", NULL)               \
+	X(O_CODE_SIZE, OFF, 0, "class_Code__instruction_size__int", NULL)                       \
+	X(O_CODE_FLAGS, OFF, 0, "class_Code__flags__uint32_t", NULL)
 
 #define V8_CONST_ENUM(id, kind, need, name, old) V8_##id,
 enum v8_const { V8_CONSTS(V8_CONST_ENUM) V8__N };

@@ -13,6 +13,7 @@
 #include "namecache.h"
 #include "u64map.h"
 #include "v8heap.h"
+#include "v8inline.h"
 
 #define SCRIPTS_MAX 256 /* line tables kept; dropped with the names */
 
@@ -30,6 +31,7 @@ struct v8_namer {
 	uint64_t script_bytes;
 	uint32_t pid, gen;     /* the registration of the last process looked up */
 	struct prowl_v8_proc proc;
+	uint64_t istream_map;  /* its InstructionStream map, once found (v8inline.c) */
 };
 
 int v8_namer_new(struct v8_namer **ret)
@@ -103,38 +105,27 @@ static const struct script_entry *script_lines(struct v8_namer *r, const struct 
 	return e;
 }
 
-static int read_frame(struct v8_namer *r, uint32_t pid, const struct prowl_jframe *f, struct name_entry *e,
-		      const char **why)
+/* Function sfi's name, script and the line of script offset pos (-1: its first line) into *e. */
+static int read_name(struct v8_namer *r, const struct v8_mem *m, uint32_t pid, uint64_t sfi, int32_t pos,
+		     struct name_entry *e)
 {
-	struct v8_mem m = { proc_read, (void *)(uintptr_t)pid };
 	const struct prowl_v8_proc *vp = &r->proc;
 	const struct script_entry *se;
 	char name[V8_NAME_MAX], file[V8_NAME_MAX] = "";
-	int32_t start, pos = -1;
+	int32_t start;
 	uint64_t script;
-	uint32_t check;
 	int rc;
 
-	/* The function must still be the one BPF saw: the collector moves objects. */
-	*why = "[v8: function moved or freed since the sample]";
-	if (v8_obj_type(&m, vp, f->ptr) != vp->t_sfi || v8_sfi_check(&m, vp, f->ptr, &check) < 0 || check != f->check)
-		return -ESTALE;
-	*why = "[v8: function unreadable]";
-	rc = v8_sfi_name(&m, vp, f->ptr, name, sizeof(name), &start);
+	rc = v8_sfi_name(m, vp, sfi, name, sizeof(name), &start);
 	if (rc < 0)
 		return rc;
-	e->line = 0;
-	if (v8_sfi_script(&m, vp, f->ptr, &script) == 0) {
-		if (v8_script_name(&m, vp, script, file, sizeof(file)) < 0)
+	*e = (struct name_entry){ 0 };
+	if (v8_sfi_script(m, vp, sfi, &script) == 0) {
+		if (v8_script_name(m, vp, script, file, sizeof(file)) < 0)
 			file[0] = 0;
-		/* The line of the bytecode being run; else (compiled code, no table) the
-		 * function's first line. */
-		if (f->kind == PROWL_V8_INTERP && f->off != PROWL_JF_BCI_NONE && vp->o_bytecode_data > vp->heap_tag &&
-		    f->off >= (uint32_t)(vp->o_bytecode_data - vp->heap_tag))
-			v8_bytecode_position(&m, vp, f->ptr, f->off - (vp->o_bytecode_data - vp->heap_tag), &pos);
 		if (pos < 0)
 			pos = start;
-		if (pos >= 0 && (se = script_lines(r, &m, pid, script)))
+		if (pos >= 0 && (se = script_lines(r, m, pid, script)))
 			e->line = v8_line_of(se->ends, se->n, pos);
 	}
 	e->function = strdup(name[0] ? name : "(anonymous)");
@@ -147,43 +138,116 @@ static int read_frame(struct v8_namer *r, uint32_t pid, const struct prowl_jfram
 	return 0;
 }
 
-int v8_namer_frame(struct v8_namer *r, uint32_t pid, uint32_t gen, const struct prowl_jframe *f,
-		   struct frame_name *ret, uint64_t *ret_key, const char **ret_why)
+static void entries_free(struct name_entry *e, size_t n)
 {
-	struct name_entry e = { 0 };
-	const struct name_entry *ce;
-	uint64_t key;
+	for (size_t i = 0; i < n; i++) {
+		free(e[i].function);
+		free(e[i].file);
+	}
+}
+
+/* The names of frame f into e[0..*ret_n): an optimized frame's inlined functions
+ * innermost first (found from pc), its own function last. */
+static int read_frame(struct v8_namer *r, uint32_t pid, const struct prowl_jframe *f, uint64_t pc,
+		      struct name_entry *e, size_t cap, size_t *ret_n, const char **why)
+{
+	struct v8_mem m = { proc_read, (void *)(uintptr_t)pid };
+	const struct prowl_v8_proc *vp = &r->proc;
+	struct v8_inl_frame inl[V8_INLINE_MAX];
+	int32_t pos = -1;
+	uint32_t check;
+	size_t n = 0;
 	int rc;
 
+	/* The function must still be the one BPF saw: the collector moves objects. */
+	*why = "[v8: function moved or freed since the sample]";
+	if (v8_obj_type(&m, vp, f->ptr) != vp->t_sfi || v8_sfi_check(&m, vp, f->ptr, &check) < 0 || check != f->check)
+		return -ESTALE;
+	*why = "[v8: function unreadable]";
+	/* Compiled code: the functions inlined at pc, when it is optimized code of f's
+	 * function; else the function alone, at its first line. */
+	if (f->kind == PROWL_V8_JIT && pc &&
+	    v8_inline_frames(&m, vp, pc, f->ptr, &r->istream_map, inl, cap < V8_INLINE_MAX ? cap : V8_INLINE_MAX, &n) < 0)
+		n = 0;
+	if (!n) {
+		/* The line of the bytecode being run. */
+		if (f->kind == PROWL_V8_INTERP && f->off != PROWL_JF_BCI_NONE && vp->o_bytecode_data > vp->heap_tag &&
+		    f->off >= (uint32_t)(vp->o_bytecode_data - vp->heap_tag))
+			v8_bytecode_position(&m, vp, f->ptr, f->off - (vp->o_bytecode_data - vp->heap_tag), &pos);
+		inl[0] = (struct v8_inl_frame){ f->ptr, pos };
+		n = 1;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if ((rc = read_name(r, &m, pid, inl[i].sfi, inl[i].pos, &e[i])) < 0) {
+			entries_free(e, i);
+			return rc;
+		}
+	}
+	*ret_n = n;
+	return 0;
+}
+
+int v8_namer_frame(struct v8_namer *r, uint32_t pid, uint32_t gen, const struct prowl_jframe *f, uint64_t pc,
+		   struct frame_name *ret, size_t cap, size_t *ret_n, uint64_t *ret_key, const char **ret_why)
+{
+	struct name_entry e[V8_INLINE_MAX];
+	const struct name_entry *ce;
+	uint64_t key;
+	size_t n = 0;
+	int rc;
+
+	*ret_n = 0;
 	*ret_why = "[v8: the process exited or re-registered before its frames were read]";
+	if (!cap)
+		return -EINVAL;
 	if (r->pid != pid || r->gen != gen) {
 		r->pid = 0;
+		r->istream_map = 0;
 		if (!r->io || r->io->v8_proc_get(r->io->ctx, pid, &r->proc) < 0 || r->proc.gen != gen)
 			return -ESRCH;
 		r->pid = pid;
 		r->gen = gen;
 	}
+	/* Compiled frames by pc too: each pc has its own inlined functions and lines. */
+	pc = f->kind == PROWL_V8_JIT ? pc : 0;
 	key = name_key_mix(name_key_mix(name_key_mix(name_key_mix((uint64_t)pid << 32 | gen, f->ptr), f->check),
 					f->kind),
 			   f->off);
+	key = name_key_mix(key, pc);
 	key = key ? key : 1;
 	if ((ce = name_cache_get(&r->names, key))) {
-		*ret = (struct frame_name){ ce->function, ce->file, ce->line };
+		for (n = 0; n <= ce->chain && n < cap; n++)
+			ret[n] = (struct frame_name){ ce[n].function, ce[n].file, ce[n].line };
+		*ret_n = n;
 		*ret_key = key;
 		return 0;
 	}
-	rc = f->kind == PROWL_V8_INTERP || f->kind == PROWL_V8_JIT ? read_frame(r, pid, f, &e, ret_why) : -EBADMSG;
+	rc = f->kind == PROWL_V8_INTERP || f->kind == PROWL_V8_JIT ? read_frame(r, pid, f, pc, e, cap, &n, ret_why)
+								   : -EBADMSG;
 	if (rc < 0) {
 		r->names.failures++;
 		if (rc != -ENOMEM && kill((pid_t)pid, 0) < 0 && errno == ESRCH)
 			*ret_why = "[v8: the process exited before its frames were read]";
 		return rc == -ENOMEM ? rc : -ESTALE;
 	}
-	if (r->names.n >= r->names.max)
+	if (r->names.n + n > r->names.max)
 		scripts_clear(r); /* the names start over: the line tables with them */
-	if (!(ce = name_cache_put(&r->names, key, &e)))
-		return -ENOMEM;
-	*ret = (struct frame_name){ ce->function, ce->file, ce->line };
+	name_cache_room(&r->names, (uint32_t)n);
+	/* A chain in a row: the first entry under key says how many follow. */
+	e[0].chain = (uint32_t)n - 1;
+	for (size_t i = 0; i < n; i++) {
+		const struct name_entry *pe = name_cache_put(&r->names, i ? name_key_mix(key, i) : key, &e[i]);
+
+		if (!pe) {
+			entries_free(e + i + 1, n - i - 1);
+			return -ENOMEM;
+		}
+		if (!i)
+			ce = pe;
+	}
+	for (size_t i = 0; i < n; i++)
+		ret[i] = (struct frame_name){ ce[i].function, ce[i].file, ce[i].line };
+	*ret_n = n;
 	*ret_key = key;
 	return 0;
 }

@@ -32,6 +32,37 @@ struct v8_file *v8_file_detect(Elf *elf, const char *path)
 	return vf;
 }
 
+/* What reading optimized code's inlined functions (v8inline.c) needs, only when every
+ * constant is there: V8 11's Code beside its InstructionStream, or V8 10's Code in code
+ * space (t_instruction_stream = t_code), whose position table and deoptimization data
+ * precede its instruction size (by 16 and 24 bytes) and whose DeoptimizationData
+ * indexes are V8's of old (metadata only from V8 11). */
+static void v8_proc_fill_code(const struct v8_meta *m, struct prowl_v8_proc *ret)
+{
+	const int32_t *v = m->v;
+
+	if (!m->has[V8_T_CODE] || !m->has[V8_CODE_KIND_MASK] || !m->has[V8_CODE_KIND_BASELINE] ||
+	    !m->has[V8_O_FA_LENGTH] || !m->has[V8_O_FA_DATA] || !m->has[V8_T_BYTE_ARRAY] || !m->has[V8_T_FIXED_ARRAY])
+		return;
+	if (m->has[V8_T_INSTRUCTION_STREAM] && m->has[V8_O_IS_START] && m->has[V8_O_CODE_DEOPT] &&
+	    m->has[V8_O_CODE_SPT] && m->has[V8_DD_INLINED_COUNT] && m->has[V8_DD_LITERALS] && m->has[V8_DD_SFI] &&
+	    m->has[V8_DD_INLINING_POSITIONS]) {
+		ret->t_instruction_stream = (__u16)v[V8_T_INSTRUCTION_STREAM];
+		return;
+	}
+	if (!m->has[V8_T_INSTRUCTION_STREAM] && m->has[V8_O_CODE_START] && m->has[V8_O_CODE_SIZE] &&
+	    m->has[V8_O_CODE_FLAGS] && v[V8_O_CODE_SIZE] >= 24 && v[V8_O_CODE_FLAGS] == v[V8_O_CODE_SIZE] + 8) {
+		ret->t_instruction_stream = (__u16)v[V8_T_CODE];
+		ret->o_is_start = (__u16)v[V8_O_CODE_START];
+		ret->o_code_spt = (__u16)(v[V8_O_CODE_SIZE] - 16);
+		ret->o_code_deopt = (__u16)(v[V8_O_CODE_SIZE] - 24);
+		ret->dd_inlined_count = 1;
+		ret->dd_literals = 2;
+		ret->dd_sfi = 6;
+		ret->dd_inlining_positions = 7;
+	}
+}
+
 void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct prowl_v8_proc *ret)
 {
 	const int32_t *v = m->v;
@@ -61,19 +92,28 @@ void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct p
 		.str_cons = U8(STR_CONS), .str_thin = (__u8)(m->has[V8_STR_THIN] ? v[V8_STR_THIN] : 0xff),
 		.str_one_byte = U8(STR_ONE_BYTE), .str_two_byte = U8(STR_TWO_BYTE),
 		.str_not_string_mask = (__u32)v[V8_STR_NOT_STRING_MASK],
+		.t_code = U16(T_CODE), .o_is_start = U16(O_IS_START), .o_code_deopt = U16(O_CODE_DEOPT),
+		.o_code_spt = U16(O_CODE_SPT), .dd_inlined_count = U8(DD_INLINED_COUNT), .dd_literals = U8(DD_LITERALS),
+		.dd_sfi = U8(DD_SFI), .dd_inlining_positions = U8(DD_INLINING_POSITIONS),
+		.code_kind_mask = U8(CODE_KIND_MASK), .code_kind_baseline = U8(CODE_KIND_BASELINE),
 	};
+	v8_proc_fill_code(m, ret);
 #undef U16
 #undef U8
 }
 
 int v8_proc_register(const struct maps_io *io, uint32_t pid, const struct v8_file *vf, uint64_t bias, uint32_t gen,
-		     uint64_t text_low, uint64_t text_high)
+		     uint64_t text_low, uint64_t text_high, uint64_t copy_bias)
 {
 	struct prowl_v8_proc vp;
 
 	v8_proc_fill(&vf->meta, bias, gen, &vp);
 	vp.text_low = text_low;
 	vp.text_high = text_high;
+	if (copy_bias && copy_bias != bias && vf->meta.builtins_hi) {
+		vp.copy_low = vf->meta.builtins_lo + copy_bias;
+		vp.copy_high = vf->meta.builtins_hi + copy_bias;
+	}
 	log_debug("node: pid %" PRIu32 " registered (builtins at %#" PRIx64 ")", pid, (uint64_t)vp.builtins_low);
 	return io->v8_proc_set(io->ctx, pid, &vp);
 }

@@ -1,6 +1,7 @@
 """jdkfetch.py: the JDKs Debian 12 lacks, from Debian's own archive: OpenJDK 11 from
 bullseye (runs on Debian 12's glibc) and OpenJDK 21 from trixie (with trixie's glibc
-and zlib, run through that glibc's own loader). Fetched with apt-get download under a
+and zlib, run through that glibc's own loader); and bookworm's Node 18 beside the
+machine's node. Fetched with apt-get download under a
 private apt state (tests/kmatrix/kmatrix.py's apt_opts: the system's sources are
 neither read nor written), unpacked with dpkg-deb, never installed. Cached in
 /var/cache/prowl/jdks (BUILD/jdks when that is not writable)."""
@@ -19,6 +20,12 @@ JDKS = {
 }
 
 
+# Node 18 (bookworm's nodejs, V8 10.2 in libnode.so.108) with the libraries Debian 12 may
+# lack and the modules it loads from /usr/share/nodejs at start.
+NODE18 = ("bookworm", ["nodejs", "libnode108", "libc-ares2", "libnghttp2-14", "libbrotli1", "libuv1", "libicu72",
+                       "node-acorn", "node-cjs-module-lexer", "node-undici"])
+
+
 def cache_dir(build):
     d = "/var/cache/prowl/jdks"
     try:
@@ -30,15 +37,12 @@ def cache_dir(build):
     return os.path.join(build, "jdks")
 
 
-def fetch(build, name):
-    """The command that runs name's java (a list), or a string saying why there is none."""
-    suite, packages, home, own_libc = JDKS[name]
+def fetch_tree(build, name, suite, packages, want):
+    """Debian's suite's packages unpacked into one tree (cached by name): its root, or a
+    string saying why there is none; want: a path in the tree that must be there."""
     root = os.path.join(cache_dir(build), name)
-    libdir = os.path.join(root, "usr", "lib", "x86_64-linux-gnu")
-    java = os.path.join(root, home, "bin", "java")
-    command = ([os.path.join(libdir, "ld-linux-x86-64.so.2"), "--library-path", libdir] if own_libc else []) + [java]
     if os.path.exists(os.path.join(root, ".complete")):
-        return command
+        return root
     d = os.path.join(cache_dir(build), "apt", suite)
     for sub in ("lists/partial", "cache/archives/partial", "sources.list.d", "preferences.d", "debs"):
         os.makedirs(os.path.join(d, sub), exist_ok=True)
@@ -59,7 +63,31 @@ def fetch(build, name):
         if deb.endswith(".deb") and deb.split("_")[0] in packages:
             subprocess.run(["dpkg-deb", "-x", os.path.join(debs, deb), root], check=True)
             os.unlink(os.path.join(debs, deb))
-    if not os.access(java, os.X_OK):
-        return f"{name}: no {java} in Debian's {' '.join(packages)}"
+    if not os.path.exists(os.path.join(root, want)):
+        return f"{name}: no {want} in Debian's {' '.join(packages)}"
     open(os.path.join(root, ".complete"), "w").close()
-    return command
+    return root
+
+
+def fetch(build, name):
+    """The command that runs name's java (a list), or a string saying why there is none."""
+    suite, packages, home, own_libc = JDKS[name]
+    root = fetch_tree(build, name, suite, packages, os.path.join(home, "bin", "java"))
+    if not os.path.isabs(root):
+        return root
+    libdir = os.path.join(root, "usr", "lib", "x86_64-linux-gnu")
+    java = os.path.join(root, home, "bin", "java")
+    return ([os.path.join(libdir, "ld-linux-x86-64.so.2"), "--library-path", libdir] if own_libc else []) + [java]
+
+
+def node18(build):
+    """The command that runs bookworm's Node 18 (a list; arguments follow), or a string
+    saying why there is none. It runs in a mount namespace of its own where the tree's
+    /usr/share/nodejs stands over the system's (node 18 loads modules from there by path)."""
+    root = fetch_tree(build, "node18", *NODE18, "usr/bin/node")
+    if not os.path.isabs(root):
+        return root
+    share = "/usr/share/nodejs" if os.path.isdir("/usr/share/nodejs") else "/usr/share"
+    script = (f'mount --bind "$0{share}" {share} && '
+              'LD_LIBRARY_PATH="$0/usr/lib/x86_64-linux-gnu" exec "$0/usr/bin/node" "$@"')
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, root]

@@ -13,11 +13,13 @@ import subprocess
 
 import pytest
 
+import jdkfetch
 from agentlib import otlp_window_run
-from conftest import pprof_raw, run_prowl, stop
+from conftest import BUILD, pprof_raw, run_prowl, stop
 
 NODE = "/usr/bin/node"
 SCRIPT = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "workloads", "node", "split.js"))
+INLINED = os.path.join(os.path.dirname(SCRIPT), "inlined.js")
 SPLIT = {"fifty": 0.50, "thirty": 0.30, "twenty": 0.20}
 ROOTS = {"_start", "__clone3", "__clone", "clone", "clone3", "start_thread"}
 
@@ -43,8 +45,8 @@ LOOP_LINE, BODY_LINES = _source_lines()
 pytestmark = pytest.mark.skipif(not os.access(NODE, os.X_OK), reason=f"{NODE} is not installed (apt-get install nodejs)")
 
 
-def start_node(node_flags=(), mode="split"):
-    p = subprocess.Popen([NODE, *node_flags, SCRIPT, "60", mode], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+def start_node(node_flags=(), mode="split", script=SCRIPT, node=(NODE,)):
+    p = subprocess.Popen([*node, *node_flags, script, "60", mode], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     ready, _, _ = select.select([p.stdout], [], [], 30)
     if not (ready and p.stdout.readline() == b"ready\n"):
         p.kill()
@@ -52,10 +54,10 @@ def start_node(node_flags=(), mode="split"):
     return p
 
 
-def _run(tmp_path_factory, name, node_flags=(), mode="split", extra=(), seconds=2):
-    """Starts node on split.js, records it at 999 Hz, stops it: the pprof -raw."""
+def _run(tmp_path_factory, name, node_flags=(), mode="split", extra=(), seconds=2, script=SCRIPT, node=(NODE,)):
+    """Starts node on split.js (or script), records it at 999 Hz, stops it: the pprof -raw."""
     out = tmp_path_factory.mktemp("node") / f"{name}.pb.gz"
-    p = start_node(node_flags, mode)
+    p = start_node(node_flags, mode, script, node)
     try:
         res = run_prowl(["record", "-p", str(p.pid), "-F", "999", "-d", str(seconds), "-o", str(out)] + list(extra))
         assert res.returncode == 0, res.stderr
@@ -75,6 +77,11 @@ def jitless_run(tmp_path_factory):
     return _run(tmp_path_factory, "jitless", node_flags=("--jitless",), seconds=3)
 
 
+@pytest.fixture(scope="module")
+def inlined_run(tmp_path_factory):
+    return _run(tmp_path_factory, "inlined", seconds=3, script=INLINED)
+
+
 def js_frames(raw, s):
     """(function, file, line) of the [js] frames of sample s, leaf first."""
     jm = {mid for mid, m in raw.mappings.items() if m["file"] == "[js]"}
@@ -85,7 +92,8 @@ def js_frames(raw, s):
     return out
 
 
-def assert_split_and_root(raw):
+def assert_shares_and_root(raw):
+    """The 50/30/20 split within 5 points, at least 95 % of the samples rooted."""
     total = raw.total()
     assert total > 200, f"only {total} samples of node"
     shares = {f: raw.share(f) for f in SPLIT}
@@ -94,20 +102,21 @@ def assert_split_and_root(raw):
         assert abs(shares[f] - want) <= 0.05, (f, shares)
     rooted = raw.total(lambda s: raw.frames(s)[-1] in ROOTS)
     assert rooted / total >= 0.95, f"{rooted} of {total} samples reach the thread's root"
+    return total
+
+
+def assert_split_and_root(raw, entry="Builtins_JSEntry"):
+    assert_shares_and_root(raw)
     # The work is under main() and node's own loader (whose module wrapper has no name),
-    # through V8's entry into JavaScript.
+    # through V8's entry into JavaScript (entry: a frame of it that has a name).
     for s in [s for s in raw.samples if set(raw.frames(s)) & set(SPLIT)]:
         fr = raw.frames(s)
-        assert "main" in fr and "Builtins_JSEntry" in fr and "(anonymous)" in fr, fr
-        assert fr.index("main") < fr.index("(anonymous)") < fr.index("Builtins_JSEntry"), fr
+        assert "main" in fr and entry in fr and "(anonymous)" in fr, fr
+        assert fr.index("main") < fr.index("(anonymous)") < fr.index(entry), fr
 
 
-def test_split_file_line_and_root(default_run):
-    """Default tiers (Ignition, Sparkplug, Maglev, TurboFan as V8 picks them): the three
-    functions' shares, every stack rooted, each function named with split.js and a line
-    in its body (compiled frames: the function's first line)."""
-    raw, _ = default_run
-    assert_split_and_root(raw)
+def assert_named_in_body(raw):
+    """Each split function named with split.js and a line in its body."""
     seen = set()
     for s in raw.samples:
         for func, file, line in js_frames(raw, s):
@@ -116,6 +125,79 @@ def test_split_file_line_and_root(default_run):
                 assert line in BODY_LINES[func], (func, line, BODY_LINES[func])
                 seen.add(func)
     assert seen == set(SPLIT)
+
+
+def assert_mix_inlined(raw):
+    """At least a third of each split function's samples show mix() as a frame TurboFan
+    inlined into it (one location, innermost first), called from its loop line."""
+    in_mix = dict.fromkeys(SPLIT, 0)
+    for s in raw.samples:
+        for lid in s["locs"]:
+            lines = raw.locations[lid]["lines"]
+            if len(lines) >= 2 and lines[0][0] == "mix" and lines[1][0] in SPLIT:
+                assert lines[1][2] == LOOP_LINE[lines[1][0]], lines
+                in_mix[lines[1][0]] += s["values"][0]
+    for f in SPLIT:
+        assert in_mix[f] >= raw.total() * raw.share(f) / 3, (f, in_mix, raw.share(f))
+
+
+@pytest.mark.more
+def test_node18(tmp_path_factory):
+    """Debian 12's own Node 18 (V8 10.2, in libnode.so.108; fetched from bookworm, run
+    beside the machine's node): the split, rooted stacks, names and lines, and mix()
+    inlined into each function (V8 10's code objects, in code space)."""
+    node = jdkfetch.node18(BUILD)
+    if isinstance(node, str):
+        pytest.skip(node)
+    raw, _ = _run(tmp_path_factory, "node18", seconds=3, node=node)
+    # libnode.so.108 keeps no symbols for V8's builtins: its C++ entry names the way in.
+    assert_split_and_root(raw, entry="v8::internal::Execution::Call")
+    assert_named_in_body(raw)
+    assert_mix_inlined(raw)
+
+
+def test_split_file_line_and_root(default_run):
+    """Default tiers (Ignition, Sparkplug, Maglev, TurboFan as V8 picks them): the three
+    functions' shares, every stack rooted, each function named with split.js and a line
+    in its body. TurboFan inlines mix() into each: at least a third of each function's
+    samples show mix as an inlined frame of it (one location), called from its loop line."""
+    raw, _ = default_run
+    assert_split_and_root(raw)
+    assert_named_in_body(raw)
+    assert_mix_inlined(raw)
+
+
+def test_inlined_functions(inlined_run):
+    """inlined.js: the three functions are inlined by TurboFan into round(), so their
+    samples are of round()'s optimized code: prowl splits each such frame into the function
+    inlined at its pc (with its line) under round() (the line of the call), lines of one
+    location (round() itself may be inlined into the script's loop, optimized on the stack).
+    The 50/30/20 split holds and the stacks reach the thread's root."""
+    raw, _ = inlined_run
+    total = assert_shares_and_root(raw)
+    text = open(INLINED).read().splitlines()
+    body = {m.group(1): i + 1 for i, l in enumerate(text) for m in [re.search(r"// body: (\w+)", l)] if m}
+    call = {m.group(1): i + 1 for i, l in enumerate(text) for m in [re.search(r"// call: (\w+)", l)] if m}
+    inlined = 0
+    for s in raw.samples:
+        for lid in s["locs"]:
+            lines = raw.locations[lid]["lines"]
+            if len(lines) >= 2 and lines[0][0] in SPLIT and lines[1][0] == "round":
+                f = lines[0][0]
+                assert lines[0][1:] == (INLINED, body[f]) and lines[1][1:] == (INLINED, call[f]), lines
+                inlined += s["values"][0]
+    assert inlined / total >= 0.9, f"{inlined} of {total} samples in a function inlined into round()"
+
+
+@pytest.mark.parametrize("tier", [pytest.param(("--max-opt=1",), id="sparkplug"),
+                                  pytest.param(("--maglev", "--max-opt=2"), id="maglev", marks=pytest.mark.more)])
+def test_tier_split_and_root(tmp_path_factory, tier):
+    """Kept at one tier: Sparkplug's baseline code calls V8's builtins where V8 mapped
+    them a second time, near its code (short builtin calls): a sample in one is walked
+    as in the binary's own copy, so the split holds and the stacks reach the root."""
+    raw, _ = _run(tmp_path_factory, tier[-1].strip("-"), node_flags=tier, seconds=3)
+    assert_split_and_root(raw)
+    assert_named_in_body(raw)
 
 
 def test_jitless_busy_loop_line(jitless_run):
@@ -157,13 +239,26 @@ def test_node_off(tmp_path_factory):
 def test_agent_otlp_frame_type_and_metrics(tmp_path):
     """The agent (whole host) exports node's frames over OTLP, read by the strict checker:
     mapping [js] and frame type v8js for the JavaScript functions, native for V8's own
-    C++; the name cache shows in /metrics."""
+    C++; a second node's functions TurboFan inlined into round() come as inlined frames
+    (innermost first, then round); the name cache shows in /metrics."""
     p = start_node(("--jitless",))
+    p2 = start_node(script=INLINED)
     try:
         profs, m = otlp_window_run(tmp_path)
     finally:
-        p.kill()
-        stop(p)
+        for q in (p, p2):
+            q.kill()
+            stop(q)
+    inl = [s for prof in profs for s in prof["samples"]
+           if prof["resource"].get("process.pid") == p2.pid and set(s["stack"]) & set(SPLIT)]
+    assert sum(s["value"] for s in inl) > 100, len(inl)
+    for s in inl:
+        f = next(i for i, name in enumerate(s["stack"]) if name in SPLIT)
+        assert s["stack"][f + 1] == "round", s["stack"]
+        callee, caller = s["frames"][f], s["frames"][f + 1]
+        # Lines of one location: one address.
+        assert callee["address"] == caller["address"] and {callee["frame_type"], caller["frame_type"]} == {"v8js"}, \
+            (callee, caller)
     mine = [s for prof in profs for s in prof["samples"]
             if prof["resource"].get("process.pid") == p.pid and set(s["stack"]) & set(SPLIT)]
     assert sum(s["value"] for s in mine) > 100, len(mine)

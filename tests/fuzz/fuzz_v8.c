@@ -1,10 +1,11 @@
 /* fuzz_v8.c: what a node process controls: its binary's v8dbg_ constants (an input that
  * starts as an ELF file, read by symbolizer/node/v8meta.c) and its heap (any other input, as
  * memory: strings, functions, scripts, source position tables read by v8heap.c with Node 20's
- * layout, from pointers the input's first bytes pick). */
+ * layout, from pointers the input's first bytes pick; optimized code's inlined functions, by v8inline.c). */
 
 #include "fuzz_common.h"
 #include "v8heap.h"
+#include "v8inline.h"
 #include "v8meta.h"
 #include "../unit/v8node20.h"
 
@@ -36,6 +37,34 @@ static int fuzz_meta(const uint8_t *data, size_t size)
 	return 0;
 }
 
+/* Optimized code's inlined functions: a pc and a function the input's bytes pick, and
+ * its tables read as inlining positions. */
+static void fuzz_inline(const struct v8_mem *mem, const uint8_t *data, size_t size)
+{
+	struct v8_inl_frame f[V8_INLINE_MAX];
+	int32_t fid[V8_INLINE_MAX], pos[V8_INLINE_MAX];
+	uint64_t hint = 0, pc, sfi;
+	size_t n = 0;
+	int r;
+	struct prowl_v8_proc vp = node20_vp;
+
+	if (size < 4)
+		return;
+	if (data[3] & 1) { /* V8 10's layout: the Code in code space (Node 18) */
+		vp.t_code = vp.t_instruction_stream = 240;
+		vp.o_is_start = 128;
+	}
+	pc = BASE + (data[0] | (uint64_t)data[1] << 8 | (uint64_t)data[2] << 16);
+	sfi = BASE + 8 * (uint64_t)(data[3] | data[1] << 8) + 1;
+	r = v8_inline_frames(mem, &vp, pc, sfi, &hint, f, V8_INLINE_MAX, &n);
+	if (r == 0 && (n == 0 || n > V8_INLINE_MAX || f[n - 1].sfi != sfi))
+		abort(); /* the frame's own function is the outermost */
+	r = v8_inline_chain(data, size, (uint64_t)v8_postab_raw(data, size, data[0]) | (uint64_t)data[1] << 31, fid,
+			    pos, 1 + data[2] % V8_INLINE_MAX);
+	if (r > V8_INLINE_MAX || (r > 0 && fid[r - 1] != -1))
+		abort();
+}
+
 static int fuzz_heap(const uint8_t *data, size_t size)
 {
 	struct fuzz_mem im = { data, size, BASE };
@@ -63,6 +92,7 @@ static int fuzz_heap(const uint8_t *data, size_t size)
 		}
 	}
 	v8_postab_lookup(data, size, size ? data[0] : 0);
+	fuzz_inline(&mem, data, size);
 	return 0;
 }
 

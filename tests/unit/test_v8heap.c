@@ -16,23 +16,8 @@
 #include "v8node20.h"
 
 #define BASE 0x10000ull
-static uint64_t img[8192];
+V8FORGE_IMAGE(8192, BASE)
 
-static int img_read(void *ctx, uint64_t addr, void *buf, size_t len)
-{
-	(void)ctx;
-	if (addr < BASE || addr - BASE > sizeof(img) || sizeof(img) - (addr - BASE) < len)
-		return -EFAULT;
-	memcpy(buf, (char *)img + (addr - BASE), len);
-	return 0;
-}
-
-static const struct v8_mem mem = { img_read, NULL };
-
-static struct v8forge forge = { img, BASE };
-
-#define TAG(i) v8forge_tag(&forge, i)
-#define SMI(v) v8forge_smi(v)
 #define map(i, type) v8forge_map(&forge, i, type)
 #define string1(i, map_i, s) v8forge_string(&forge, i, map_i, s)
 

@@ -77,6 +77,12 @@ static void expect_node20(const struct v8_meta *m)
 	assert_int_equal(m->v[V8_SMI_TAG], 0);
 	assert_int_equal(m->v[V8_O_MAP], 0);
 	assert_true(m->builtins_lo && m->builtins_hi > m->builtins_lo);
+	/* What splitting optimized frames into their inlined functions reads. */
+	assert_int_equal(m->v[V8_T_INSTRUCTION_STREAM], 252);
+	assert_int_equal(m->v[V8_O_CODE_SPT], 24);
+	assert_int_equal(m->v[V8_DD_SFI], 6);
+	assert_int_equal(m->v[V8_DD_INLINING_POSITIONS], 7);
+	assert_int_equal(m->v[V8_CODE_KIND_BASELINE], 11);
 }
 
 static void test_machine_node(void **state)

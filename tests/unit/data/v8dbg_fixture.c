@@ -74,6 +74,20 @@ int v8dbg_type_ByteArray__BYTE_ARRAY_TYPE = 190;
 int v8dbg_type_FixedArray__FIXED_ARRAY_TYPE = 175;
 int v8dbg_scopeinfo_idx_first_vars = 3;
 int v8dbg_scopeinfo_idx_ncontextlocals = 2;
+int v8dbg_type_InstructionStream__INSTRUCTION_STREAM_TYPE = 252;
+int v8dbg_class_InstructionStream__instruction_start__uintptr_t = 16;
+int v8dbg_class_Code__deoptimization_data__FixedArray = 16;
+int v8dbg_class_Code__source_position_table__ByteArray = 24;
+int v8dbg_DeoptimizationDataInlinedFunctionCountIndex = 1;
+int v8dbg_DeoptimizationDataLiteralArrayIndex = 2;
+int v8dbg_DeoptimizationDataSharedFunctionInfoIndex = 6;
+int v8dbg_DeoptimizationDataInliningPositionsIndex = 7;
+int v8dbg_CodeKindFieldMask = 15;
+int v8dbg_CodeKindBaseline = 11;
+/* Node 18's (V8 10.2's Code in code space; Node 20 has none of these). */
+int v8dbg_class_Code__instruction_start__uintptr_t = 128;
+int v8dbg_class_Code__instruction_size__int = 40;
+int v8dbg_class_Code__flags__uint32_t = 48;
 
 /* V8's embedded builtins, which name the binary as a V8 with or without the constants
  * (-DNO_BUILTINS: their symbols stripped). */

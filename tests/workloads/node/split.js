@@ -3,7 +3,7 @@
 // round for argv[2] seconds; prints "ready" once, then spins. Used by test_node.py.
 // Each of the three carries a branch never taken (n < 0) that makes its bytecode larger
 // than TurboFan inlines (460 bytes), so that once main() is optimized they stay frames of
-// their own: prowl does not yet split a TurboFan frame into the functions it inlined.
+// their own, each with mix() inlined into it (inlined.js is the variant whose three are inlined).
 'use strict';
 
 function mix(x, i) {
