@@ -6,8 +6,9 @@
  * take()), then, with PROWL_OFFCPU_PROGRAMS, the programs (after them).
  *
  * The life of a wait (kernels without kprobes or fentry have nothing else):
- * 1. sched_switch, prev leaves the CPU: offcpu_start[tid] = when its CPU time
- *    stopped (its switch in + the CPU time billed since: offcpu_switch()).
+ * 1. sched_switch, prev leaves the CPU: offcpu_start[tid] (or its offcpu_task
+ *    entry) = when its CPU time stopped (its switch in + the CPU time billed
+ *    since: offcpu_out()).
  * 2. sched_switch, next comes back (prev's context): d = now - start; kept with
  *    p = min(1, d / T); a kept one becomes offcpu_pending[tid] = { d / p, the
  *    kernel stack next still sleeps on (bpf_get_task_stack) }.
@@ -32,6 +33,19 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } offcpu_start SEC(".maps");
+
+/* The same entries in task-local storage, where a tp_btf program has it (5.12+,
+ * which has task_struct.bpf_storage): no hash of the tid at every switch, and
+ * an entry goes with its task. offcpu_task_on: user space found the map type
+ * (else it makes this map a one-slot array, and offcpu_start is used). */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, __u64);
+} offcpu_task SEC(".maps");
+
+const volatile bool offcpu_task_on = false;
 
 struct offcpu_pending {
 	__u64 off_ns; /* the weight d / p */
@@ -80,30 +94,69 @@ static __always_inline void offcpu_pending_done(__u32 tid)
  * someone; they are left out like the idle task unless --idle. */
 #define OFFCPU_PF_KTHREAD 0x00200000
 
+/* A field of a task: a plain load where it is a BTF pointer (tp_btf: no helper
+ * call, this runs at every context switch), bpf_probe_read_kernel otherwise. */
+#define OFFCPU_READ(ch, t, field) ((ch) == CH_BTF ? (t)->field : BPF_CORE_READ(t, field))
+
+/* Whether a chain's program keeps the entries in offcpu_task: a constant, so the
+ * other map's code is left out (a load-time constant on 5.10, which lacks the helpers). */
+#define OFFCPU_TS(ch) \
+	((ch) == CH_BTF && offcpu_task_on && bpf_core_field_exists(struct task_struct, bpf_storage))
+
+/* The entry of task t (thread tid) in offcpu_task or offcpu_start: its lookup, its
+ * creation with value v (0, or -1 when the map is full) and its removal. */
+static __always_inline __u64 *offcpu_entry(enum chain ch, struct task_struct *t, __u32 tid)
+{
+	if (OFFCPU_TS(ch))
+		return bpf_task_storage_get(&offcpu_task, t, NULL, 0);
+	return bpf_map_lookup_elem(&offcpu_start, &tid);
+}
+
+static __always_inline int offcpu_entry_new(enum chain ch, struct task_struct *t, __u32 tid, __u64 v)
+{
+	if (OFFCPU_TS(ch))
+		return bpf_task_storage_get(&offcpu_task, t, &v, BPF_LOCAL_STORAGE_GET_F_CREATE) ? 0 : -1;
+	return bpf_map_update_elem(&offcpu_start, &tid, &v, BPF_ANY);
+}
+
+static __always_inline void offcpu_entry_del(enum chain ch, struct task_struct *t, __u32 tid)
+{
+	if (OFFCPU_TS(ch))
+		bpf_task_storage_delete(&offcpu_task, t);
+	else
+		bpf_map_delete_elem(&offcpu_start, &tid);
+}
+
+/* Whether a task's waits are never recorded: the idle task and kernel threads
+ * (unless --idle). Decided from the task alone, before any map work. */
+#define OFFCPU_IDLE(ch, t, tid) (!keep_idle && (!(tid) || (OFFCPU_READ(ch, t, flags) & OFFCPU_PF_KTHREAD)))
+
 /* next is back on the CPU after a wait: keep it with p = min(1, d / T). Its
  * kernel stack is read here (it still sleeps on it) where next is a BTF pointer
  * (tp_btf); a raw tracepoint cannot pass it to bpf_get_task_stack (btf false). */
-static __always_inline void offcpu_back(struct task_struct *next, bool btf, __u64 entry)
+static __always_inline void offcpu_back(struct task_struct *next, enum chain ch, __u64 entry)
 {
-	__u32 tid = BPF_CORE_READ(next, pid);
+	__u32 tid = OFFCPU_READ(ch, next, pid);
 	__u64 T = offcpu_threshold_ns;
 	struct offcpu_pending *pe;
 	__u64 *startp, d;
 	__u32 zero = 0;
 
-	startp = bpf_map_lookup_elem(&offcpu_start, &tid);
+	if (OFFCPU_IDLE(ch, next, tid)) /* never has an entry */
+		return;
+	startp = offcpu_entry(ch, next, tid);
 	if (!startp)
 		return;
 	d = entry - *startp;
 	/* While it runs, the entry holds entry - its CPU time so far: at its next
 	 * switch out, adding the CPU time then gives when this run's billing ended. */
-	*startp = entry - BPF_CORE_READ(next, se.sum_exec_runtime);
+	*startp = entry - OFFCPU_READ(ch, next, se.sum_exec_runtime);
 	if ((__s64)d <= 0)
 		return;
 	if (d < T) {
 		/* Kept when u < d / T for u uniform in [0, 1): u = r / 2^32. The
 		 * products stay below 2^62 (T <= 2^30 ns). A kept short wait
-		 * weighs d / (d / T) = T. */
+		 * weighs d / (d / T) = T. Most short waits end here. */
 		if ((__u64)bpf_get_prandom_u32() * T >= d << 32) {
 			count(PROWL_CNT_OFFCPU_SKIPPED);
 			return;
@@ -115,7 +168,7 @@ static __always_inline void offcpu_back(struct task_struct *next, bool btf, __u6
 		return;
 	pe->off_ns = d;
 	pe->klen = 0;
-	if (btf) {
+	if (ch == CH_BTF) {
 		long n = bpf_get_task_stack(next, pe->kstack, sizeof(pe->kstack), 0);
 
 		if (n < 0)
@@ -138,6 +191,51 @@ static __always_inline void offcpu_back(struct task_struct *next, bool btf, __u6
 	count_add(PROWL_CNT_OFFCPU_LOST_NS, d);
 }
 
+/* prev leaves the CPU: its wait starts where the kernel stopped billing it CPU
+ * time, not at this switch: its switch in + the CPU time billed since
+ * (schedstat, se.sum_exec_runtime, updated before this tracepoint). The two
+ * differ: a wakeup that preempts (the idle task above all) skips the next clock
+ * update (rq_clock_skip_update), so the woken task is billed from its wakeup,
+ * microseconds before its switch in (an idle CPU's exit, tick restart); and this
+ * program's own run here is billed to next, not prev. Timed by the switches
+ * alone, each wait overlapped the task's CPU time by that much: off-CPU + CPU
+ * exceeded the wall time by ~5 us a wait on an idle machine. Now the waits and
+ * the CPU time add up to the wall time. Unseen switch in (a task running at the
+ * start): now. */
+static __always_inline void offcpu_out(struct task_struct *prev, enum chain ch, __u32 tgid, __u32 tid, __u64 entry)
+{
+	__u64 *runp;
+
+	if (!tid && !keep_idle) /* the idle task: it never exits */
+		return;
+	if (OFFCPU_READ(ch, prev, exit_state)) { /* exiting: it starts no wait */
+		/* Its entry goes, even a kernel thread's left from an --idle run
+		 * before a reload (its tid may be reused), and task-local storage
+		 * too: an exiting task may still come back before its last switch,
+		 * and its entry, left in its running form (switch in - CPU time),
+		 * would make its whole CPU time a wait (a ping-pong's estimate came
+		 * out 60-90 % high). */
+		offcpu_entry_del(ch, prev, tid);
+		return;
+	}
+	if (OFFCPU_IDLE(ch, prev, tid))
+		return;
+	if (filter_mode == PROWL_FILTER_PIDS && !bpf_map_lookup_elem(&pid_filter, &tgid))
+		return; /* never has an entry: a -p filter only grows */
+	if ((self_tgid && tgid == self_tgid) || (drop_on && bpf_map_lookup_elem(&pid_drop, &tgid))) {
+		/* Left out since a reload or a relabeling: its entry goes too. */
+		offcpu_entry_del(ch, prev, tid);
+		return;
+	}
+	runp = offcpu_entry(ch, prev, tid);
+	if (runp) {
+		*runp += OFFCPU_READ(ch, prev, se.sum_exec_runtime);
+		return;
+	}
+	if (offcpu_entry_new(ch, prev, tid, entry))
+		count(PROWL_CNT_OFFCPU_FULL);
+}
+
 /* One context switch, in prev's context: next's wait ends, prev's starts, and
  * last (a tail call does not come back) prev's pending sample is written, in
  * its own context. next's wait ends as the program starts; prev's began where its
@@ -146,35 +244,13 @@ static __always_inline void offcpu_back(struct task_struct *next, bool btf, __u6
 static __always_inline int offcpu_switch(void *ctx, enum unwinder unw, enum chain ch, struct task_struct *prev,
 					 struct task_struct *next)
 {
-	__u64 entry = bpf_ktime_get_ns(), id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id, tgid = id >> 32;
-	__u64 start, *runp;
+	__u64 entry = bpf_ktime_get_ns();
+	__u32 tid = OFFCPU_READ(ch, prev, pid), tgid = OFFCPU_READ(ch, prev, tgid);
 
-	offcpu_back(next, ch == CH_BTF, entry);
-	runp = bpf_map_lookup_elem(&offcpu_start, &tid);
-	if (wanted(tgid, tid, false) && (keep_idle || !(BPF_CORE_READ(prev, flags) & OFFCPU_PF_KTHREAD)) &&
-	    !BPF_CORE_READ(prev, exit_state)) { /* an exiting task's last switch: it does not come back */
-		/* prev's wait starts where the kernel stopped billing it CPU time, not at
-		 * this switch: its switch in + the CPU time billed since (schedstat,
-		 * se.sum_exec_runtime, updated before this tracepoint). The two differ:
-		 * a wakeup that preempts (the idle task above all) skips the next clock
-		 * update (rq_clock_skip_update), so the woken task is billed from its
-		 * wakeup, microseconds before its switch in (an idle CPU's exit, tick
-		 * restart); and this program's own run here is billed to next, not
-		 * prev. Timed by the switches alone, each wait overlapped the task's
-		 * CPU time by that much: off-CPU + CPU exceeded the wall time by ~5 us
-		 * a wait on an idle machine. Now the waits and the CPU time add up to
-		 * the wall time. Unseen switch in (a task running at the start): now. */
-		start = runp ? *runp + BPF_CORE_READ(prev, se.sum_exec_runtime) : entry;
-		if (runp)
-			*runp = start;
-		else if (bpf_map_update_elem(&offcpu_start, &tid, &start, BPF_ANY))
-			count(PROWL_CNT_OFFCPU_FULL);
-	} else if (runp) {
-		bpf_map_delete_elem(&offcpu_start, &tid);
-	}
+	offcpu_back(next, ch, entry);
+	offcpu_out(prev, ch, tgid, tid, entry);
 	if (offcpu_npending && offcpu_pending_get(tid))
-		take(ctx, unw, id, ch);
+		take(ctx, unw, (__u64)tgid << 32 | tid, ch);
 	return 0;
 }
 
@@ -182,9 +258,12 @@ static __always_inline int offcpu_switch(void *ctx, enum unwinder unw, enum chai
  * syscall it waited in. */
 static __always_inline int offcpu_sysexit(void *ctx, enum unwinder unw)
 {
-	__u64 id = bpf_get_current_pid_tgid();
+	__u64 id;
 
-	if (!offcpu_npending || !offcpu_pending_get((__u32)id))
+	if (!offcpu_npending)
+		return 0;
+	id = bpf_get_current_pid_tgid();
+	if (!offcpu_pending_get((__u32)id))
 		return 0;
 	return take(ctx, unw, id, CH_RAW);
 }

@@ -18,6 +18,9 @@ volatile bool keep_idle = false;
 /* prowl's own tgid, whose samples are dropped; 0 keeps them (--include-self).
  * Writable at run time, as a reload may change it. */
 volatile __u32 self_tgid = 0;
+/* Set by user space once it drops a process (pid_drop): until then no program
+ * looks pid_drop up (the off-CPU program runs at every context switch). */
+volatile bool drop_on = false;
 const volatile bool follow_children = false;
 /* Writable at run time: time every run into cost_hist. */
 volatile bool time_samples = false;
@@ -236,7 +239,7 @@ static __always_inline bool wanted(__u32 tgid, __u32 tid, bool counted)
 		why = PROWL_CNT_FILTERED;
 	else if (filter_mode == PROWL_FILTER_PIDS && !bpf_map_lookup_elem(&pid_filter, &tgid))
 		why = PROWL_CNT_FILTERED;
-	else if (bpf_map_lookup_elem(&pid_drop, &tgid))
+	else if (drop_on && bpf_map_lookup_elem(&pid_drop, &tgid))
 		why = PROWL_CNT_DROPPED;
 	if (why == PROWL_CNT__MAX)
 		return true;

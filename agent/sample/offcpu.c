@@ -38,6 +38,14 @@ int offcpu_setup(struct sampler *s)
 	bpf_program__set_autoload(k->progs.prowl_offcpu_step_btf, on && bounded && s->tp_btf);
 	s->offcpu_switch = s->tp_btf ? sw_btf[s->unwinder] : sw_raw[s->unwinder];
 	s->offcpu_sysexit = sysexit[s->unwinder];
+	/* Task-local storage (5.11+; its programs check for 5.12's tracing support
+	 * themselves): else a one-slot array stands in, which they leave alone. */
+	k->rodata->offcpu_task_on = on && s->tp_btf && libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) == 1;
+	if (!k->rodata->offcpu_task_on) {
+		bpf_map__set_type(k->maps.offcpu_task, BPF_MAP_TYPE_ARRAY);
+		bpf_map__set_map_flags(k->maps.offcpu_task, 0);
+		bpf_map__set_max_entries(k->maps.offcpu_task, 1);
+	}
 	if (!on) {
 		bpf_map__set_max_entries(k->maps.offcpu_start, 1);
 		bpf_map__set_max_entries(k->maps.offcpu_pending, 1);
@@ -100,8 +108,9 @@ int offcpu_start(struct sampler *s)
 		offcpu_stop(s);
 		return r;
 	}
-	log_debug("off-CPU: %s and %s, threshold %llu ns", bpf_program__name(s->offcpu_switch),
-		  bpf_program__name(s->offcpu_sysexit), (unsigned long long)s->skel->rodata->offcpu_threshold_ns);
+	log_debug("off-CPU: %s and %s, threshold %llu ns, task-local storage %s", bpf_program__name(s->offcpu_switch),
+		  bpf_program__name(s->offcpu_sysexit), (unsigned long long)s->skel->rodata->offcpu_threshold_ns,
+		  s->skel->rodata->offcpu_task_on ? "where the kernel has it (5.12+)" : "no");
 	return 0;
 }
 

@@ -422,10 +422,12 @@ int sampler_drop_pid(struct sampler *s, uint32_t pid, bool drop)
 	__u8 one = 1;
 	int r;
 
-	if (drop)
+	if (drop) {
+		s->skel->bss->drop_on = true; /* the programs look pid_drop up from now on */
 		r = bpf_map__update_elem(s->skel->maps.pid_drop, &pid, sizeof(pid), &one, sizeof(one), BPF_ANY);
-	else
+	} else {
 		r = bpf_map__delete_elem(s->skel->maps.pid_drop, &pid, sizeof(pid), 0);
+	}
 	return r && !(errno == ENOENT && !drop) ? -errno : 0;
 }
 

@@ -12,7 +12,9 @@
 #
 # Environment: OFFCPU_ROUNDS (5), OFFCPU_SECONDS (10), OFFCPU_AGENT_SECONDS (30),
 # BENCH_QUICK=1 (2 rounds x 3 s, 8 s agent runs: to check the script, not to quote),
-# PROWL_BUILD (build).
+# PROWL_BUILD (build), OFFCPU_BEFORE (another prowl binary, e.g. an older build: a. and b.
+# measure it too, in the same rounds, to compare two versions under the same load),
+# OFFCPU_NO_AGENT=1 (skip c.).
 set -u -o pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . tests/bench/lib.sh
@@ -45,10 +47,10 @@ command -v bpftool >/dev/null || die "bpftool is missing (apt-get install bpftoo
 mkdir -p "$BUILD/bench"
 
 # Starts `prowl record --off-cpu -a` in the background; waits until it records.
-start_prowl() { # $1: log file; rest: more arguments
+start_prowl() { # $1: log file; rest: more arguments. The binary: $BIN, else $PROWL.
 	local log=$1 i
 	shift
-	"$PROWL" record --off-cpu -a -o "$TMP/cap.pb.gz" "$@" 2>"$log" >/dev/null &
+	"${BIN:-$PROWL}" record --off-cpu -a -o "$TMP/cap.pb.gz" "$@" 2>"$log" >/dev/null &
 	PROWL_PID=$!
 	BG_PIDS+=("$PROWL_PID")
 	for i in $(seq 1 300); do
@@ -70,44 +72,70 @@ pingpong() { # round trips per second of one run of $1 seconds
 }
 
 # ---- a. BPF cost per context switch ----
-STATS_OLD=$(sysctl -n kernel.bpf_stats_enabled)
-sysctl -qw kernel.bpf_stats_enabled=1
-start_prowl "$TMP/a.log"
-"$PP" pingpong "$SECS" >/dev/null
-# The program ids from prowl's own file descriptors (other prowls may run on the host).
-IDS=$(cat /proc/"$PROWL_PID"/fdinfo/* 2>/dev/null | awk '/^prog_id:/ {print $2}' | sort -u)
-SW_CNT=0 SW_NS=0 SX_CNT=0 SX_NS=0
-for id in $IDS; do
-	read -r name cnt ns < <(bpftool prog show id "$id" -j | /usr/bin/python3 -c '
+# Sets SW_CNT SW_NS SX_CNT SX_NS KEPT for the binary $BIN.
+switch_cost() {
+	local IDS id name cnt ns
+	start_prowl "$TMP/a.log"
+	"$PP" pingpong "$SECS" >/dev/null
+	# The program ids from prowl's own file descriptors (other prowls may run on the host).
+	IDS=$(cat /proc/"$PROWL_PID"/fdinfo/* 2>/dev/null | awk '/^prog_id:/ {print $2}' | sort -u)
+	SW_CNT=0 SW_NS=0 SX_CNT=0 SX_NS=0
+	for id in $IDS; do
+		read -r name cnt ns < <(bpftool prog show id "$id" -j | /usr/bin/python3 -c '
 import json, sys
 p = json.load(sys.stdin)
 print(p.get("name", "?"), p.get("run_cnt", 0), p.get("run_time_ns", 0))')
-	case $name in
-	prowl_offcpu_sw*) SW_CNT=$((SW_CNT + cnt)) SW_NS=$((SW_NS + ns)) ;;
-	prowl_offcpu_sy*|prowl_offcpu_st*) SX_CNT=$((SX_CNT + cnt)) SX_NS=$((SX_NS + ns)) ;;
-	esac
-done
-stop_prowl
-KEPT=$(sed -n 's/.*off-CPU: \([0-9]*\) waits kept, \([0-9]*\) shorter.*/\1 \2/p' "$TMP/a.log")
-[ "$SW_CNT" -gt 0 ] || die "no sched_switch runs counted (ids: $IDS)"
+		case $name in
+		prowl_offcpu_sw*) SW_CNT=$((SW_CNT + cnt)) SW_NS=$((SW_NS + ns)) ;;
+		prowl_offcpu_sy*|prowl_offcpu_st*) SX_CNT=$((SX_CNT + cnt)) SX_NS=$((SX_NS + ns)) ;;
+		esac
+	done
+	stop_prowl
+	KEPT=$(sed -n 's/.*off-CPU: \([0-9]*\) waits kept, \([0-9]*\) shorter.*/\1 \2/p' "$TMP/a.log")
+	[ "$SW_CNT" -gt 0 ] || die "no sched_switch runs counted (ids: $IDS)"
+}
+cost_rows() { # $1: label
+	echo "| $1 sched_switch | $SW_CNT | $((SW_NS / 1000000)) ms | $((SW_NS / SW_CNT)) |"
+	echo "| $1 sys_exit (+ its unwinder steps) | $SX_CNT | $((SX_NS / 1000000)) ms | $((SX_NS / SW_CNT)) |"
+	echo "| $1 both | | | $(((SW_NS + SX_NS) / SW_CNT)) |"
+}
+STATS_OLD=$(sysctl -n kernel.bpf_stats_enabled)
+sysctl -qw kernel.bpf_stats_enabled=1
+COST_BEFORE= KEPT_BEFORE=
+if [ -n "${OFFCPU_BEFORE:-}" ]; then
+	[ -x "$OFFCPU_BEFORE" ] || die "OFFCPU_BEFORE=$OFFCPU_BEFORE is not an executable"
+	BIN=$OFFCPU_BEFORE switch_cost
+	COST_BEFORE=$(cost_rows before) KEPT_BEFORE=$KEPT
+fi
+BIN= switch_cost
+sysctl -qw kernel.bpf_stats_enabled="$STATS_OLD"
+LOAD_AB=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- b. ping-pong slowdown, interleaved ----
-BASE=() WITH=()
+BASE=() WITH=() OLD=()
 for r in $(seq 1 "$ROUNDS"); do
 	BASE+=("$(pingpong "$SECS")")
 	start_prowl "$TMP/b.log"
 	WITH+=("$(pingpong "$SECS")")
 	stop_prowl
+	if [ -n "${OFFCPU_BEFORE:-}" ]; then
+		BIN=$OFFCPU_BEFORE start_prowl "$TMP/b.log"
+		OLD+=("$(pingpong "$SECS")")
+		stop_prowl
+	fi
 done
 mean() { printf '%s\n' "$@" | awk '{s += $1; n++} END {printf "%.0f", s / n}'; }
+slower() { awk -v b="$1" -v w="$2" 'BEGIN {printf "%.1f", (b - w) / b * 100}'; }
 MB=$(mean "${BASE[@]}") MW=$(mean "${WITH[@]}")
+LOAD_B=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- c. the agent, off_cpu on and off, the host busy ----
-"$PP" pingpong $((ROUNDS * 2 * (AGENT_S + 8))) >/dev/null &
-LOAD=$!
-BG_PIDS+=("$LOAD")
 declare -A CPU RSS HWM
-for r in $(seq 1 "$ROUNDS"); do
+[ "${OFFCPU_NO_AGENT:-0}" = 1 ] && ROUNDS_C=0 || ROUNDS_C=$ROUNDS
+[ "$ROUNDS_C" = 0 ] || "$PP" pingpong $((ROUNDS * 2 * (AGENT_S + 8))) >/dev/null &
+LOAD=$!
+[ "$ROUNDS_C" = 0 ] || BG_PIDS+=("$LOAD")
+for r in $(seq 1 "$ROUNDS_C"); do
 	for mode in false true; do
 		st=$TMP/state-$mode-$r
 		printf 'off_cpu: %s\nexporters:\n  dir:\n    enabled: true\n' "$mode" >"$TMP/agent.yaml"
@@ -127,25 +155,29 @@ for r in $(seq 1 "$ROUNDS"); do
 		bg_forget "$AP"
 	done
 done
-kill "$LOAD" 2>/dev/null
+[ "$ROUNDS_C" = 0 ] || kill "$LOAD" 2>/dev/null
 
 {
 	echo "### Off-CPU profiling (tests/bench/offcpu.sh, $(date -u +%Y-%m-%d), $(uname -r), $(nproc) CPUs)"
 	echo
-	echo "a. BPF cost per context switch (\`prowl record --off-cpu -a\`, ping-pong for ${SECS} s, kernel BPF stats):"
+	echo "a. BPF cost per context switch (\`prowl record --off-cpu -a\`, ping-pong for ${SECS} s, kernel BPF stats; load average $LOAD_AB):"
 	echo
 	echo "| program | runs | run time | ns per context switch |"
 	echo "|---|---|---|---|"
-	echo "| sched_switch | $SW_CNT | $((SW_NS / 1000000)) ms | $((SW_NS / SW_CNT)) |"
-	echo "| sys_exit (+ its unwinder steps) | $SX_CNT | $((SX_NS / 1000000)) ms | $((SX_NS / SW_CNT)) |"
-	echo "| both | | | $(((SW_NS + SX_NS) / SW_CNT)) |"
+	[ -n "$COST_BEFORE" ] && echo "$COST_BEFORE"
+	cost_rows "$([ -n "$COST_BEFORE" ] && echo after)"
 	echo
-	echo "Waits kept, sampled away: ${KEPT:-?}."
+	echo "Waits kept, sampled away: ${KEPT:-?}${KEPT_BEFORE:+ (before: $KEPT_BEFORE)}."
 	echo
-	echo "b. Ping-pong round trips per second, $ROUNDS interleaved rounds of ${SECS} s:"
+	echo "b. Ping-pong round trips per second, $ROUNDS interleaved rounds of ${SECS} s (load average $LOAD_B at the end):"
 	echo "no profiler ${BASE[*]} (mean $MB); under \`prowl record --off-cpu -a\` ${WITH[*]} (mean $MW):"
-	echo "slowdown $(awk -v b="$MB" -v w="$MW" 'BEGIN {printf "%.1f", (b - w) / b * 100}') %."
+	echo "slowdown $(slower "$MB" "$MW") %."
+	if [ -n "${OFFCPU_BEFORE:-}" ]; then
+		MO=$(mean "${OLD[@]}")
+		echo "Under $OFFCPU_BEFORE, in the same rounds: ${OLD[*]} (mean $MO): slowdown $(slower "$MB" "$MO") %."
+	fi
 	echo
+	[ "$ROUNDS_C" = 0 ] && exit 0
 	echo "c. \`prowl agent\` on the ping-pong-busy host, ${AGENT_S} s windows, $ROUNDS rounds each:"
 	echo
 	echo "| off_cpu | CPU (% of one CPU) | RSS (KiB) | peak RSS (KiB) |"
