@@ -36,8 +36,9 @@ struct {
 
 /* The same entries in task-local storage, where a tp_btf program has it (5.12+,
  * which has task_struct.bpf_storage): no hash of the tid at every switch, and
- * an entry goes with its task. offcpu_task_on: user space found the map type
- * (else it makes this map a one-slot array, and offcpu_start is used). */
+ * an entry goes with its task. offcpu_task_on: user space found the map type,
+ * allocated from bpf_mem_alloc (agent/sample/offcpu.c: never kmalloc under the run
+ * queue's lock); else it makes this map a one-slot array, and offcpu_start is used. */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
@@ -55,7 +56,9 @@ struct offcpu_pending {
 };
 
 /* tid -> its kept wait, until its own context writes the sample. Entries live
- * for microseconds; allocated on use. A full map is counted like offcpu_start. */
+ * for microseconds; allocated on use where the kernel's BPF allocates from
+ * bpf_mem_alloc, else preallocated and fewer (offcpu.c). A full map is counted
+ * like offcpu_start. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
