@@ -338,8 +338,7 @@ def test_churn_names_only_methods_on_the_stack(tmp_path, jdk):
         stop(p)
     allowed = {"ant": ("Churn", "AntWork."), "bee": ("Churn", "BeeWork.")}
     own = {"ant": 0, "bee": 0}
-    markers = total = 0
-    wrong = []
+    markers, total, wrong = {}, 0, []
     for s in raw.samples:
         t = s["labels"].get("thread_name")
         if t not in allowed:
@@ -349,7 +348,9 @@ def test_churn_names_only_methods_on_the_stack(tmp_path, jdk):
         if not all(fn.startswith(allowed[t] + ("java.", "jdk.", "sun.")) for fn in names):
             wrong.append((t, raw.frames(s)[:6]))
         own[t] += s["values"][0] if any(fn.startswith(allowed[t][1]) for fn in names) else 0
-        markers += sum(s["values"][0] for f in raw.frames(s) if f.startswith("[java: "))
-    print(own, "markers:", markers, "of", total)
+        for f in raw.frames(s):
+            if f.startswith("[java: "):
+                markers[f] = markers.get(f, 0) + s["values"][0]
+    print(own, "markers:", markers, "samples:", total)
     assert not wrong, f"{len(wrong)} of {total} samples name a method not on their thread's stack: {wrong[:3]}"
     assert own["ant"] > 150 and own["bee"] > 150, own
