@@ -18,7 +18,7 @@ JAVAC=${JAVAC:-/usr/lib/jvm/java-17-openjdk-amd64/bin/javac}
 S=${JAVA_BENCH_SECONDS:-8}
 ROUNDS=${JAVA_BENCH_ROUNDS:-3}
 PARTS=${JAVA_BENCH_PARTS:-cost names throughput}
-WORK=${JAVA_BENCH_WORK:-3000}
+WORK=${JAVA_BENCH_WORK:-2000}
 TMP=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 OUT=$B/bench/java.md
@@ -74,14 +74,15 @@ names() { # prowl's CPU time and the Java name cache over 20,000 compiled method
 
 # One `Split WORK fixed` JVM per CPU (the same work every run); with prowl, a whole-host
 # `prowl record -a` at its default rate runs from before the JVMs start until they end.
-# Prints the JVMs' wall and CPU milliseconds for the work, summed, and prowl's CPU ms.
+# Prints the JVMs' wall and CPU milliseconds for the work, summed, and prowl's CPU ms
+# while they ran (its start and its writing of the profile are outside).
 throughput() { # $1 = none|prowl
-	local pids=() wall=0 cpu=0 p i rec= pcpu=0 w c
+	local pids=() wall=0 cpu=0 p i rec= pcpu=0 t0=0 w c
 	if [ "$1" = prowl ]; then
-		/usr/bin/time -f '%U %S' -o "$TMP/rec.time" "$B/prowl" record -q -a -d 1h -o "$TMP/t.pb.gz" \
-			>/dev/null 2>"$TMP/rec.err" &
+		"$B/prowl" record -q -a -d 1h -o "$TMP/t.pb.gz" >/dev/null 2>"$TMP/rec.err" &
 		rec=$!
 		sleep 3
+		t0=$(ticks "$rec")
 	fi
 	for i in $(seq "$(nproc)"); do
 		"$JAVA" -cp "$B/workloads/java" Split "$WORK" fixed >"$TMP/fixed.$i" 2>/dev/null &
@@ -89,16 +90,21 @@ throughput() { # $1 = none|prowl
 	done
 	for p in "${pids[@]}"; do wait "$p"; done
 	if [ -n "$rec" ]; then
-		pkill -INT -P "$rec" prowl || true # time(1)'s child: prowl itself
+		pcpu=$((($(ticks "$rec") - t0) * 1000 / $(getconf CLK_TCK)))
+		kill -INT "$rec"
 		wait "$rec" || { echo "java.sh: error: prowl record failed: $(cat "$TMP/rec.err")" >&2; exit 1; }
 		[ -s "$TMP/t.pb.gz" ] || { echo "java.sh: error: prowl record wrote no profile" >&2; exit 1; }
-		pcpu=$(awk '{ printf "%d", ($1 + $2) * 1000 }' "$TMP/rec.time")
 	fi
 	for i in $(seq "$(nproc)"); do
 		read -r w c <"$TMP/fixed.$i"
 		wall=$((wall + w)) cpu=$((cpu + c))
 	done
 	echo "$wall $cpu $pcpu"
+}
+
+# A process's CPU time (user + system) in clock ticks.
+ticks() {
+	awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
 }
 
 # Median, smallest and largest of the numbers on stdin, one a line.
@@ -129,10 +135,11 @@ spread() {
 		echo "Throughput: $(nproc) JVMs (one per CPU) of \`Split $WORK fixed\`, no profiler and" \
 			"\`prowl record -a\` (default rate), $ROUNDS rounds, order alternating; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 		echo
-		echo "| round | no profiler: wall ms, CPU ms | prowl: wall ms, CPU ms | prowl's CPU ms | throughput ratio, wall | CPU |"
+		echo "| round | no profiler: wall ms, CPU ms | prowl: wall ms, CPU ms | prowl's CPU ms meanwhile | throughput ratio, wall | CPU |"
 		echo "|---|---|---|---|---|---|"
 		: >"$TMP/ratios.wall"
 		: >"$TMP/ratios.cpu"
+		: >"$TMP/ratios.own"
 		for r in $(seq "$ROUNDS"); do
 			for m in $([ $((r % 2)) = 1 ] && echo none prowl || echo prowl none); do
 				read -r w c pc <<<"$(throughput "$m")"
@@ -143,10 +150,12 @@ spread() {
 			rc=$(awk -v a="$c_none" -v b="$c_prowl" 'BEGIN { printf "%.4f", a / b }')
 			echo "$rw" >>"$TMP/ratios.wall"
 			echo "$rc" >>"$TMP/ratios.cpu"
+			awk -v p="$pc_prowl" -v c="$c_prowl" 'BEGIN { printf "%.4f\n", p / c }' >>"$TMP/ratios.own"
 			echo "| $r | $w_none, $c_none | $w_prowl, $c_prowl | $pc_prowl | $rw | $rc |"
 		done
 		echo
 		echo "Throughput ratio (prowl / no profiler), median (smallest to largest) over $ROUNDS rounds:" \
-			"wall $(spread <"$TMP/ratios.wall"), CPU $(spread <"$TMP/ratios.cpu"); load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+			"wall $(spread <"$TMP/ratios.wall"), CPU $(spread <"$TMP/ratios.cpu"); prowl's CPU over the JVMs'" \
+			"$(spread <"$TMP/ratios.own"); load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 	fi
 } | tee "$OUT"
