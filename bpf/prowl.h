@@ -240,7 +240,8 @@ struct prowl_java_proc {
 	 * offsets in the nmethod of the fields that bound its PcDescs, scopes and metadata. */
 	__u16 sc_pcs, sc_pcs_end, sc_data, sc_data_end, sc_base, sc_meta, sc_meta_base, sc_meta_end;
 	__u16 pd_size, pd_pc, pd_scope; /* PcDesc: size, _pc_offset, _scope_decode_offset */
-	__u16 _pad2[3];
+	__u16 hb_used; /* the code heap block's "in use" flag, from the block's start; or NONE */
+	__u16 _pad2[2];
 };
 #define PROWL_JAVA_NONE 0xffffu /* an offset this JVM does not have */
 

@@ -70,7 +70,8 @@ struct jvm_mem {
 	X(NM_IMMUTABLE_SIZE, "nmethod", "_immutable_data_size")    \
 	X(CB_MUTABLE, "CodeBlob", "_mutable_data")                 \
 	X(CB_MUTABLE_SIZE, "CodeBlob", "_mutable_data_size")       \
-	X(CB_RELOC_SIZE, "CodeBlob", "_relocation_size")
+	X(CB_RELOC_SIZE, "CodeBlob", "_relocation_size")          \
+	X(HB_USED, "HeapBlock::Header", "_used")
 
 /* The type sizes read, X(id, type name). */
 #define JVM_TYPES(X)                         \

@@ -293,10 +293,25 @@ static uint64_t mix(uint64_t h, uint64_t v)
 	return h * 0xbf58476d1ce4e5b9ull;
 }
 
-/* A compiled frame: the nmethod must still be the compilation BPF saw (its compile
- * id, before and after the reads), or code that was freed and reused would get
- * another method's name. Its scopes give the inlined methods and their lines; when
- * they cannot be read, the nmethod's own method stands alone, without a line. */
+/* Whether nmethod nm is still the compilation BPF saw: its code heap block in use and
+ * its compile id the same. A freed nmethod keeps its bytes, compile id included, while
+ * its class's metadata is freed and reused by other classes (JDK 20+ free both in one
+ * pause, with no state change in between): only the block's flag tells it is gone. */
+static bool nmethod_current(uint32_t pid, const struct prowl_java_proc *jp, uint64_t nm, uint32_t check)
+{
+	uint32_t cid;
+	uint8_t used = 1;
+
+	if (jp->hb_used != PROWL_JAVA_NONE &&
+	    (nm < jp->heap_block || peek(pid, nm - jp->heap_block + jp->hb_used, &used, 1) < 0))
+		return false;
+	return used == 1 && peek(pid, nm + jp->nm_compile_id, &cid, 4) == 0 && cid == check;
+}
+
+/* A compiled frame: the nmethod must be current (above) before and after the reads,
+ * or code or metadata that was freed and reused would get another method's name. Its
+ * scopes give the inlined methods and their lines; when they cannot be read, the
+ * nmethod's own method stands alone, without a line. */
 static int read_compiled(struct jvm_namer *r, uint32_t pid, const struct prowl_jframe *f, struct name_line *v,
 			 uint32_t *ret_n, const char **why)
 {
@@ -305,13 +320,12 @@ static int read_compiled(struct jvm_namer *r, uint32_t pid, const struct prowl_j
 	struct jvm_mem mem = { jvm_proc_read, &pm };
 	struct jvm_scope sc[JVM_SCOPE_MAX];
 	uint64_t method;
-	uint32_t cid;
 	size_t n = 0;
 	int rc = 0;
 
 	*why = "[java: compiled code freed or replaced since the sample]";
-	if (peek(pid, f->ptr + jp->nm_compile_id, &cid, 4) < 0 || cid != f->check ||
-	    peek64(pid, f->ptr + jp->nm_method, &method) < 0 || !method)
+	if (!nmethod_current(pid, jp, f->ptr, f->check) || peek64(pid, f->ptr + jp->nm_method, &method) < 0 ||
+	    !method)
 		return -ESTALE;
 	if (f->kind == PROWL_JF_COMPILED &&
 	    (jvm_scope_chain(&mem, jp, f->ptr, f->off, f->idx == 0, sc, JVM_SCOPE_MAX, &n) < 0 ||
@@ -327,7 +341,7 @@ static int read_compiled(struct jvm_namer *r, uint32_t pid, const struct prowl_j
 		rc = read_method(pid, jp, sc[i].method, 0, 0, bci, false, &v[i], why);
 		*ret_n = (uint32_t)i + (rc == 0);
 	}
-	if (rc == 0 && (peek(pid, f->ptr + jp->nm_compile_id, &cid, 4) < 0 || cid != f->check)) {
+	if (rc == 0 && !nmethod_current(pid, jp, f->ptr, f->check)) {
 		*why = "[java: compiled code freed or replaced since the sample]";
 		rc = -ESTALE;
 	}

@@ -99,6 +99,8 @@ int jvm_proc_fill(const struct jvm_mem *mem, const struct jvm_meta *m, uint64_t 
 	ret->k_name = (uint16_t)F(K_NAME);
 	ret->sym_length = (uint16_t)F(SYM_LENGTH);
 	ret->sym_body = (uint16_t)F(SYM_BODY);
+	ret->hb_used = HAS(HB_USED) && F(HB_USED) < m->type_size[JVM_T_HEAP_BLOCK] ? (uint16_t)F(HB_USED)
+										 : PROWL_JAVA_NONE;
 	if (!HAS(CB_CODE_BEGIN))
 		ret->flags |= PROWL_JAVA_CODE_OFFSET;
 	if (m->width[JVM_F_CB_FRAME_COMPLETE] == 2)

@@ -2,8 +2,10 @@
 # java.sh: benchmarks of the HotSpot walk (issue 28): BPF cost per sample with 30 Java
 # frames (Split deep) against the same JVM with --java=off, interleaved; the user-space
 # naming of a JVM with 20,000 compiled methods (first reads, cache memory; record -v);
-# and the throughput of a Java workload (one JVM per CPU) with no profiler and under
-# `prowl record -a -F 99`, interleaved in rounds. Writes build/bench/java.md.
+# and the throughput of a fixed amount of Java work (one JVM per CPU) with no profiler and
+# under `prowl record -a` at its default rate, interleaved in rounds: the ratio per round
+# and its spread. Writes build/bench/java.md. JAVA_BENCH_PARTS picks parts (default
+# "cost names throughput"); JAVA_BENCH_WORK is each JVM's rounds of Split's work.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${PROWL_BUILD:-build}
@@ -15,6 +17,8 @@ JAVAC=${JAVAC:-/usr/lib/jvm/java-17-openjdk-amd64/bin/javac}
 [ -e "$B/workloads/java/Split.class" ] || { echo "java.sh: error: run make workloads" >&2; exit 1; }
 S=${JAVA_BENCH_SECONDS:-8}
 ROUNDS=${JAVA_BENCH_ROUNDS:-3}
+PARTS=${JAVA_BENCH_PARTS:-cost names throughput}
+WORK=${JAVA_BENCH_WORK:-2000}
 TMP=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 OUT=$B/bench/java.md
@@ -68,51 +72,90 @@ names() { # prowl's CPU time and the Java name cache over 20,000 compiled method
 	echo "| 20,000 compiled methods | $(awk '{printf "%.2f s | %d MiB", $2 + $3, $4 / 1024}' <<<"$t") | $(grep -oE 'java: [0-9]+ names cached.*' <<<"$out" | tail -1) |"
 }
 
-# One Split JVM per CPU for S seconds; prints Split's rounds summed.
+# One `Split WORK fixed` JVM per CPU (the same work every run); with prowl, a whole-host
+# `prowl record -a` at its default rate runs from before the JVMs start until they end.
+# Prints the JVMs' wall and CPU milliseconds for the work, summed, and prowl's CPU ms
+# while they ran (its start and its writing of the profile are outside).
 throughput() { # $1 = none|prowl
-	local pids=() n=0 p i rec=
+	local pids=() wall=0 cpu=0 p i rec= pcpu=0 t0=0 w c
 	if [ "$1" = prowl ]; then
-		"$B/prowl" record -q -a -F 99 -d "$((S + 4))s" -o "$TMP/t.pb.gz" >/dev/null 2>&1 &
+		"$B/prowl" record -q -a -d 1h -o "$TMP/t.pb.gz" >/dev/null 2>"$TMP/rec.err" &
 		rec=$!
-		sleep 2
+		sleep 3
+		t0=$(ticks "$rec")
 	fi
 	for i in $(seq "$(nproc)"); do
-		"$JAVA" -cp "$B/workloads/java" Split "$S" count >"$TMP/count.$i" 2>/dev/null &
+		"$JAVA" -cp "$B/workloads/java" Split "$WORK" fixed >"$TMP/fixed.$i" 2>/dev/null &
 		pids+=($!)
 	done
 	for p in "${pids[@]}"; do wait "$p"; done
-	[ -n "$rec" ] && wait "$rec"
-	for i in $(seq "$(nproc)"); do n=$((n + $(tail -1 "$TMP/count.$i"))); done
-	echo "$n"
+	if [ -n "$rec" ]; then
+		pcpu=$((($(ticks "$rec") - t0) * 1000 / $(getconf CLK_TCK)))
+		kill -INT "$rec"
+		wait "$rec" || { echo "java.sh: error: prowl record failed: $(cat "$TMP/rec.err")" >&2; exit 1; }
+		[ -s "$TMP/t.pb.gz" ] || { echo "java.sh: error: prowl record wrote no profile" >&2; exit 1; }
+	fi
+	for i in $(seq "$(nproc)"); do
+		read -r w c <"$TMP/fixed.$i"
+		wall=$((wall + w)) cpu=$((cpu + c))
+	done
+	echo "$wall $cpu $pcpu"
+}
+
+# A process's CPU time (user + system) in clock ticks.
+ticks() {
+	awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"
+}
+
+# Median, smallest and largest of the numbers on stdin, one a line.
+spread() {
+	sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+		printf "%.4f (%.4f to %.4f)", m, v[1], v[NR] }'
 }
 
 {
-	echo "BPF cost per sample (PROWL_BPF_TIMING=1), Split deep (30 Java frames), ${S} s at 999 Hz:"
-	echo
-	echo "| stack | mode | cost |"
-	echo "|---|---|---|"
-	for r in 1 2; do cost on; cost off; done
-	echo
-	many_source
-	echo "Naming 20,000 compiled methods, ${S} s at 999 Hz (prowl's CPU and peak RSS, record -v):"
-	echo
-	echo "| program | prowl CPU | peak RSS | Java name cache |"
-	echo "|---|---|---|---|"
-	names
-	echo
-	echo "Throughput, one Split JVM per CPU, ${S} s, rounds in turn ($ROUNDS rounds):"
-	echo
-	declare -A sum=([none]=0 [prowl]=0)
-	for r in $(seq "$ROUNDS"); do
-		for m in $([ $((r % 2)) = 1 ] && echo none prowl || echo prowl none); do
-			v=$(throughput "$m")
-			sum[$m]=$((sum[$m] + v))
-			echo "round $r $m: $v"
+	if [[ " $PARTS " == *" cost "* ]]; then
+		echo "BPF cost per sample (PROWL_BPF_TIMING=1), Split deep (30 Java frames), ${S} s at 999 Hz:"
+		echo
+		echo "| stack | mode | cost |"
+		echo "|---|---|---|"
+		for r in 1 2; do cost on; cost off; done
+		echo
+	fi
+	if [[ " $PARTS " == *" names "* ]]; then
+		many_source
+		echo "Naming 20,000 compiled methods, ${S} s at 999 Hz (prowl's CPU and peak RSS, record -v):"
+		echo
+		echo "| program | prowl CPU | peak RSS | Java name cache |"
+		echo "|---|---|---|---|"
+		names
+		echo
+	fi
+	if [[ " $PARTS " == *" throughput "* ]]; then
+		echo "Throughput: $(nproc) JVMs (one per CPU) of \`Split $WORK fixed\`, no profiler and" \
+			"\`prowl record -a\` (default rate), $ROUNDS rounds, order alternating; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+		echo
+		echo "| round | no profiler: wall ms, CPU ms | prowl: wall ms, CPU ms | prowl's CPU ms meanwhile | throughput ratio, wall | CPU |"
+		echo "|---|---|---|---|---|---|"
+		: >"$TMP/ratios.wall"
+		: >"$TMP/ratios.cpu"
+		: >"$TMP/ratios.own"
+		for r in $(seq "$ROUNDS"); do
+			for m in $([ $((r % 2)) = 1 ] && echo none prowl || echo prowl none); do
+				read -r w c pc <<<"$(throughput "$m")"
+				eval "w_$m=$w c_$m=$c pc_$m=$pc"
+			done
+			# Throughput with prowl over without: the same work's time without over with.
+			rw=$(awk -v a="$w_none" -v b="$w_prowl" 'BEGIN { printf "%.4f", a / b }')
+			rc=$(awk -v a="$c_none" -v b="$c_prowl" 'BEGIN { printf "%.4f", a / b }')
+			echo "$rw" >>"$TMP/ratios.wall"
+			echo "$rc" >>"$TMP/ratios.cpu"
+			awk -v p="$pc_prowl" -v c="$c_prowl" 'BEGIN { printf "%.4f\n", p / c }' >>"$TMP/ratios.own"
+			echo "| $r | $w_none, $c_none | $w_prowl, $c_prowl | $pc_prowl | $rw | $rc |"
 		done
-	done
-	echo
-	echo "| mode | rounds (sum of $ROUNDS runs) | against no profiler |"
-	echo "|---|---|---|"
-	echo "| no profiler | ${sum[none]} | 1.0000 |"
-	echo "| prowl record -a -F 99 | ${sum[prowl]} | $(awk -v a="${sum[prowl]}" -v b="${sum[none]}" 'BEGIN { printf "%.4f", a / b }') |"
+		echo
+		echo "Throughput ratio (prowl / no profiler), median (smallest to largest) over $ROUNDS rounds:" \
+			"wall $(spread <"$TMP/ratios.wall"), CPU $(spread <"$TMP/ratios.cpu"); prowl's CPU over the JVMs'" \
+			"$(spread <"$TMP/ratios.own"); load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+	fi
 } | tee "$OUT"

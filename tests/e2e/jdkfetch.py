@@ -1,9 +1,9 @@
 """jdkfetch.py: the JDKs Debian 12 lacks, from Debian's own archive: OpenJDK 11 from
-bullseye (runs on Debian 12's glibc) and OpenJDK 21 from trixie (with trixie's glibc
-and zlib, run through that glibc's own loader); and bookworm's Node 18 beside the
-machine's node. Fetched with apt-get download under a
-private apt state (tests/kmatrix/kmatrix.py's apt_opts: the system's sources are
-neither read nor written), unpacked with dpkg-deb, never installed. Cached in
+bullseye (runs on Debian 12's glibc), OpenJDK 21 from trixie and 26 from sid (with their
+suite's glibc and zlib, run through that glibc's own loader; sid moves on: a JDK it no
+longer has is a skip); and bookworm's Node 18 beside the machine's node. Fetched with
+apt-get download under a private apt state (tests/kmatrix/kmatrix.py's apt_opts: the
+system's sources are neither read nor written), unpacked with dpkg-deb, never installed. Cached in
 /var/cache/prowl/jdks (BUILD/jdks when that is not writable)."""
 import os
 import subprocess
@@ -17,6 +17,7 @@ JDKS = {
     "openjdk11": ("bullseye", ["openjdk-11-jre-headless"], "usr/lib/jvm/java-11-openjdk-amd64", False),
     "openjdk21": ("trixie", ["openjdk-21-jre-headless", "libc6", "zlib1g"], "usr/lib/jvm/java-21-openjdk-amd64",
                   True),
+    "openjdk26": ("sid", ["openjdk-26-jre-headless", "libc6", "zlib1g"], "usr/lib/jvm/java-26-openjdk-amd64", True),
 }
 
 

@@ -1,5 +1,5 @@
 """test_java.py: Java stacks (issue 28). Real HotSpot JVMs: OpenJDK 17 from Debian 12 and
-this machine's Temurin 25, OpenJDK 11 and 21 from Debian 11 and 13 (jdkfetch.py), no JVM
+this machine's Temurin 25, OpenJDK 11, 21 and 26 from Debian 11, 13 and sid (jdkfetch.py), no JVM
 flags but -Xint and -XX:TieredStopAtLevel=1 where named, sampled by the real BPF
 program and read back with Google's pprof: the JVM's code cache frames become
 package.Class.method (interpreted: with file and line), the stacks reach the thread's
@@ -22,9 +22,9 @@ JDKS = {
     "openjdk17": "/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
     "temurin25": "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java",
 }
-FETCHED = ["openjdk11", "openjdk21"]
+FETCHED = ["openjdk11", "openjdk21", "openjdk26"]
 # The suite checks OpenJDK 17 and Temurin 25; make check-long also the fetched JDKs
-# (11, 21), C1-only on 25, and interpreted and C1-only on 11 and 21.
+# (11, 21, 26), C1-only on 25, and interpreted and C1-only on 11 and 21.
 ALL_JDKS = list(JDKS) + FETCHED
 MORE_JDKS = [pytest.param(j, marks=pytest.mark.more) if j in FETCHED else j for j in ALL_JDKS]
 # Checks the suite runs on OpenJDK 17 only.
@@ -338,8 +338,7 @@ def test_churn_names_only_methods_on_the_stack(tmp_path, jdk):
         stop(p)
     allowed = {"ant": ("Churn", "AntWork."), "bee": ("Churn", "BeeWork.")}
     own = {"ant": 0, "bee": 0}
-    markers = total = 0
-    wrong = []
+    markers, total, wrong = {}, 0, []
     for s in raw.samples:
         t = s["labels"].get("thread_name")
         if t not in allowed:
@@ -349,7 +348,9 @@ def test_churn_names_only_methods_on_the_stack(tmp_path, jdk):
         if not all(fn.startswith(allowed[t] + ("java.", "jdk.", "sun.")) for fn in names):
             wrong.append((t, raw.frames(s)[:6]))
         own[t] += s["values"][0] if any(fn.startswith(allowed[t][1]) for fn in names) else 0
-        markers += sum(s["values"][0] for f in raw.frames(s) if f.startswith("[java: "))
-    print(own, "markers:", markers, "of", total)
+        for f in raw.frames(s):
+            if f.startswith("[java: "):
+                markers[f] = markers.get(f, 0) + s["values"][0]
+    print(own, "markers:", markers, "samples:", total)
     assert not wrong, f"{len(wrong)} of {total} samples name a method not on their thread's stack: {wrong[:3]}"
     assert own["ant"] > 150 and own["bee"] > 150, own

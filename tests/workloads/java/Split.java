@@ -2,7 +2,9 @@
 // prowl's Java tests. Usage: java Split SECONDS, or java Split SECONDS threads: then thread
 // "alpha" runs only fifty() and thread "beta" only twenty(); or java Split SECONDS deep:
 // the three under 30 frames of deep() (BPF cost per sample, BENCHMARKS.md); or java Split
-// SECONDS count: no "ready", and the number of rounds done is printed at the end. Each method runs its own loop of mix(), 5, 3 and 2 units per round, so
+// SECONDS count: no "ready", and the number of rounds done is printed at the end; or java
+// Split ROUNDS fixed: that many rounds (a fixed amount of work), then the milliseconds they
+// took, wall and the thread's CPU. Each method runs its own loop of mix(), 5, 3 and 2 units per round, so
 // the split holds interpreted (-Xint) and compiled alike; a round takes milliseconds, so
 // main stays cold and the three are compiled on their own (not inlined into main). mix()
 // runs the busy loop itself, and C2 inlines it into each caller: its loop's safepoint
@@ -69,6 +71,17 @@ public class Split {
             System.out.println("ready");
             System.out.flush();
             deep(30, end);
+            return;
+        }
+        if (args.length > 1 && args[1].equals("fixed")) {
+            java.lang.management.ThreadMXBean mx = java.lang.management.ManagementFactory.getThreadMXBean();
+            long n = Long.parseLong(args[0]), t0 = System.nanoTime(), c0 = mx.getCurrentThreadCpuTime();
+            for (long r = 0; r < n; r++) {
+                fifty();
+                thirty();
+                twenty();
+            }
+            System.out.println((System.nanoTime() - t0) / 1000000 + " " + (mx.getCurrentThreadCpuTime() - c0) / 1000000);
             return;
         }
         boolean count = args.length > 1 && args[1].equals("count");
