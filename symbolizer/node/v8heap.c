@@ -151,6 +151,19 @@ int v8_string(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t s
 
 /* ---- functions ---- */
 
+/* A function's name is an internalized string: a string of another kind where one is
+ * expected (a ScopeInfo slot read past its end, an object the collector put in place of
+ * one) is not taken for it. Internalized strings differ from ONE_BYTE_INTERNALIZED_
+ * STRING_TYPE in their encoding bit only (they are sequential). */
+static bool is_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t str)
+{
+	int type = v8_obj_type(m, vp, str);
+
+	if (type < 0 || (uint32_t)type >= vp->first_nonstring)
+		return false;
+	return vp->str_internalized == 0xff || !(((uint32_t)type ^ vp->str_internalized) & ~(uint32_t)vp->str_encoding_mask);
+}
+
 int v8_sfi_check(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint32_t *ret)
 {
 	uint64_t name, script;
@@ -162,8 +175,8 @@ int v8_sfi_check(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_
 }
 
 /* ScopeInfo's layout is not in the metadata past its first slots: the name is the first
- * string after the context locals (names and infos), the source range the first two
- * small integers in increasing order after it. */
+ * internalized string after the context locals (names and infos), the source range the
+ * first two small integers in increasing order after it, and must be there. */
 static int scope_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t si, char *out, size_t cap,
 		      int32_t *ret_start)
 {
@@ -179,15 +192,19 @@ static int scope_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, ui
 	if (nlocals < 0 || nlocals > SCOPE_SLOTS)
 		return -EBADMSG;
 	for (i = vp->si_first_vars + 2 * (size_t)nlocals; i < SCOPE_SLOTS; i++)
-		if (v8_is_heap(vp, slot[i]) && v8_string(m, vp, slot[i], out, cap) >= 0)
+		if (v8_is_heap(vp, slot[i]) && is_name(m, vp, slot[i]) && v8_string(m, vp, slot[i], out, cap) >= 0)
 			break;
 	for (i++; i + 1 < SCOPE_SLOTS; i++)
 		if (is_smi(vp, slot[i]) && is_smi(vp, slot[i + 1]) && smi_value(slot[i]) >= 0 &&
 		    smi_value(slot[i]) < smi_value(slot[i + 1]) && smi_value(slot[i + 1]) < INT32_MAX) {
 			*ret_start = (int32_t)smi_value(slot[i]);
-			break;
+			return 0;
 		}
-	return 0;
+	/* A function's ScopeInfo ends with its source range: a string with none after it
+	 * was read past a ScopeInfo of another shape (a name V8 keeps elsewhere, such as a
+	 * global the function uses): no name rather than a foreign one. */
+	out[0] = 0;
+	return -EBADMSG;
 }
 
 int v8_sfi_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, char *out, size_t cap,
@@ -208,7 +225,7 @@ int v8_sfi_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t
 	if (type < 0)
 		return type;
 	if ((uint32_t)type < vp->first_nonstring)
-		return v8_string(m, vp, nos, out, cap) < 0 ? -EBADMSG : 0;
+		return !is_name(m, vp, nos) || v8_string(m, vp, nos, out, cap) < 0 ? -EBADMSG : 0;
 	if (vp->t_scope_info && type == vp->t_scope_info)
 		return scope_name(m, vp, nos, out, cap, ret_start);
 	return -EBADMSG;
