@@ -6,6 +6,7 @@
 # `prowl record -a -F 99`, interleaved in rounds. Writes build/bench/java.md.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/bench/lib.sh
 B=${PROWL_BUILD:-build}
 JAVA=${JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
 JAVAC=${JAVAC:-/usr/lib/jvm/java-17-openjdk-amd64/bin/javac}
@@ -22,12 +23,9 @@ mkdir -p "$B/bench"
 
 cost() { # $1 = on|off: Split deep (30 Java frames under main), BPF cost per sample at 999 Hz
 	"$JAVA" -cp "$B/workloads/java" Split $((S + 6)) deep >/dev/null 2>&1 &
-	local w=$! out
+	local w=$!
 	sleep 3
-	out=$(PROWL_BPF_TIMING=1 "$B/prowl" record -q --java="$1" -F 999 -p $w -d "${S}s" -o "$TMP/x.pb.gz" 2>&1)
-	kill $w 2>/dev/null || true
-	wait $w 2>/dev/null || true
-	echo "| 30 Java frames | --java=$1 | $(grep -oE 'p50 <= [0-9.]+ us, p90 <= [0-9.]+ us, p99 <= [0-9.]+ us' <<<"$out" | tail -1) |"
+	echo "| 30 Java frames | --java=$1 | $(bpf_cost $w --java="$1") |"
 }
 
 # 20 classes of 1,000 methods, each a small loop kept out of its caller (dontinline),
@@ -69,21 +67,8 @@ names() { # prowl's CPU time and the Java name cache over 20,000 compiled method
 }
 
 # One Split JVM per CPU for S seconds; prints Split's rounds summed.
-throughput() { # $1 = none|prowl
-	local pids=() n=0 p i rec=
-	if [ "$1" = prowl ]; then
-		"$B/prowl" record -q -a -F 99 -d "$((S + 4))s" -o "$TMP/t.pb.gz" >/dev/null 2>&1 &
-		rec=$!
-		sleep 2
-	fi
-	for i in $(seq "$(nproc)"); do
-		"$JAVA" -cp "$B/workloads/java" Split "$S" count >"$TMP/count.$i" 2>/dev/null &
-		pids+=($!)
-	done
-	for p in "${pids[@]}"; do wait "$p"; done
-	[ -n "$rec" ] && wait "$rec"
-	for i in $(seq "$(nproc)"); do n=$((n + $(tail -1 "$TMP/count.$i"))); done
-	echo "$n"
+throughput() { # $1 = none|prowl: one per CPU for S seconds; the rounds summed
+	per_cpu_rounds "$1" "$S" "$JAVA" -cp "$B/workloads/java" Split "$S" count
 }
 
 {
