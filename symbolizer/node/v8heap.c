@@ -11,6 +11,9 @@
 #define WORD       8
 #define CHUNK      4096
 #define SCOPE_SLOTS 16 /* ScopeInfo slots looked at for the name and the positions */
+/* Slots from the name to the end of the source range at most: the name, its slot index,
+ * an inferred name, the outer ScopeInfo, the range's two ends. */
+#define SCOPE_RANGE_ROOM 6
 
 int v8_read(const struct v8_mem *m, uint64_t addr, void *buf, size_t len)
 {
@@ -182,7 +185,7 @@ static int scope_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, ui
 {
 	uint64_t slot[SCOPE_SLOTS];
 	int64_t nlocals;
-	size_t i;
+	size_t i, name_at;
 
 	if (v8_read(m, si - vp->heap_tag + vp->o_map + WORD, slot, sizeof(slot)) < 0)
 		return -EFAULT;
@@ -194,17 +197,22 @@ static int scope_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, ui
 	for (i = vp->si_first_vars + 2 * (size_t)nlocals; i < SCOPE_SLOTS; i++)
 		if (v8_is_heap(vp, slot[i]) && is_name(m, vp, slot[i]) && v8_string(m, vp, slot[i], out, cap) >= 0)
 			break;
+	name_at = i;
 	for (i++; i + 1 < SCOPE_SLOTS; i++)
 		if (is_smi(vp, slot[i]) && is_smi(vp, slot[i + 1]) && smi_value(slot[i]) >= 0 &&
 		    smi_value(slot[i]) < smi_value(slot[i + 1]) && smi_value(slot[i + 1]) < INT32_MAX) {
 			*ret_start = (int32_t)smi_value(slot[i]);
 			return 0;
 		}
-	/* A function's ScopeInfo ends with its source range: a string with none after it
-	 * was read past a ScopeInfo of another shape (a name V8 keeps elsewhere, such as a
-	 * global the function uses): no name rather than a foreign one. */
-	out[0] = 0;
-	return -EBADMSG;
+	/* A function's ScopeInfo has its source range a few slots after the name: a string
+	 * with none after it, where the slots looked at had room for one, was read past a
+	 * ScopeInfo of another shape (a global the function uses, say): no name rather than
+	 * a foreign one. No string at all: anonymous. */
+	if (name_at + SCOPE_RANGE_ROOM <= SCOPE_SLOTS) {
+		out[0] = 0;
+		return -EBADMSG;
+	}
+	return 0;
 }
 
 int v8_sfi_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, char *out, size_t cap,
