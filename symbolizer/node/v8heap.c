@@ -177,6 +177,15 @@ int v8_sfi_check(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_
 	return 0;
 }
 
+/* A Map's map is the meta map, whose map is itself: no other object's map is its map's. */
+static bool is_map(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t obj)
+{
+	uint64_t map, meta;
+
+	return v8_field(m, vp, obj, vp->o_map, &map) == 0 && v8_is_heap(vp, map) &&
+	       v8_field(m, vp, map, vp->o_map, &meta) == 0 && map == meta;
+}
+
 /* ScopeInfo's layout is not in the metadata past its first slots: the name is the first
  * internalized string after the context locals (names and infos), the source range the
  * first two small integers in increasing order after it, and must be there. */
@@ -194,9 +203,16 @@ static int scope_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, ui
 	nlocals = smi_value(slot[vp->si_ncontext_locals]);
 	if (nlocals < 0 || nlocals > SCOPE_SLOTS)
 		return -EBADMSG;
-	for (i = vp->si_first_vars + 2 * (size_t)nlocals; i < SCOPE_SLOTS; i++)
-		if (v8_is_heap(vp, slot[i]) && is_name(m, vp, slot[i]) && v8_string(m, vp, slot[i], out, cap) >= 0)
+	for (i = vp->si_first_vars + 2 * (size_t)nlocals; i < SCOPE_SLOTS; i++) {
+		if (!v8_is_heap(vp, slot[i]))
+			continue;
+		/* A map: the next object's header; the ScopeInfo ended with no name in the
+		 * slots looked at, what follows is another object's. */
+		if (is_map(m, vp, slot[i]))
+			return -EBADMSG;
+		if (is_name(m, vp, slot[i]) && v8_string(m, vp, slot[i], out, cap) >= 0)
 			break;
+	}
 	name_at = i;
 	for (i++; i + 1 < SCOPE_SLOTS; i++)
 		if (is_smi(vp, slot[i]) && is_smi(vp, slot[i + 1]) && smi_value(slot[i]) >= 0 &&
