@@ -333,6 +333,7 @@ bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench 
 	tests/bench/unwind.sh
 	tests/bench/python.sh
 	tests/bench/java.sh
+	tests/bench/node.sh
 	tests/bench/agent.sh
 	tests/bench/rules.sh
 	tests/bench/offcpu.sh

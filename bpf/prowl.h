@@ -288,7 +288,8 @@ struct prowl_v8_proc {
 		o_thin_actual, o_fa_length, o_fa_data, o_bytecode_data, t_byte_array, t_fixed_array;
 	__u8 str_repr_mask, str_encoding_mask, str_seq, str_cons, str_thin, str_one_byte, str_two_byte;
 	__u8 si_first_vars, si_ncontext_locals;
-	__u8 _pad[3];
+	__u8 str_internalized; /* ONE_BYTE_INTERNALIZED_STRING_TYPE; 0xff: not known */
+	__u8 _pad[2];
 	__u32 str_not_string_mask;
 	/* The V8 binary's executable mapping: a pc there that its CFI does not cover is
 	 * V8's code too (builtins whose symbols were stripped). */

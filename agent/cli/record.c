@@ -487,6 +487,11 @@ int record_main(int argc, char **argv)
 				  sst.java_names.entries, sst.java_names.bytes / 1024.0, sst.java_names.hits, sst.java_names.misses,
 				  sst.java_name_miss_ns / 1e3 / (double)(sst.java_names.misses ? sst.java_names.misses : 1),
 				  sst.java_names.failures);
+		if (sst.js_names.hits + sst.js_names.misses)
+			log_debug("node: %" PRIu64 " names cached (%.1f KiB), %" PRIu64 " lookups hit, %" PRIu64
+				  " missed, %" PRIu64 " markers",
+				  sst.js_names.entries, sst.js_names.bytes / 1024.0, sst.js_names.hits, sst.js_names.misses,
+				  sst.js_names.failures);
 		info.lost = cnt.v[PROWL_CNT_LOST] + cnt.v[PROWL_CNT_OFFCPU_LOST];
 		if (o.values != PROF_VALUES_CPU)
 			log_info("off-CPU: %" PRIu64 " waits kept, %" PRIu64 " shorter ones sampled away (the kept ones "

@@ -11,6 +11,9 @@
 #define WORD       8
 #define CHUNK      4096
 #define SCOPE_SLOTS 16 /* ScopeInfo slots looked at for the name and the positions */
+/* Slots from the name to the end of the source range at most: the name, its slot index,
+ * an inferred name, the outer ScopeInfo, the range's two ends. */
+#define SCOPE_RANGE_ROOM 6
 
 int v8_read(const struct v8_mem *m, uint64_t addr, void *buf, size_t len)
 {
@@ -151,6 +154,19 @@ int v8_string(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t s
 
 /* ---- functions ---- */
 
+/* A function's name is an internalized string: a string of another kind where one is
+ * expected (a ScopeInfo slot read past its end, an object the collector put in place of
+ * one) is not taken for it. Internalized strings differ from ONE_BYTE_INTERNALIZED_
+ * STRING_TYPE in their encoding bit only (they are sequential). */
+static bool is_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t str)
+{
+	int type = v8_obj_type(m, vp, str);
+
+	if (type < 0 || (uint32_t)type >= vp->first_nonstring)
+		return false;
+	return vp->str_internalized == 0xff || !(((uint32_t)type ^ vp->str_internalized) & ~(uint32_t)vp->str_encoding_mask);
+}
+
 int v8_sfi_check(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint32_t *ret)
 {
 	uint64_t name, script;
@@ -161,15 +177,24 @@ int v8_sfi_check(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_
 	return 0;
 }
 
+/* A Map's map is the meta map, whose map is itself: no other object's map is its map's. */
+static bool is_map(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t obj)
+{
+	uint64_t map, meta;
+
+	return v8_field(m, vp, obj, vp->o_map, &map) == 0 && v8_is_heap(vp, map) &&
+	       v8_field(m, vp, map, vp->o_map, &meta) == 0 && map == meta;
+}
+
 /* ScopeInfo's layout is not in the metadata past its first slots: the name is the first
- * string after the context locals (names and infos), the source range the first two
- * small integers in increasing order after it. */
+ * internalized string after the context locals (names and infos), the source range the
+ * first two small integers in increasing order after it, and must be there. */
 static int scope_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t si, char *out, size_t cap,
 		      int32_t *ret_start)
 {
 	uint64_t slot[SCOPE_SLOTS];
 	int64_t nlocals;
-	size_t i;
+	size_t i, name_at;
 
 	if (v8_read(m, si - vp->heap_tag + vp->o_map + WORD, slot, sizeof(slot)) < 0)
 		return -EFAULT;
@@ -178,15 +203,31 @@ static int scope_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, ui
 	nlocals = smi_value(slot[vp->si_ncontext_locals]);
 	if (nlocals < 0 || nlocals > SCOPE_SLOTS)
 		return -EBADMSG;
-	for (i = vp->si_first_vars + 2 * (size_t)nlocals; i < SCOPE_SLOTS; i++)
-		if (v8_is_heap(vp, slot[i]) && v8_string(m, vp, slot[i], out, cap) >= 0)
+	for (i = vp->si_first_vars + 2 * (size_t)nlocals; i < SCOPE_SLOTS; i++) {
+		if (!v8_is_heap(vp, slot[i]))
+			continue;
+		/* A map: the next object's header; the ScopeInfo ended with no name in the
+		 * slots looked at, what follows is another object's. */
+		if (is_map(m, vp, slot[i]))
+			return -EBADMSG;
+		if (is_name(m, vp, slot[i]) && v8_string(m, vp, slot[i], out, cap) >= 0)
 			break;
+	}
+	name_at = i;
 	for (i++; i + 1 < SCOPE_SLOTS; i++)
 		if (is_smi(vp, slot[i]) && is_smi(vp, slot[i + 1]) && smi_value(slot[i]) >= 0 &&
 		    smi_value(slot[i]) < smi_value(slot[i + 1]) && smi_value(slot[i + 1]) < INT32_MAX) {
 			*ret_start = (int32_t)smi_value(slot[i]);
-			break;
+			return 0;
 		}
+	/* A function's ScopeInfo has its source range a few slots after the name: a string
+	 * with none after it, where the slots looked at had room for one, was read past a
+	 * ScopeInfo of another shape (a global the function uses, say): no name rather than
+	 * a foreign one. No string at all: anonymous. */
+	if (name_at + SCOPE_RANGE_ROOM <= SCOPE_SLOTS) {
+		out[0] = 0;
+		return -EBADMSG;
+	}
 	return 0;
 }
 
@@ -208,7 +249,7 @@ int v8_sfi_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t
 	if (type < 0)
 		return type;
 	if ((uint32_t)type < vp->first_nonstring)
-		return v8_string(m, vp, nos, out, cap) < 0 ? -EBADMSG : 0;
+		return !is_name(m, vp, nos) || v8_string(m, vp, nos, out, cap) < 0 ? -EBADMSG : 0;
 	if (vp->t_scope_info && type == vp->t_scope_info)
 		return scope_name(m, vp, nos, out, cap, ret_start);
 	return -EBADMSG;

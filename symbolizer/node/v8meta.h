@@ -73,6 +73,7 @@
 	X(T_FIXED_ARRAY, ITYPE, 0, "type_FixedArray__FIXED_ARRAY_TYPE", NULL)                   \
 	X(SI_FIRST_VARS, SMALL, 0, "scopeinfo_idx_first_vars", NULL)                            \
 	X(SI_NCONTEXT_LOCALS, SMALL, 0, "scopeinfo_idx_ncontextlocals", NULL)                    \
+	X(T_INTERNALIZED, ITYPE, 0, "type_InternalizedString__ONE_BYTE_INTERNALIZED_STRING_TYPE", NULL) \
 	X(T_INSTRUCTION_STREAM, ITYPE, 0, "type_InstructionStream__INSTRUCTION_STREAM_TYPE", NULL) \
 	X(O_IS_START, OFF, 0, "class_InstructionStream__instruction_start__uintptr_t", NULL)    \
 	X(O_CODE_DEOPT, OFF, 0, "class_Code__deoptimization_data__FixedArray", NULL)            \

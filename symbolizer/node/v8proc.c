@@ -91,6 +91,8 @@ void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct p
 		.str_repr_mask = U8(STR_REPR_MASK), .str_encoding_mask = U8(STR_ENCODING_MASK), .str_seq = U8(STR_SEQ),
 		.str_cons = U8(STR_CONS), .str_thin = (__u8)(m->has[V8_STR_THIN] ? v[V8_STR_THIN] : 0xff),
 		.str_one_byte = U8(STR_ONE_BYTE), .str_two_byte = U8(STR_TWO_BYTE),
+		.str_internalized = (__u8)(m->has[V8_T_INTERNALIZED] && v[V8_T_INTERNALIZED] < 0xff ?
+					   v[V8_T_INTERNALIZED] : 0xff),
 		.str_not_string_mask = (__u32)v[V8_STR_NOT_STRING_MASK],
 		.t_code = U16(T_CODE), .o_is_start = U16(O_IS_START), .o_code_deopt = U16(O_CODE_DEOPT),
 		.o_code_spt = U16(O_CODE_SPT), .dd_inlined_count = U8(DD_INLINED_COUNT), .dd_literals = U8(DD_LITERALS),

@@ -8,6 +8,7 @@
 # "cost names throughput"); JAVA_BENCH_WORK is each JVM's rounds of Split's work.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. tests/bench/lib.sh
 B=${PROWL_BUILD:-build}
 JAVA=${JAVA:-/usr/lib/jvm/java-17-openjdk-amd64/bin/java}
 JAVAC=${JAVAC:-/usr/lib/jvm/java-17-openjdk-amd64/bin/javac}
@@ -26,12 +27,9 @@ mkdir -p "$B/bench"
 
 cost() { # $1 = on|off: Split deep (30 Java frames under main), BPF cost per sample at 999 Hz
 	"$JAVA" -cp "$B/workloads/java" Split $((S + 6)) deep >/dev/null 2>&1 &
-	local w=$! out
+	local w=$!
 	sleep 3
-	out=$(PROWL_BPF_TIMING=1 "$B/prowl" record -q --java="$1" -F 999 -p $w -d "${S}s" -o "$TMP/x.pb.gz" 2>&1)
-	kill $w 2>/dev/null || true
-	wait $w 2>/dev/null || true
-	echo "| 30 Java frames | --java=$1 | $(grep -oE 'p50 <= [0-9.]+ us, p90 <= [0-9.]+ us, p99 <= [0-9.]+ us' <<<"$out" | tail -1) |"
+	echo "| 30 Java frames | --java=$1 | $(bpf_cost $w --java="$1") |"
 }
 
 # 20 classes of 1,000 methods, each a small loop kept out of its caller (dontinline),

@@ -22,7 +22,7 @@ V8FORGE_IMAGE(8192, BASE)
 #define string1(i, map_i, s) v8forge_string(&forge, i, map_i, s)
 
 enum { M_STR1 = 2, M_STR2 = 4, M_CONS = 6, M_THIN = 8, M_SFI = 10, M_SCOPE = 12, M_SCRIPT = 14, M_BA = 16,
-       M_BYTES = 18 };
+       M_BYTES = 18, M_STR1N = 20 };
 
 static int setup(void **state)
 {
@@ -37,6 +37,7 @@ static int setup(void **state)
 	map(M_SCRIPT, 167);
 	map(M_BA, 191);
 	map(M_BYTES, 190);
+	map(M_STR1N, 40); /* ONE_BYTE_STRING_TYPE: not internalized */
 	return 0;
 }
 
@@ -139,6 +140,23 @@ static void test_function_name_and_line(void **state)
 	/* Anonymous: a small integer where the name would be. */
 	img[202] = SMI(0);
 	assert_int_equal(v8_sfi_name(&mem, &node20_vp, TAG(200), name, sizeof(name), &start), 0);
+	assert_string_equal(name, "");
+	/* A string not internalized (one of the program's, where the collector moved the
+	 * name) is no function's name; in a ScopeInfo it is passed over. */
+	string1(140, M_STR1N, "o872");
+	img[202] = TAG(140);
+	assert_int_equal(v8_sfi_name(&mem, &node20_vp, TAG(200), name, sizeof(name), &start), -EBADMSG);
+	img[202] = TAG(250);
+	img[254] = TAG(140);
+	img[255] = TAG(100);
+	img[256] = SMI(9);
+	img[257] = SMI(30);
+	assert_int_equal(v8_sfi_name(&mem, &node20_vp, TAG(200), name, sizeof(name), &start), 0);
+	assert_string_equal(name, "fifty");
+	/* No source range after it: read past a ScopeInfo of another shape, no name. */
+	img[256] = SMI(30);
+	img[257] = SMI(9);
+	assert_int_equal(v8_sfi_name(&mem, &node20_vp, TAG(200), name, sizeof(name), &start), -EBADMSG);
 	assert_string_equal(name, "");
 	/* Not a SharedFunctionInfo (moved, freed): refused. */
 	img[200] = TAG(M_SCRIPT);

@@ -16,6 +16,7 @@ static const struct prowl_v8_proc node20_vp = {
 	.o_bytecode_data = 54, .t_byte_array = 190, .t_fixed_array = 175,
 	.str_repr_mask = 7, .str_encoding_mask = 8, .str_seq = 0, .str_cons = 1, .str_thin = 5,
 	.str_one_byte = 8, .str_two_byte = 0, .si_first_vars = 3, .si_ncontext_locals = 2,
+	.str_internalized = 8,
 	.str_not_string_mask = 0xffffff80u,
 	.t_code = 245, .t_instruction_stream = 252, .o_is_start = 16, .o_code_deopt = 16, .o_code_spt = 24,
 	.dd_inlined_count = 1, .dd_literals = 2, .dd_sfi = 6, .dd_inlining_positions = 7, .code_kind_mask = 15,

@@ -74,6 +74,7 @@ int v8dbg_type_ByteArray__BYTE_ARRAY_TYPE = 190;
 int v8dbg_type_FixedArray__FIXED_ARRAY_TYPE = 175;
 int v8dbg_scopeinfo_idx_first_vars = 3;
 int v8dbg_scopeinfo_idx_ncontextlocals = 2;
+int v8dbg_type_InternalizedString__ONE_BYTE_INTERNALIZED_STRING_TYPE = 8;
 int v8dbg_type_InstructionStream__INSTRUCTION_STREAM_TYPE = 252;
 int v8dbg_class_InstructionStream__instruction_start__uintptr_t = 16;
 int v8dbg_class_Code__deoptimization_data__FixedArray = 16;
