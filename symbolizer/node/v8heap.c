@@ -131,7 +131,12 @@ static int to_text(void *ctx, const uint8_t *p, size_t n, bool two)
 	return t->n + 1 >= t->cap;
 }
 
-int v8_string(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t str, char *out, size_t cap)
+/* v8_string's work; strict (a function's name): a NUL refuses the whole string
+ * (-EBADMSG). No name a program gives a function holds one, and the bytes of an object
+ * that moved, its old place reused, read as a string hold several (the zero high bytes
+ * of every pointer). Other control characters are shown as '?'. */
+static int string_text(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t str, char *out, size_t cap,
+		       bool strict)
 {
 	char raw[V8_NAME_MAX];
 	struct text t = { raw, cap < sizeof(raw) ? cap : sizeof(raw), 0 };
@@ -146,10 +151,22 @@ int v8_string(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t s
 		return r;
 	/* ASCII already; control characters become '?' (utf8_text needs 3 bytes each). */
 	n = t.n;
-	for (size_t i = 0; i < n; i++)
-		out[i] = (unsigned char)raw[i] < 0x20 || raw[i] == 0x7f ? '?' : raw[i];
+	for (size_t i = 0; i < n; i++) {
+		bool ctl = (unsigned char)raw[i] < 0x20 || raw[i] == 0x7f;
+
+		if (strict && !raw[i]) {
+			out[0] = 0;
+			return -EBADMSG;
+		}
+		out[i] = ctl ? '?' : raw[i];
+	}
 	out[n] = 0;
 	return (int)n;
+}
+
+int v8_string(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t str, char *out, size_t cap)
+{
+	return string_text(m, vp, str, out, cap, false);
 }
 
 /* ---- functions ---- */
@@ -210,7 +227,7 @@ static int scope_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, ui
 		 * slots looked at, what follows is another object's. */
 		if (is_map(m, vp, slot[i]))
 			return -EBADMSG;
-		if (is_name(m, vp, slot[i]) && v8_string(m, vp, slot[i], out, cap) >= 0)
+		if (is_name(m, vp, slot[i]) && string_text(m, vp, slot[i], out, cap, true) >= 0)
 			break;
 	}
 	name_at = i;
@@ -249,7 +266,7 @@ int v8_sfi_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t
 	if (type < 0)
 		return type;
 	if ((uint32_t)type < vp->first_nonstring)
-		return !is_name(m, vp, nos) || v8_string(m, vp, nos, out, cap) < 0 ? -EBADMSG : 0;
+		return !is_name(m, vp, nos) || string_text(m, vp, nos, out, cap, true) < 0 ? -EBADMSG : 0;
 	if (vp->t_scope_info && type == vp->t_scope_info)
 		return scope_name(m, vp, nos, out, cap, ret_start);
 	return -EBADMSG;

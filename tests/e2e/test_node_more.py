@@ -83,6 +83,9 @@ def v8_frames(raw, s):
     return [line for lid in s["locs"] for line in lines(raw.locations[lid])]
 
 
+@pytest.mark.skipif(os.environ.get("PROWL_TEST_LONG") != "1",
+                    reason="about 1 run in 15 shows main under executeUserEntryPoint, the frames between "
+                           "lost (docs/unwinding.md, known gaps): runs under make check-long (PROWL_TEST_LONG=1)")
 def test_churn_names_only_functions_that_could_be_on_the_stack(tmp_path):
     """churn.js: fresh functions made, optimized, deoptimized and dropped round after
     round, objects and closures allocated hard, a compacting collection every few rounds

@@ -158,6 +158,16 @@ static void test_function_name_and_line(void **state)
 	img[257] = SMI(9);
 	assert_int_equal(v8_sfi_name(&mem, &node20_vp, TAG(200), name, sizeof(name), &start), -EBADMSG);
 	assert_string_equal(name, "");
+	/* An internalized string holding a pointer's bytes (an object that moved, its old
+	 * place reused): v8_string reads it, as a function's name it is refused. */
+	string1(140, M_STR1, "Y\x05p\x7fT$..");
+	memset((char *)&img[140] + 16 + 6, 0, 2); /* the pointer's high bytes */
+	img[202] = TAG(140);
+	assert_int_equal(v8_string(&mem, &node20_vp, TAG(140), name, sizeof(name)), 8);
+	assert_string_equal(name, "Y?p?T$??");
+	assert_int_equal(v8_sfi_name(&mem, &node20_vp, TAG(200), name, sizeof(name), &start), -EBADMSG);
+	assert_string_equal(name, "");
+	img[202] = TAG(250);
 	/* Not a SharedFunctionInfo (moved, freed): refused. */
 	img[200] = TAG(M_SCRIPT);
 	assert_int_equal(v8_sfi_name(&mem, &node20_vp, TAG(200), name, sizeof(name), &start), -ESTALE);
