@@ -14,7 +14,6 @@
 #include "label_names.h"
 #include "log.h"
 #include "jvmname.h"
-#include "v8inline.h"
 #include "v8name.h"
 #include "pymerge.h"
 #include "symbolizer.h"
@@ -460,14 +459,14 @@ static int js_location(struct ingest *g, const struct prowl_sample *s, const str
 {
 	static const struct prof_mapping_in in = { .key = KEY_JS, .start = 0, .limit = UINT64_MAX, .filename = "[js]",
 						   .is_js = true };
-	struct frame_name name[V8_INLINE_MAX];
-	struct prof_frame pf[V8_INLINE_MAX];
+	struct frame_name name[V8_FRAME_NAMES_MAX];
+	struct prof_frame pf[V8_FRAME_NAMES_MAX];
 	const char *why = NULL;
 	uint64_t key;
 	size_t n = 0;
 	int r;
 
-	r = v8_namer_frame(symbolizer_node(g->sym), s->pid, s->pygen, f, pc, name, V8_INLINE_MAX, &n, &key, &why);
+	r = v8_namer_frame(symbolizer_node(g->sym), s->pid, s->pygen, f, pc, name, V8_FRAME_NAMES_MAX, &n, &key, &why);
 	if (r < 0 || !n)
 		return r == -ENOMEM ? r : python_marker(g, why, ret);
 	for (size_t i = 0; i < n; i++)

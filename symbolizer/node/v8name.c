@@ -17,6 +17,8 @@
 
 #define SCRIPTS_MAX 256 /* line tables kept; dropped with the names */
 
+_Static_assert(V8_FRAME_NAMES_MAX == V8_INLINE_MAX, "v8name.h's V8_FRAME_NAMES_MAX is V8_INLINE_MAX");
+
 struct script_entry {
 	uint32_t *ends;
 	size_t n;

@@ -14,6 +14,9 @@
 struct v8_namer;
 
 #define V8_NAME_CACHE_MAX 16384 /* names kept; the cache starts over when full */
+/* Names one frame gives at most: an optimized frame's inlined functions and its own
+ * (v8inline.h's V8_INLINE_MAX; v8name.c checks that they agree). */
+#define V8_FRAME_NAMES_MAX 16
 
 int v8_namer_new(struct v8_namer **ret);
 void v8_namer_free(struct v8_namer *r); /* accepts NULL */
