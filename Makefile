@@ -1,6 +1,12 @@
 # prowl: whole-host eBPF sampling CPU profiler.
 # `make` builds build/prowl; `make deps` installs Debian 12 build/test packages.
 
+# Every core by default (the fresh-clone suite builds three trees); -jN or -j1 on the
+# command line wins.
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
+endif
+
 # ARCH=arm64 on an x86_64 host cross-builds with Debian's gcc-aarch64-linux-gnu and arm64
 # libraries (multiarch: packaging/install-deps.sh arm64), into build-arm64 by default.
 HOST_ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')

@@ -4,7 +4,7 @@
 # (ASan+UBSan: the unit tests and the e2e
 # tests that feed prowl untrusted input, SAN_E2E below), then the kernel matrix
 # (tests/kmatrix: Debian's kernels under QEMU) on build/, then each libFuzzer harness
-# for 10 s when FUZZ_BUILD names their build; checks that every line the mutation
+# for 6 s when FUZZ_BUILD names their build; checks that every line the mutation
 # check breaks is still in the sources (tests/mutation.sh --check); lists every skipped test
 # with its reason and ends with "N passed, N failed, N skipped".
 # Usage: tests/run.sh [--quick] [BUILD_DIR...]   (default: build build-san)
@@ -58,7 +58,8 @@ run_unit() { # $1 = build dir
 
 # The e2e files the sanitizer build runs: those in which prowl reads what another
 # user or a remote peer controls (hostile ELF files, perf maps, names, profiles,
-# HTTP answers, Go tables, cgroup names, interpreter memory). The rest runs on the
+# HTTP answers, Go tables, cgroup names, interpreter memory). The rest, and the tests in
+# these files marked trusted (no hostile input: conftest.py skips them here), runs on the
 # normal build only. FILE::TEST names one test of a file whose whole run costs too much
 # under the sanitizers (test_offcpu: 36 s; its hostile profiles here, under a second).
 SAN_E2E=(test_untrusted test_hostile test_rules_hostile test_agent_inputs test_agent_faults test_report test_debuginfod
@@ -133,7 +134,7 @@ run_e2e() { # $1 = build dir, $2 = "quick" for the sanitizer subset without the 
 run_kmatrix() { # $1 = build dir
 	local line n m log="$1/kmatrix.log"
 	echo "== kernel matrix ($1)"
-	/usr/bin/python3 tests/kmatrix/kmatrix.py --build "$1" 2>&1 | tee "$log"
+	/usr/bin/python3 tests/kmatrix/kmatrix.py --build "$1" --jobs 2 --seconds 2 2>&1 | tee "$log"
 	line=$(grep -E '^kernel matrix: [0-9]+ of [0-9]+ checks passed' "$log" | tail -1)
 	if [ -z "$line" ]; then
 		failed=$((failed + 1))

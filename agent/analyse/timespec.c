@@ -119,6 +119,27 @@ static int parse_date_time(const char *s, int64_t *ret)
 	return 0;
 }
 
+static bool is_clock_time(const char *s)
+{
+	return isdigit((unsigned char)s[0]) && isdigit((unsigned char)s[1]) && s[2] == ':';
+}
+
+/* Clock time s on the local day of day_ns, moved by days (a struct tm's day, so that
+ * a change of daylight saving time between keeps the clock time). */
+static int clock_on_day(const char *s, int64_t day_ns, int days, int64_t *ret_ns)
+{
+	time_t day = (time_t)(day_ns / NSEC_PER_SEC);
+	const char *p = s;
+	struct tm tm;
+	int64_t frac;
+
+	localtime_r(&day, &tm);
+	if (parse_clock(&p, &tm, &frac) < 0 || *p)
+		return -EINVAL;
+	tm.tm_mday += days;
+	return local_to_ns(&tm, frac, ret_ns);
+}
+
 int time_parse(const char *s, int64_t now_ns, int64_t *ret_ns)
 {
 	uint64_t d;
@@ -135,28 +156,26 @@ int time_parse(const char *s, int64_t now_ns, int64_t *ret_ns)
 		*ret_ns = now_ns - (int64_t)d;
 		return 0;
 	}
-	if (isdigit((unsigned char)s[0]) && isdigit((unsigned char)s[1]) && s[2] == ':') {
-		time_t now = (time_t)(now_ns / NSEC_PER_SEC);
-		const char *p = s;
-		struct tm tm;
-		int64_t frac;
-
-		localtime_r(&now, &tm);
-		if (parse_clock(&p, &tm, &frac) < 0 || *p)
+	if (is_clock_time(s)) {
+		if (clock_on_day(s, now_ns, 0, ret_ns) < 0)
 			return -EINVAL;
-		if (local_to_ns(&tm, frac, ret_ns) < 0)
-			return -EINVAL;
-		if (*ret_ns > now_ns + 60 * NSEC_PER_SEC) {
-			/* A clock time still ahead means the last one: yesterday's. */
-			localtime_r(&now, &tm);
-			p = s;
-			parse_clock(&p, &tm, &frac);
-			tm.tm_mday--;
-			return local_to_ns(&tm, frac, ret_ns);
-		}
+		/* A clock time still ahead means the last one: yesterday's. */
+		if (*ret_ns > now_ns + 60 * NSEC_PER_SEC)
+			return clock_on_day(s, now_ns, -1, ret_ns);
 		return 0;
 	}
 	return parse_date_time(s, ret_ns);
+}
+
+int time_parse_end(const char *s, int64_t now_ns, int64_t from_ns, int64_t *ret_ns)
+{
+	if (!s || !is_clock_time(s) || from_ns == INT64_MIN)
+		return time_parse(s, now_ns, ret_ns);
+	if (clock_on_day(s, from_ns, 0, ret_ns) < 0)
+		return -EINVAL;
+	if (*ret_ns <= from_ns)
+		return clock_on_day(s, from_ns, 1, ret_ns);
+	return 0;
 }
 
 int time_range_parse(const char *s, int64_t now_ns, int64_t *ret_from, int64_t *ret_to)
@@ -174,7 +193,7 @@ int time_range_parse(const char *s, int64_t now_ns, int64_t *ret_from, int64_t *
 	*ret_to = now_ns;
 	if (n && time_parse(from, now_ns, ret_from) < 0)
 		return -EINVAL;
-	if (dots[2] && time_parse(dots + 2, now_ns, ret_to) < 0)
+	if (dots[2] && time_parse_end(dots + 2, now_ns, *ret_from, ret_to) < 0)
 		return -EINVAL;
 	return *ret_from < *ret_to ? 0 : -EINVAL;
 }

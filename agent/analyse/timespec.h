@@ -12,7 +12,11 @@
  * "HH:MM:SS" local time today, or yesterday when that is still ahead of now.
  * Returns nanoseconds since the epoch, or -EINVAL. */
 int time_parse(const char *s, int64_t now_ns, int64_t *ret_ns);
-/* "FROM..TO"; an empty FROM is the beginning of time, an empty TO is now.
+/* The end of a range that starts at from_ns (INT64_MIN: no start): as time_parse, but
+ * "HH:MM" is the first such time after from_ns, ahead of now or not ("--from 09:00
+ * --to 10:00" at 09:30 is today's hour; "23:00..01:00" crosses midnight). */
+int time_parse_end(const char *s, int64_t now_ns, int64_t from_ns, int64_t *ret_ns);
+/* "FROM..TO" (TO read by time_parse_end); an empty FROM is the beginning of time, an empty TO is now.
  * -EINVAL also when FROM is not before TO. */
 int time_range_parse(const char *s, int64_t now_ns, int64_t *ret_from, int64_t *ret_to);
 /* Local "2024-05-01 10:00:00 CEST" (".123" after the seconds when ms is set). */

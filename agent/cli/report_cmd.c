@@ -111,11 +111,13 @@ static enum report_format format_from_name(const char *path)
 	return RF_PPROF;
 }
 
-static int parse_time_opt(const char *arg, const char *name, int64_t *ret)
+/* --from (from_ns NULL) or --to (the end of the range from *from_ns). */
+static int parse_time_opt(const char *arg, const char *name, const int64_t *from_ns, int64_t *ret)
 {
+	int64_t now = clock_wall_ns();
 	char msg[160];
 
-	if (time_parse(arg, clock_wall_ns(), ret) == 0)
+	if ((from_ns ? time_parse_end(arg, now, *from_ns, ret) : time_parse(arg, now, ret)) == 0)
 		return 0;
 	snprintf(msg, sizeof(msg), "invalid %s time '%%s': use RFC 3339 (2024-05-01T10:00:00Z), "
 		 "local HH:MM or '2024-05-01 10:00', or -1h", name);
@@ -189,9 +191,9 @@ static int parse_args(int argc, char **argv, struct report_opts *o)
 		return usage_error("%s", "nothing to read: give pprof files or --dir DIR");
 	if (!o->in.dir && (o->in.service || o->from || o->to))
 		return usage_error("%s", "--service, --from and --to select windows of --dir DIR");
-	if (o->from && (r = parse_time_opt(o->from, "--from", &o->in.from_ns)))
+	if (o->from && (r = parse_time_opt(o->from, "--from", NULL, &o->in.from_ns)))
 		return r;
-	if (o->to && (r = parse_time_opt(o->to, "--to", &o->in.to_ns)))
+	if (o->to && (r = parse_time_opt(o->to, "--to", &o->in.from_ns, &o->in.to_ns)))
 		return r;
 	if (o->in.from_ns >= o->in.to_ns)
 		return usage_error("%s", "--from must be before --to");

@@ -126,6 +126,7 @@ def prog_locations(raw, d):
     return out
 
 
+@pytest.mark.trusted
 def test_frames_gain_names_and_lines(tmp_path):
     d, build_id = build(tmp_path, "a")
     srv = Server(tmp_path, d)
@@ -209,6 +210,7 @@ def test_lying_and_silent_servers(tmp_path):
     assert "did not arrive within --debuginfod-timeout" in err, err
 
 
+@pytest.mark.trusted
 def test_agent_names_frames_in_later_windows(tmp_path):
     d, build_id = build(tmp_path, "e")
     srv = Server(tmp_path, d)

@@ -28,6 +28,7 @@ def record(tmp_path, exe, secs=5):
     return pprof_raw(str(out))
 
 
+@pytest.mark.trusted
 def test_stripped_go_matches_unstripped(tmp_path):
     full, stripped = record(tmp_path, FULL), record(tmp_path, STRIPPED)
     a, b = full.self_shares(300), stripped.self_shares(300)
@@ -79,6 +80,7 @@ def test_stripped_go_lines_match_dwarf(tmp_path):
     assert checked >= 3, f"only {checked} locations of main.* checked"
 
 
+@pytest.mark.trusted
 def test_stripped_go_in_agent_output(tmp_path):
     _, out, _ = agent_beside(tmp_path, [STRIPPED, "8"], 6)
     files = sorted((out / "gosplit_stripped").glob("*.pb.gz"))

@@ -308,7 +308,7 @@ exporters:
         otlp.stop()
     assert any(r.header("authorization") for r in pyro.requests), "the secrets were not used"
     log = agent.log()
-    assert "401" in log, log[-2000:]
+    assert "HTTP 401" in log, log[-2000:]
     for name, secret in SECRETS.items():
         for where, text in (("--check output", check.stdout + check.stderr), ("the log", log),
                             ("/metrics", metrics), ("ps", ps)):

@@ -95,6 +95,7 @@ def check_split(counts, a, b):
     assert not [k for k, _ in top if k.startswith("[anon]")], top
 
 
+@pytest.mark.trusted
 @needs_node
 def test_node_perf_basic_prof(tmp_path):
     """node --perf-basic-prof: the JS function names, with the designed split (from the
@@ -113,6 +114,7 @@ def test_node_perf_basic_prof(tmp_path):
     check_split(self_counts([raw]), "hotAlpha", "hotBeta")
 
 
+@pytest.mark.trusted
 @needs_node
 def test_node_perf_map_in_agent_output(tmp_path):
     """The agent names the same frames, the map read as the process wrote it (the map
@@ -132,6 +134,7 @@ def test_node_perf_map_in_agent_output(tmp_path):
     check_split(counts, "hotAlpha", "hotBeta")
 
 
+@pytest.mark.trusted
 @needs_node
 def test_jit_without_a_map_is_one_frame_per_mapping(tmp_path):
     """Without --perf-basic-prof and with --node=off nothing names the JIT code: its frames
@@ -154,6 +157,7 @@ def test_jit_without_a_map_is_one_frame_per_mapping(tmp_path):
     assert 1 <= len(jit_locs) <= max(anon_exec, 1), (len(jit_locs), anon_exec)
 
 
+@pytest.mark.trusted
 @pytest.mark.skipif(not (shutil.which("javac") and shutil.which("jcmd")), reason="no JDK (javac, jcmd) here")
 def test_java_after_jcmd_perfmap(tmp_path):
     """OpenJDK writes its map on `jcmd PID Compiler.perfmap`; prowl picks it up though

@@ -116,14 +116,14 @@ def test_token_without_rbac_is_refused(env):
     tok.write_text(api.token("prowl", sa))
     agent = start_agent(env, tok)
     try:
-        wait_for(lambda: any("403" in l for l in agent.log_lines()), 15, "a line about the 403", agent)
+        wait_for(lambda: any("HTTP 403" in l for l in agent.log_lines()), 15, "a line about the 403", agent)
         m = agent.metrics()
         assert agent.alive()
         assert agent.stop() == 0, agent.log()
     finally:
         agent.kill()
     assert m.get("prowl_kubernetes_up") == 0, m.text
-    lines = [l for l in agent.log_lines() if "403" in l]
+    lines = [l for l in agent.log_lines() if "HTTP 403" in l]  # not the port in "watching ... :60403"
     assert len(lines) == 1, "\n".join(lines)
 
 

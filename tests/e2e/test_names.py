@@ -36,6 +36,7 @@ def names(raw):
     return {f for s in raw.samples for f in raw.frames(s)}
 
 
+@pytest.mark.trusted
 def test_cpp_templates_full_and_none(tmp_path):
     """Default (templates): qualified names with template arguments, no parameters;
     full: what c++filt prints; none: the linkage names. cpp_hot spends half its time in
@@ -83,6 +84,7 @@ def test_rust_legacy_and_v0(tmp_path, name, want):
     assert not mangled, mangled
 
 
+@pytest.mark.trusted
 def test_agent_demangles_by_default(tmp_path):
     """The agent's dir files carry the readable names too."""
     exe = tmp_path / "cppagent"

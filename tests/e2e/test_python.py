@@ -111,6 +111,7 @@ def assert_recursion_100(raw):
     assert total > 100 and full / total >= 0.95, (full, total)
 
 
+@pytest.mark.trusted
 @pytest.mark.parametrize("interp", interpreters())
 def test_three_function_split_with_file_and_line(tmp_path, interp):
     """alpha, beta and gamma run 10, 30 and 60 % of each 30 ms cycle (deadlines): the
@@ -245,6 +246,7 @@ def test_python_on_with_fp_is_refused(tmp_path):
         assert not out.exists() and not mark.exists()
 
 
+@pytest.mark.trusted
 def test_python_default_with_fp_warns_once(tmp_path):
     """--unwind=fp on two real python3.11 without --python: one warning line, the
     capture runs, native frames only; with --python=off, or on a C program, not a word."""
@@ -302,6 +304,7 @@ def test_agent_fp_python_default_warns_once(tmp_path):
     assert m.get("prowl_samples_total") > 100, m.text
 
 
+@pytest.mark.trusted
 def test_exec_replaces_the_interpreter(tmp_path):
     """A Python process that exec's itself midway: before_exec before, the split after,
     and never a sample that mixes the two programs' functions."""

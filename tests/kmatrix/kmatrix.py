@@ -8,6 +8,7 @@ Usage: tests/kmatrix/kmatrix.py [--arch x86|arm64] [--build DIR] [--markdown FIL
 Environment: PROWL_KMATRIX_ACCEL=auto|kvm|tcg (default auto: KVM when /dev/kvm works),
 PROWL_KMATRIX_REFRESH=1 (ask the archive for newer kernels now; otherwise weekly)."""
 import argparse
+import concurrent.futures
 import os
 import re
 import shutil
@@ -486,6 +487,9 @@ def main():
     ap.add_argument("--markdown", help="also write the table as Markdown to this file")
     ap.add_argument("--only", help="comma-separated subset of: " + ",".join(k[0] for k in KERNELS) + ",host")
     ap.add_argument("--seconds", type=int, default=3, help="length of each capture (default 3)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="guests booted at once (default 1; the workloads split work, not time, so "
+                         "guests that share the CPUs still judge true; the BPF cost per run grows)")
     ap.add_argument("--both", action="store_true",
                     help="also measure the DWARF unwinder each kernel does not pick by itself (benchmarks)")
     args = ap.parse_args()
@@ -520,7 +524,10 @@ def main():
     else:
         initrd = make_initramfs(build, cache)
     kvm = False if arm64 else kvm_verdict(cache)
-    for name, suite, _ in todo:
+
+    def check(name, suite):
+        """Boots one kernel, probing KVM when nothing is known of it yet; its rows."""
+        nonlocal kvm
         cfg = kernel_config(images[name])
         if cfg.get("CONFIG_DEBUG_INFO_BTF") != "y":
             log(f"{name}: {os.path.basename(images[name])} is built without CONFIG_DEBUG_INFO_BTF")
@@ -534,9 +541,18 @@ def main():
                 text, secs = boot(images[name], initrd, name, cache, False, args.seconds, args.both)
         log(f"{name}: {os.path.basename(images[name])} booted and checked in {secs:.0f}s "
             f"({'KVM' if kvm else 'TCG'}; {step_times(text)})")
-        rows += judge.judge(f"{name} ({suite}{', arm64' if arm64 else ''})", text, pprof)
+        out = judge.judge(f"{name} ({suite}{', arm64' if arm64 else ''})", text, pprof)
         if arm64:
-            rows.append(report_same(f"{name} ({suite}, arm64)", text, os.path.join(build, "prowl"), host_prowl))
+            out.append(report_same(f"{name} ({suite}, arm64)", text, os.path.join(build, "prowl"), host_prowl))
+        return out
+
+    # The first guest alone while KVM is unknown (its probe decides for the others).
+    first = 1 if kvm is None and todo else 0
+    for name, suite, _ in todo[:first]:
+        rows += check(name, suite)
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        for out in list(pool.map(lambda k: check(k[0], k[1]), todo[first:])):
+            rows += out
     if (only is None or "host" in only) and not arm64:
         text, secs = run_host(build, args.seconds, args.both)
         log(f"host: {os.uname().release} checked in {secs:.0f}s ({step_times(text)})")

@@ -363,6 +363,20 @@ static void test_times(void **state)
 	assert_int_equal(b, now);
 	assert_int_equal(time_range_parse("2024-05-01T09:00:00.5Z..2024-05-01T09:30:00Z", now, &a, &b), 0);
 	assert_int_equal(a, now - 3600 * s + s / 2);
+	/* The end of a range: the first such clock time after its start, even ahead of now. */
+	assert_int_equal(time_range_parse("09:00..11:00", now, &a, &b), 0);
+	assert_int_equal(a, now - 3600 * s);
+	assert_int_equal(b, now + 3600 * s);
+	assert_int_equal(time_range_parse("23:00..01:00", now, &a, &b), 0); /* yesterday 23:00 to 01:00 today */
+	assert_int_equal(a, now - 11 * 3600 * s);
+	assert_int_equal(b, now - 9 * 3600 * s);
+	assert_int_equal(time_range_parse("09:00..09:00", now, &a, &b), 0); /* a whole day */
+	assert_int_equal(b - a, 86400 * s);
+	assert_int_equal(time_parse_end("11:00", now, INT64_MIN, &t), 0); /* no start: time_parse's rule */
+	assert_int_equal(t, now - 23 * 3600 * s);
+	assert_int_equal(time_parse_end("-1h", now, now - 7200 * s, &t), 0);
+	assert_int_equal(t, now - 3600 * s);
+	assert_int_equal(time_parse_end("24:00", now, now, &t), -EINVAL);
 	assert_int_equal(time_range_parse("-1h..-2h", now, &a, &b), -EINVAL);
 	assert_int_equal(time_range_parse("-1h", now, &a, &b), -EINVAL);
 }
