@@ -2,8 +2,8 @@
 # `make` builds build/prowl; `make deps` installs Debian 12 build/test packages.
 
 # Every core by default (the fresh-clone suite builds three trees); -jN or -j1 on the
-# command line wins.
-ifeq ($(filter -j%,$(MAKEFLAGS)),)
+# command line wins. Only the top make sets it: a sub-make shares its jobs.
+ifeq ($(MAKELEVEL),0)
 MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 1)
 endif
 

@@ -60,7 +60,7 @@ run_unit() { # $1 = build dir
 # user or a remote peer controls (hostile ELF files, perf maps, names, profiles,
 # HTTP answers, Go tables, cgroup names, interpreter memory). The rest, and the tests in
 # these files marked trusted (no hostile input: conftest.py skips them here), runs on the
-# normal build only. FILE::TEST names one test of a file whose whole run costs too much
+# normal build only; those marked sanitizer_pass run here only. FILE::TEST names one test of a file whose whole run costs too much
 # under the sanitizers (test_offcpu: 36 s; its hostile profiles here, under a second).
 SAN_E2E=(test_untrusted test_hostile test_rules_hostile test_agent_inputs test_agent_faults test_report test_debuginfod
 	test_kubernetes test_jit test_names test_go test_containers test_python test_python_versions test_java_hostile test_node_hostile
@@ -113,7 +113,7 @@ run_e2e() { # $1 = build dir, $2 = "quick" for the sanitizer subset without the 
 		return
 	fi
 	# -rfEs: pytest's short summary names each failure, error and skip (with its reason).
-	PROWL_TEST_BUILD="$1" PROWL_TEST_QUICK=$quick /usr/bin/python3 -m pytest -q -rfEs --durations=25 -p no:cacheprovider \
+	PROWL_TEST_BUILD="$1" PROWL_TEST_QUICK=$quick PROWL_TEST_SAN_PASS=$san_pass /usr/bin/python3 -m pytest -q -rfEs --durations=25 -p no:cacheprovider \
 		"${files[@]}" 2>&1 | tee "$log"
 	line=$(grep -E '(passed|failed|error|skipped|no tests ran)' "$log" | tail -1)
 	p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+' || true)
@@ -209,6 +209,14 @@ if [ "${1:-}" = --quick ]; then
 fi
 dirs=("$@")
 [ ${#dirs[@]} -gt 0 ] || dirs=(build build-san)
+# With a sanitizer build in the run, the tests marked sanitizer_pass (hostile input, no time
+# or resource figure) run there only, not on the normal build too (conftest.py).
+san_pass=0
+if [ $only_quick = 0 ]; then
+	for d in "${dirs[@]}"; do
+		case "$d" in *san*) [ -x "$d/prowl" ] && san_pass=1 ;; esac
+	done
+fi
 run_layout
 # The mutation check's lines (tests/mutation.sh): each must still be in the sources, once,
 # or `make mutation` would report it MISSING; this costs a second, the full check an hour.

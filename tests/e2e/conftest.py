@@ -22,6 +22,9 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long captures, skipped when PROWL_TEST_QUICK=1 (sanitizer runs)")
     config.addinivalue_line("markers", "trusted: feeds prowl only what root and the test control (no hostile "
                             "input): skipped when PROWL_TEST_QUICK=1 (sanitizer runs)")
+    config.addinivalue_line("markers", "sanitizer_pass: hostile input, behaviour only (no time, CPU or memory "
+                            "figure): with PROWL_TEST_SAN_PASS=1 (tests/run.sh with a sanitizer build) it runs "
+                            "under the sanitizers only")
     config.addinivalue_line("markers", "long: runs of 30 s or more, only under PROWL_TEST_LONG=1 (make check-long)")
     config.addinivalue_line("markers", "more: the same check on more versions than the suite's, only under "
                             "PROWL_TEST_LONG=1 (make check-long)")
@@ -30,12 +33,16 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """PROWL_TEST_QUICK=1 (tests/run.sh on the sanitizer build) skips the long captures
     and the tests marked trusted (in the sanitizer run's files, those whose input no other
-    user controls), with a reason that the suite's closing summary lists. Tests marked long (30 s
+    user controls), with a reason that the suite's closing summary lists. In the same run,
+    PROWL_TEST_SAN_PASS=1 skips on the normal build the tests marked sanitizer_pass, which
+    the sanitizer pass runs. Tests marked long (30 s
     and more each: the soak, the 60 s capture, the outage and alert runs) and those
     marked more (a check the suite runs on a few versions, on the others) run only
     under PROWL_TEST_LONG=1, which `make check-long` sets."""
     quick = pytest.mark.skip(reason="long capture: runs on the normal build only (PROWL_TEST_QUICK=1)")
     long_ = pytest.mark.skip(reason="30 s or more: runs under make check-long (PROWL_TEST_LONG=1)")
+    san_pass = pytest.mark.skip(reason="hostile input, no time or resource figure: runs under ASan+UBSan only, in "
+                                       "the sanitizer pass (PROWL_TEST_SAN_PASS=1)")
     trusted = pytest.mark.skip(reason="no hostile input: runs on the normal build only (PROWL_TEST_QUICK=1)")
     more = pytest.mark.skip(reason="the same check on one more version: runs under make check-long (PROWL_TEST_LONG=1)")
     for item in items:
@@ -47,6 +54,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(quick)
         elif "trusted" in item.keywords and os.environ.get("PROWL_TEST_QUICK") == "1":
             item.add_marker(trusted)
+        elif ("sanitizer_pass" in item.keywords and os.environ.get("PROWL_TEST_SAN_PASS") == "1"
+              and os.environ.get("PROWL_TEST_QUICK") != "1"):
+            item.add_marker(san_pass)
 
 
 class Unprivileged:

@@ -9,6 +9,8 @@ import socket
 import stat
 import time
 
+import pytest
+
 from agentlib import NS, Agent, IngestProfile, PprofMeta, check_chain, free_port, private_cpusplit
 from conftest import start, stop
 from receiver import Receiver
@@ -263,6 +265,7 @@ def steady(agent, timeout=60):
         prev = m
 
 
+@pytest.mark.sanitizer_pass
 def test_sighup_with_deep_yaml_loses_nothing(tmp_path):
     """A reload with an 80 KB file nested 40,000 levels deep is refused without
     holding up sampling: no sample lost, the window chain unbroken, the old config kept."""

@@ -52,6 +52,7 @@ def test_stripped_go_matches_unstripped(tmp_path):
     assert not raws, f"addresses left unnamed: {raws[:5]}"
 
 
+@pytest.mark.sanitizer_pass
 def test_stripped_go_lines_match_dwarf(tmp_path):
     """-s -w changes no code: the stripped build's addresses are the unstripped one's,
     so binutils' addr2line on the unstripped build's DWARF names the same function and

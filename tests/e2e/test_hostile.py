@@ -114,6 +114,7 @@ def hostile_procs(tmp_path, unprivileged):
     assert after <= before | theirs, after - before
 
 
+@pytest.mark.sanitizer_pass
 def test_hostile_names_reach_no_output_unescaped(tmp_path, hostile_procs):
     """The agent (dir, Pyroscope and OTLP exporters, logfmt debug log, /metrics) and
     `prowl record` (pprof and folded) profile the hostile processes: every output is in
@@ -267,6 +268,7 @@ def test_symlink_in_the_state_directory_is_not_followed(tmp_path):
 SECRETS = {"basic_password": "pw-9f3e1c7b-S3CRET", "bearer_token": "tok-4a8d2e6f-S3CRET"}
 
 
+@pytest.mark.sanitizer_pass
 def test_secrets_show_nowhere(tmp_path):
     """Secrets from the file and the environment, with a backend that refuses them
     (401, so the agent logs the refusal): none shows in the debug log, in --check

@@ -13,6 +13,7 @@ from conftest import one_error_line, pprof_raw, run_prowl, stop, workload
 MARKERS = ("[truncated: Java frame prowl cannot follow]", "[java: ")
 
 
+@pytest.mark.sanitizer_pass
 @pytest.mark.parametrize("mode", ["segmap", "blob", "interp"])
 def test_forged_jvm_gets_markers(tmp_path, unprivileged, mode):
     p = unprivileged.popen([workload("fakejvm"), mode, "60"])
@@ -33,6 +34,7 @@ def test_forged_jvm_gets_markers(tmp_path, unprivileged, mode):
     assert not any(m["file"] == "[java]" for m in raw.mappings.values()), "a forged frame was named"
 
 
+@pytest.mark.sanitizer_pass
 def test_unusable_metadata_warns_once(tmp_path, unprivileged):
     """Tables that lack a field the walk needs: one warning naming it, native frames."""
     p = unprivileged.popen([workload("fakejvm"), "nometa", "60"])

@@ -240,6 +240,7 @@ def one_refusal(stderr, pid, why):
     assert why in lines[0], lines[0]
 
 
+@pytest.mark.sanitizer_pass
 def test_bind_mounted_root_file_is_not_read(tmp_path, unprivileged, root_secret):
     """`unshare -Urm` gives the user a mount namespace: it binds a root-only 0600 file
     over its own /tmp/perf-PID.map. Neither record nor the agent (its output files,
@@ -279,6 +280,7 @@ def test_bind_mounted_root_file_is_not_read(tmp_path, unprivileged, root_secret)
             os.unlink(f"/tmp/perf-{p.pid}.map")
 
 
+@pytest.mark.sanitizer_pass
 def test_planted_symlink_is_not_followed(tmp_path, unprivileged, root_secret):
     """A user plants /tmp/perf-PID.map as a symbolic link to a root-only file: for its
     own process, and for a process of root's (the case where only O_NOFOLLOW stands

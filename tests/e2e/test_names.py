@@ -73,6 +73,7 @@ def rust(name):
     ("rs_hot", "rs_hot::engine::Planner::optimize"),         # legacy: hash suffix dropped
     ("rs_hot_v0", "<rs_hot::engine::Planner>::optimize"),    # v0: the inherent impl's form
 ])
+@pytest.mark.sanitizer_pass
 def test_rust_legacy_and_v0(tmp_path, name, want):
     raw = record(tmp_path, rust(name), ["8"])
     got = names(raw)

@@ -323,6 +323,7 @@ def test_exec_replaces_the_interpreter(tmp_path):
     ("teardown", "[truncated: no Python thread state for this thread (starting or tearing down)]"),
     ("cycle", "[truncated: Python stack deeper than 128 frames]"),
 ])
+@pytest.mark.sanitizer_pass
 def test_forged_interpreter_gives_markers(tmp_path, mode, marker):
     """A process that exports CPython's symbols but holds garbage (as any user could
     make one): a marker frame in place of the interpreter frame, never a crash, never

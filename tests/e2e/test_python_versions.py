@@ -371,6 +371,7 @@ int main(int argc, char **argv) {
     ("python3.9", '-DRUNTIME -DGETVERSION="3.12.1"', "is CPython of a version prowl cannot tell (it reads 3.6, 3.7, "
                                                      "3.8, 3.9, 3.10, 3.11, 3.12, 3.13 and 3.14)"),
 ])
+@pytest.mark.sanitizer_pass
 def test_forged_name_is_one_plain_line(tmp_path, unprivileged, name, define, says):
     """Any user can name a program python3.11 and export PyCode_Type (and _PyRuntime):
     the name is not believed where the symbols contradict it. One warning line that says

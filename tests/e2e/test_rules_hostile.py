@@ -172,6 +172,7 @@ int main(int argc, char **argv)
 """
 
 
+@pytest.mark.sanitizer_pass
 def test_label_flood_does_not_keep_a_later_service_out(tmp_path, unprivileged):
     """FLOOD processes of 10 ms of CPU (5 samples each at 499 Hz), each named and linked
     under a name of its own (a hard link: /proc/PID/exe names the link), started by

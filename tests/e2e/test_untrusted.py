@@ -108,6 +108,7 @@ def warnings_about(log, lib):
     return [l for l in log.splitlines() if os.path.basename(lib) in l and "changed on disk" in l]
 
 
+@pytest.mark.sanitizer_pass
 def test_truncation_attack_agent(tmp_path, user, udir):
     """The library is truncated after prowl opened it and before the second file's code
     ran: the agent stays up, keeps writing windows, warns once and counts it."""
@@ -143,6 +144,7 @@ def test_truncation_attack_agent(tmp_path, user, udir):
     assert in_lib, names
 
 
+@pytest.mark.sanitizer_pass
 def test_truncation_attack_record(tmp_path, user, udir):
     """The same attack during `prowl record -a`: it finishes and writes its profile,
     with one warning."""
@@ -216,6 +218,7 @@ def forge(victim, path):
     assert named.stdout.split()[0] == "forger_hot", named.stdout  # the forgery works on its own
 
 
+@pytest.mark.sanitizer_pass
 @pytest.mark.parametrize("forger_first", [True, False], ids=["forger_first", "victim_first"])
 def test_forged_build_id(tmp_path, user, udir, forger_first):
     """A user's program claims the build id, head, tail and size of root's program, with
@@ -342,6 +345,7 @@ def test_forty_copies_cost_one(tmp_path):
 
 # --------------------------------------------------------------------------- deleted binaries
 
+@pytest.mark.sanitizer_pass
 def test_deleted_binaries_without_checkpoint_restore(tmp_path, user, udir):
     """Without CAP_CHECKPOINT_RESTORE: a deleted main executable is still read (through
     /proc/PID/exe), and a deleted library's frames and stack marker say what is missing."""

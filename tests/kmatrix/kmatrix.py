@@ -525,20 +525,21 @@ def main():
         initrd = make_initramfs(build, cache)
     kvm = False if arm64 else kvm_verdict(cache)
 
-    def check(name, suite):
-        """Boots one kernel, probing KVM when nothing is known of it yet; its rows."""
+    def check(name, suite, probe=False):
+        """Boots one kernel (probe: with KVM, which nothing is known of yet); its rows, or
+        None when the probe found that KVM does not boot guests."""
         nonlocal kvm
         cfg = kernel_config(images[name])
-        if cfg.get("CONFIG_DEBUG_INFO_BTF") != "y":
+        if cfg.get("CONFIG_DEBUG_INFO_BTF") != "y" and not probe:
             log(f"{name}: {os.path.basename(images[name])} is built without CONFIG_DEBUG_INFO_BTF")
-        text, secs = boot(images[name], initrd, name, cache, kvm is not False, args.seconds, args.both, probe=kvm is None,
+        text, secs = boot(images[name], initrd, name, cache, kvm is not False, args.seconds, args.both, probe=probe,
                           arch=args.arch)
-        if kvm is None:
+        if probe:
             kvm = booted(os.path.join(cache, "results", f"{name}.txt"))
             remember_kvm(cache, kvm)
             if not kvm:
                 log("KVM does not boot guests here: TCG from now on (remembered)")
-                text, secs = boot(images[name], initrd, name, cache, False, args.seconds, args.both)
+                return None
         log(f"{name}: {os.path.basename(images[name])} booted and checked in {secs:.0f}s "
             f"({'KVM' if kvm else 'TCG'}; {step_times(text)})")
         out = judge.judge(f"{name} ({suite}{', arm64' if arm64 else ''})", text, pprof)
@@ -546,12 +547,16 @@ def main():
             out.append(report_same(f"{name} ({suite}, arm64)", text, os.path.join(build, "prowl"), host_prowl))
         return out
 
-    # The first guest alone while KVM is unknown (its probe decides for the others).
-    first = 1 if kvm is None and todo else 0
-    for name, suite, _ in todo[:first]:
-        rows += check(name, suite)
+    # While KVM is unknown, the first guest probes it alone; under TCG it then boots again
+    # with the others.
+    rest = list(todo)
+    if kvm is None and rest:
+        out = check(rest[0][0], rest[0][1], probe=True)
+        if out is not None:
+            rows += out
+            rest = rest[1:]
     with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
-        for out in list(pool.map(lambda k: check(k[0], k[1]), todo[first:])):
+        for out in list(pool.map(lambda k: check(k[0], k[1]), rest)):
             rows += out
     if (only is None or "host" in only) and not arm64:
         text, secs = run_host(build, args.seconds, args.both)
