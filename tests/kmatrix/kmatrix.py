@@ -5,6 +5,7 @@ judges what guest.sh reports there and on this machine's own kernel. With --arch
 Debian's arm64 kernels under qemu-system-aarch64 (TCG), with a cross-built prowl.
 
 Usage: tests/kmatrix/kmatrix.py [--arch x86|arm64] [--build DIR] [--markdown FILE] [--only NAME,...]
+       [--jobs N] [--seconds S] [--both]
 Environment: PROWL_KMATRIX_ACCEL=auto|kvm|tcg (default auto: KVM when /dev/kvm works),
 PROWL_KMATRIX_REFRESH=1 (ask the archive for newer kernels now; otherwise weekly)."""
 import argparse
