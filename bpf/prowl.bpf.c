@@ -155,6 +155,9 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 	if (ps && ps->reason)
 		count(PROWL_CNT_PY_TRUNC);
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
+	/* A reserved record is not zeroed, and a _str read stops at the NUL: the
+	 * bytes after it would be another sample's, and user space compares all 16. */
+	__builtin_memset(e->pcomm, 0, sizeof(e->pcomm));
 	BPF_CORE_READ_STR_INTO(&e->pcomm, task, group_leader, comm);
 
 	/* The kernel stack is empty when the CPU was in user mode; an off-CPU
