@@ -12,6 +12,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -30,6 +31,7 @@
 #define HOTPLUG_CHECK_NS (1000ull * 1000 * 1000)
 #define POLL_BUDGET_NS   (200ull * 1000 * 1000) /* longest sampler_poll() spends reading */
 #define POLL_CHECK_EVERY 64u                    /* samples between two looks at the clock */
+#define UNWIND_IDLE_MS   1000                   /* the unwinder thread's longest sleep without events */
 #define DEF_UNWIND_ROWS  (2u << 20)
 #define DEF_UNWIND_MAPS  65536u
 #define DEF_UNWIND_PROCS 16384u
@@ -114,7 +116,9 @@ static void *unwind_thread(void *arg)
 	for (;;) {
 		uint64_t stop = 0;
 
-		if (epoll_wait(epfd, &ev, 1, 100) < 0 && errno != EINTR)
+		/* Events wake it (BPF submits them with the adaptive wakeup); the
+		 * timeout is for the liveness sweep, every few seconds. */
+		if (epoll_wait(epfd, &ev, 1, UNWIND_IDLE_MS) < 0 && errno != EINTR)
 			break;
 		if (read(s->ustop_fd, &stop, sizeof(stop)) == sizeof(stop) && stop)
 			break;
@@ -270,6 +274,23 @@ static int start_unwind(struct sampler *s)
 	return 0;
 }
 
+/* The skeleton's copy of the BPF object (about 2 MB of prowl's read-only data)
+ * is not read once the programs are loaded: its pages leave the resident set.
+ * They are clean file pages, read again from the binary if ever touched. */
+static void release_object_pages(void)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	size_t sz = 0;
+	uintptr_t p = (uintptr_t)prowl_bpf__elf_bytes(&sz), a, e;
+
+	if (pg <= 0)
+		return;
+	a = (p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
+	e = (p + sz) & ~((uintptr_t)pg - 1);
+	if (e > a && madvise((void *)a, e - a, MADV_DONTNEED) < 0)
+		log_debug("cannot release the BPF object's pages: %s", strerror(errno));
+}
+
 /* The ring buffer holds about one second of samples from every CPU at the
  * configured frequency (at least 100 Hz, so a reload can raise it), which is ten
  * times what accumulates between two polls. It is mapped into prowl, so its size
@@ -362,6 +383,7 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 			goto fail;
 		}
 	}
+	release_object_pages();
 	r = offcpu_loaded(s);
 	if (r < 0)
 		goto fail;
