@@ -60,10 +60,12 @@ run_unit() { # $1 = build dir
 # user or a remote peer controls (hostile ELF files, perf maps, names, profiles,
 # HTTP answers, Go tables, cgroup names, interpreter memory). The rest, and the tests in
 # these files marked trusted (no hostile input: conftest.py skips them here), runs on the
-# normal build only; those marked sanitizer_pass run here only. FILE::TEST names one test of a file whose whole run costs too much
-# under the sanitizers (test_offcpu: 36 s; its hostile profiles here, under a second).
-SAN_E2E=(test_untrusted test_hostile test_rules_hostile test_agent_inputs test_agent_faults test_report test_debuginfod
-	test_kubernetes test_jit test_names test_go test_containers test_python test_python_versions test_java_hostile test_node_hostile
+# normal build only; those marked sanitizer_pass run here only. FILE::TEST names one test
+# of a file whose whole run costs too much under the sanitizers (test_offcpu: 36 s; its
+# hostile profiles here, under a second).
+SAN_E2E=(test_untrusted test_hostile test_rules_hostile test_agent_inputs test_agent_faults test_report
+	test_debuginfod test_kubernetes test_jit test_names test_go test_containers test_python
+	test_python_versions test_java_hostile test_node_hostile
 	test_offcpu::test_report_refuses_bad_off_cpu_values)
 
 # make check-quick's e2e tests: one per stage of the README's stage table, each a few

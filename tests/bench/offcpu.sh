@@ -6,7 +6,10 @@
 #     BPF stats (kernel.bpf_stats_enabled) of its sched_switch and sys_exit programs:
 #     (run time of both) / (runs of the sched_switch program, one per context switch);
 #  b. the ping-pong's round trips per second with no profiler and under
-#     `prowl record --off-cpu -a` (default threshold), interleaved in rounds;
+#     `prowl record --off-cpu -a` (default threshold), interleaved in rounds; twice: its
+#     two threads free to run on both CPUs (each waits for a wakeup across CPUs: the
+#     hooks' cost hides in the idle time), and both on CPU 1 (taskset: no idle between
+#     the switches, every nanosecond of the hooks shows);
 #  c. `prowl agent` CPU time and RSS with off_cpu true and false, the host busy with the
 #     ping-pong, interleaved.
 #
@@ -67,8 +70,8 @@ stop_prowl() {
 	bg_forget "$PROWL_PID"
 }
 
-pingpong() { # round trips per second of one run of $1 seconds
-	"$PP" pingpong "$1" | awk '/^roundtrips/ {sub("per_s=", "", $3); print $3}'
+pingpong() { # round trips per second of one run of $1 seconds ($PIN: a taskset CPU list)
+	${PIN:+taskset -c "$PIN"} "$PP" pingpong "$1" | awk '/^roundtrips/ {sub("per_s=", "", $3); print $3}'
 }
 
 # ---- a. BPF cost per context switch ----
@@ -112,11 +115,13 @@ sysctl -qw kernel.bpf_stats_enabled="$STATS_OLD"
 LOAD_AB=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- b. ping-pong slowdown, interleaved ----
-BASE=() WITH=() OLD=()
+BASE=() WITH=() OLD=() BASE1=() WITH1=()
 for r in $(seq 1 "$ROUNDS"); do
 	BASE+=("$(pingpong "$SECS")")
+	BASE1+=("$(PIN=1 pingpong "$SECS")")
 	start_prowl "$TMP/b.log"
 	WITH+=("$(pingpong "$SECS")")
+	WITH1+=("$(PIN=1 pingpong "$SECS")")
 	stop_prowl
 	if [ -n "${OFFCPU_BEFORE:-}" ]; then
 		BIN=$OFFCPU_BEFORE start_prowl "$TMP/b.log"
@@ -126,7 +131,7 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 mean() { printf '%s\n' "$@" | awk '{s += $1; n++} END {printf "%.0f", s / n}'; }
 slower() { awk -v b="$1" -v w="$2" 'BEGIN {printf "%.1f", (b - w) / b * 100}'; }
-MB=$(mean "${BASE[@]}") MW=$(mean "${WITH[@]}")
+MB=$(mean "${BASE[@]}") MW=$(mean "${WITH[@]}") MB1=$(mean "${BASE1[@]}") MW1=$(mean "${WITH1[@]}")
 LOAD_B=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- c. the agent, off_cpu on and off, the host busy ----
@@ -172,6 +177,8 @@ done
 	echo "b. Ping-pong round trips per second, $ROUNDS interleaved rounds of ${SECS} s (load average $LOAD_B at the end):"
 	echo "no profiler ${BASE[*]} (mean $MB); under \`prowl record --off-cpu -a\` ${WITH[*]} (mean $MW):"
 	echo "slowdown $(slower "$MB" "$MW") %."
+	echo "Both threads on CPU 1, in the same rounds: no profiler ${BASE1[*]} (mean $MB1); under prowl ${WITH1[*]} (mean $MW1):"
+	echo "slowdown $(slower "$MB1" "$MW1") %."
 	if [ -n "${OFFCPU_BEFORE:-}" ]; then
 		MO=$(mean "${OLD[@]}")
 		echo "Under $OFFCPU_BEFORE, in the same rounds: ${OLD[*]} (mean $MO): slowdown $(slower "$MB" "$MO") %."

@@ -45,17 +45,19 @@ def pytest_collection_modifyitems(config, items):
                                        "the sanitizer pass (PROWL_TEST_SAN_PASS=1)")
     trusted = pytest.mark.skip(reason="no hostile input: runs on the normal build only (PROWL_TEST_QUICK=1)")
     more = pytest.mark.skip(reason="the same check on one more version: runs under make check-long (PROWL_TEST_LONG=1)")
+    long_run = os.environ.get("PROWL_TEST_LONG") == "1"
+    san_run = os.environ.get("PROWL_TEST_QUICK") == "1"
+    san_pass_apart = os.environ.get("PROWL_TEST_SAN_PASS") == "1"
     for item in items:
-        if "long" in item.keywords and os.environ.get("PROWL_TEST_LONG") != "1":
+        if "long" in item.keywords and not long_run:
             item.add_marker(long_)
-        elif "more" in item.keywords and os.environ.get("PROWL_TEST_LONG") != "1":
+        elif "more" in item.keywords and not long_run:
             item.add_marker(more)
-        elif "slow" in item.keywords and os.environ.get("PROWL_TEST_QUICK") == "1":
+        elif "slow" in item.keywords and san_run:
             item.add_marker(quick)
-        elif "trusted" in item.keywords and os.environ.get("PROWL_TEST_QUICK") == "1":
+        elif "trusted" in item.keywords and san_run:
             item.add_marker(trusted)
-        elif ("sanitizer_pass" in item.keywords and os.environ.get("PROWL_TEST_SAN_PASS") == "1"
-              and os.environ.get("PROWL_TEST_QUICK") != "1"):
+        elif "sanitizer_pass" in item.keywords and san_pass_apart and not san_run:
             item.add_marker(san_pass)
 
 
