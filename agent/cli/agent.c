@@ -445,8 +445,8 @@ static void apply_config(struct agent *a, struct agent_config nc)
 }
 
 /* How long the loop may sleep: BPF wakes it when the ring buffer is an eighth
- * full, so the timeout only bounds how late a window ends, /metrics refreshes
- * or a signal is seen on an idle host. Each wakeup costs the agent (about 25 us):
+ * full, so the timeout only bounds how late a window ends, /metrics refreshes,
+ * systemd's watchdog is fed or a signal is seen on an idle host. Each wakeup costs the agent (about 25 us):
  * 4 a second, not 10, at most. */
 #define POLL_MAX_MS 250
 
@@ -461,6 +461,8 @@ static int poll_timeout_ms(const struct agent *a, uint64_t next_publish)
 	until = a->window_end_mono - now;
 	if (next_publish > now && next_publish - now < until)
 		until = next_publish - now;
+	if (a->watchdog_usec && a->next_watchdog > now && a->next_watchdog - now < until)
+		until = a->next_watchdog - now;
 	until = (until + 999999) / 1000000;
 	return until < POLL_MAX_MS ? (int)until : POLL_MAX_MS;
 }
