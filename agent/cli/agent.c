@@ -446,8 +446,8 @@ static void apply_config(struct agent *a, struct agent_config nc)
 
 /* How long the loop may sleep: BPF wakes it when the ring buffer is an eighth
  * full, so the timeout only bounds how late a window ends, /metrics refreshes,
- * systemd's watchdog is fed or a signal is seen on an idle host. Each wakeup costs the agent (about 25 us):
- * 4 a second, not 10, at most. */
+ * systemd's watchdog is fed or a signal is seen on an idle host. Each wakeup
+ * costs the agent about 25 us: 4 a second at most, not 10. */
 #define POLL_MAX_MS 250
 
 static int poll_timeout_ms(const struct agent *a, uint64_t next_publish)
