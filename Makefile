@@ -106,7 +106,7 @@ $(O)/obj/%.o: %.c $(PROTO_HDRS) Makefile
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(INCLUDES) -MMD -MP -c $< -o $@
 
 # Only the sample stage includes the BPF skeleton.
-$(O)/obj/agent/sample/sample.o $(O)/obj/agent/sample/sample_stats.o $(O)/obj/agent/sample/maps_io.o $(O)/obj/agent/sample/offcpu.o: $(O)/prowl.skel.h
+$(O)/obj/agent/sample/sample.o $(O)/obj/agent/sample/sample_stats.o $(O)/obj/agent/sample/maps_io.o $(O)/obj/agent/sample/offcpu.o $(O)/obj/agent/sample/pin.o $(O)/obj/agent/sample/cpus.o: $(O)/prowl.skel.h
 # The flame graph page is assembled into html.o (.incbin).
 $(O)/obj/agent/analyse/html.o: agent/analyse/flame.html
 

@@ -654,6 +654,7 @@ int agent_main(int argc, char **argv)
 		.node_off = !a.cfg.node,
 		.offcpu = a.cfg.off_cpu,
 		.offcpu_threshold_ns = (uint64_t)a.cfg.off_cpu_threshold_ms * 1000000,
+		.pin = a.cfg.bpf_pin,
 	};
 	if (sampler_open(&so, &a.sampler) < 0)
 		goto out;

@@ -50,6 +50,7 @@ struct agent_config {
 	bool node;               /* JavaScript (node's V8) frames (default); off with unwind fp */
 	bool off_cpu;            /* off-CPU time too (the off_cpu sample type); default off */
 	uint32_t off_cpu_threshold_ms; /* waits this long are all kept, shorter ones sampled */
+	bool bpf_pin;            /* BPF programs kept pinned between runs: a restart skips the verifier */
 	int demangle;            /* enum sym_demangle: templates, full, none */
 	char *hostname;          /* never NULL after load: default gethostname() */
 	struct config_label *labels;

@@ -73,6 +73,7 @@ const struct key_def cfg_keys[] = {
 	{ "node", K_BOOL, FIELD(node), "true" },
 	{ "off_cpu", K_BOOL, FIELD(off_cpu), "false" },
 	{ "off_cpu_threshold", K_DURATION, FIELD(off_cpu_threshold_ms), "1ms", 1, MS_PER_S },
+	{ "bpf_pin", K_BOOL, FIELD(bpf_pin), "true" },
 	{ "demangle", K_ENUM, FIELD(demangle), "templates", .what = "demangling mode", .names = demangle_names },
 	{ "hostname", K_STRING, FIELD(hostname), "" },
 	{ "symbols.debuginfod_urls", K_STRING, FIELD(symbols.debuginfod_urls), "" },

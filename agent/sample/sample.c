@@ -1,12 +1,11 @@
-/* sample.c: loads the BPF sampler, opens CPU-clock perf events in frequency mode
- * on every online CPU (re-checked for hotplug) and reads the ring buffer. */
+/* sample.c: loads the BPF sampler (or takes the set pin.c kept), attaches its tracepoints,
+ * starts the perf events (cpus.c) and reads the ring buffers. */
 #include "sample.h"
 
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +14,6 @@
 #include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -147,6 +145,8 @@ static int handle_event(void *ctx, void *data, size_t size)
 	struct sampler *s = ctx;
 	int r;
 
+	if (s->discard)
+		return 0;
 	/* A sample without Python frames ends where pystack would begin. */
 	if (size < PROWL_SAMPLE_NOPY_SIZE || (e->pystack_len && size < sizeof(*e)))
 		return 0;
@@ -168,7 +168,7 @@ static int handle_unwind_event(void *ctx, void *data, size_t size)
 	struct sampler *s = ctx;
 	const struct prowl_unwind_event *ev = data;
 
-	if (!s->unw || size < sizeof(*ev))
+	if (!s->unw || s->discard || size < sizeof(*ev))
 		return 0;
 	/* prowl's own process maps some 50 objects: the processes it profiles
 	 * are loaded before it, so their first samples are complete sooner. */
@@ -235,13 +235,31 @@ static int setup_programs(struct sampler *s)
 	return 0;
 }
 
-/* Attaches a tracepoint program, the tp_btf or the raw_tp build. */
-static struct bpf_link *attach_tp(struct sampler *s, struct bpf_program *btf, struct bpf_program *raw,
-				  const char *name)
+/* Attaches a tracepoint program, the tp_btf or the raw_tp build, into s->tp_fd[which]. */
+static int attach_tp(struct sampler *s, int which, struct bpf_program *btf, struct bpf_program *raw, const char *name)
 {
-	if (s->tp_btf)
-		return bpf_program__attach(btf);
-	return bpf_program__attach_raw_tracepoint(raw, name);
+	int fd = pin_prog_fd(s, s->tp_btf ? btf : raw);
+
+	if (fd >= 0)
+		fd = bpf_raw_tracepoint_open(s->tp_btf ? NULL : name, fd);
+	if (fd < 0)
+		return log_error_errno(fd, "cannot attach to the %s tracepoint", name);
+	s->tp_fd[which] = fd;
+	return 0;
+}
+
+/* Drops what an earlier run left in a reused set's ring buffer. */
+static void discard_stale(struct sampler *s, struct ring_buffer *rb, const char *what)
+{
+	int n;
+
+	if (!s->pin.reused)
+		return;
+	s->discard = true;
+	n = ring_buffer__consume(rb);
+	s->discard = false;
+	if (n > 0)
+		log_debug("dropped %d %s an earlier run left in the pinned ring buffer", n, what);
 }
 
 /* After load: map the arrays and start the user-space half. */
@@ -255,15 +273,16 @@ static int start_unwind(struct sampler *s)
 	r = unwinder_new(&uo, &s->io, &s->unw);
 	if (r < 0)
 		return log_error_errno(r, "cannot set up the unwinder");
-	s->skel->links.prowl_exec = attach_tp(s, s->skel->progs.prowl_exec, s->skel->progs.prowl_exec_raw,
-					      "sched_process_exec");
-	s->skel->links.prowl_exit = attach_tp(s, s->skel->progs.prowl_exit, s->skel->progs.prowl_exit_raw,
-					      "sched_process_exit");
-	if (!s->skel->links.prowl_exec || !s->skel->links.prowl_exit)
-		return log_error_errno(-errno, "cannot attach the exec/exit tracepoints the unwinder needs");
+	r = attach_tp(s, SAMPLER_TP_EXEC, s->skel->progs.prowl_exec, s->skel->progs.prowl_exec_raw, "sched_process_exec");
+	if (r < 0)
+		return r;
+	r = attach_tp(s, SAMPLER_TP_EXIT, s->skel->progs.prowl_exit, s->skel->progs.prowl_exit_raw, "sched_process_exit");
+	if (r < 0)
+		return r;
 	s->urb = ring_buffer__new(bpf_map__fd(s->skel->maps.unwind_events), handle_unwind_event, s, NULL);
 	if (!s->urb)
 		return log_error_errno(-errno, "cannot set up the unwinder's ring buffer");
+	discard_stale(s, s->urb, "unwinder events");
 	s->ustop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (s->ustop_fd < 0)
 		return log_error_errno(-errno, "cannot create an eventfd");
@@ -313,7 +332,26 @@ static int size_ringbuf(struct sampler *s)
 	return 0;
 }
 
-int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
+/* Logs the verifier's work on each program (-v): 0 where the kernel does not count it. */
+static void log_verified(const struct sampler *s)
+{
+	struct bpf_program *prog;
+
+	if (log_get_level() < LOG_LVL_DEBUG)
+		return;
+	bpf_object__for_each_program(prog, s->skel->obj) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+		int fd = pin_prog_fd(s, prog);
+
+		/* verified_insns: 5.16+; older kernels leave it 0. */
+		if (fd >= 0 && bpf_obj_get_info_by_fd(fd, &info, &len) == 0 && info.verified_insns)
+			log_debug("BPF program %s: the verifier processed %u instructions%s", bpf_program__name(prog),
+				  info.verified_insns, s->pin.reused ? " (in the run that pinned it)" : "");
+	}
+}
+
+static int sampler_open_once(const struct sampler_opts *opts, bool no_reuse, struct sampler **ret)
 {
 	struct sampler *s;
 	int r;
@@ -325,6 +363,10 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 		return -ENOMEM;
 	s->ustop_fd = -1;
 	s->stats_fd = -1;
+	s->pin.root = -1;
+	s->pin.no_reuse = no_reuse;
+	for (size_t i = 0; i < ARRAY_SIZE(s->tp_fd); i++)
+		s->tp_fd[i] = -1;
 	s->self_pid = (uint32_t)getpid();
 	pthread_mutex_init(&s->ulock, NULL);
 	s->opts = *opts;
@@ -334,13 +376,13 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 		goto fail;
 	}
 	s->pfd = malloc(sizeof(*s->pfd) * s->ncpus);
-	s->links = calloc(s->ncpus, sizeof(*s->links));
-	if (!s->pfd || !s->links) {
+	s->lfd = malloc(sizeof(*s->lfd) * s->ncpus);
+	if (!s->pfd || !s->lfd) {
 		r = -ENOMEM;
 		goto fail;
 	}
 	for (int i = 0; i < s->ncpus; i++)
-		s->pfd[i] = -1;
+		s->pfd[i] = s->lfd[i] = -1;
 
 	s->skel = prowl_bpf__open();
 	if (!s->skel) {
@@ -362,8 +404,17 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 		goto fail;
 	s->timing_log = getenv("PROWL_BPF_TIMING") && strcmp(getenv("PROWL_BPF_TIMING"), "1") == 0;
 	s->skel->bss->time_samples = s->timing_log;
+	r = pin_before_load(s);
+	if (r < 0)
+		goto fail;
 
 	r = prowl_bpf__load(s->skel);
+	if (r && s->pin.reused) {
+		log_warn_errno(r, "the BPF programs pinned in " PROWL_PIN_ROOT "/%s cannot be used; loading them anew",
+			       s->pin.key);
+		r = -ESTALE;
+		goto fail;
+	}
 	if (r) {
 		char why[LIBBPF_LOG_WHY_MAX];
 
@@ -374,9 +425,10 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 			  opts->verbose ? "" : " (run with -v for the verifier's whole log)");
 		goto fail;
 	}
+	pin_after_load(s);
 	if (s->unwinder == KF_UNW_DWARF_BOUNDED) {
 		__u32 slot = 0;
-		int fd = bpf_program__fd(s->skel->progs.prowl_unwind_step);
+		int fd = pin_prog_fd(s, s->skel->progs.prowl_unwind_step);
 
 		if (bpf_map__update_elem(s->skel->maps.unwind_chain, &slot, sizeof(slot), &fd, sizeof(fd), BPF_ANY)) {
 			r = log_error_errno(-errno, "cannot chain the bounded unwinder's programs");
@@ -387,46 +439,31 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 	r = offcpu_loaded(s);
 	if (r < 0)
 		goto fail;
-	if (log_get_level() >= LOG_LVL_DEBUG) {
-		struct bpf_program *prog;
-
-		bpf_object__for_each_program(prog, s->skel->obj) {
-			struct bpf_prog_info info = {};
-			__u32 len = sizeof(info);
-
-			/* verified_insns: 5.16+; older kernels leave it 0. */
-			if (bpf_program__fd(prog) >= 0 && bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0 &&
-			    info.verified_insns)
-				log_debug("BPF program %s: the verifier processed %u instructions", bpf_program__name(prog),
-					  info.verified_insns);
-		}
-	}
+	log_verified(s);
 	/* The kernel's own count of runs and run time (run_time_ns, run_cnt). */
 	if (s->timing_log && kfeatures_get()->has[KF_STATS])
 		s->stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
 	if (opts->drop_pids && !opts->unwind_dwarf) {
-		s->skel->links.prowl_exec = attach_tp(s, s->skel->progs.prowl_exec, s->skel->progs.prowl_exec_raw,
-						      "sched_process_exec");
-		s->skel->links.prowl_exit = attach_tp(s, s->skel->progs.prowl_exit, s->skel->progs.prowl_exit_raw,
-						      "sched_process_exit");
-		if (!s->skel->links.prowl_exec || !s->skel->links.prowl_exit) {
-			r = log_error_errno(-errno, "cannot attach the exec/exit tracepoints");
+		r = attach_tp(s, SAMPLER_TP_EXEC, s->skel->progs.prowl_exec, s->skel->progs.prowl_exec_raw,
+			      "sched_process_exec");
+		if (r >= 0)
+			r = attach_tp(s, SAMPLER_TP_EXIT, s->skel->progs.prowl_exit, s->skel->progs.prowl_exit_raw,
+				      "sched_process_exit");
+		if (r < 0)
 			goto fail;
-		}
 	}
 	if (opts->follow_children) {
-		s->skel->links.prowl_fork = attach_tp(s, s->skel->progs.prowl_fork, s->skel->progs.prowl_fork_raw,
-						      "sched_process_fork");
-		if (!s->skel->links.prowl_fork) {
-			r = log_error_errno(-errno, "cannot attach the fork tracepoint");
+		r = attach_tp(s, SAMPLER_TP_FORK, s->skel->progs.prowl_fork, s->skel->progs.prowl_fork_raw,
+			      "sched_process_fork");
+		if (r < 0)
 			goto fail;
-		}
 	}
 	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), handle_event, s, NULL);
 	if (!s->rb) {
 		r = log_error_errno(-errno, "cannot set up the BPF ring buffer");
 		goto fail;
 	}
+	discard_stale(s, s->rb, "samples");
 	if (s->opts.unwind_dwarf) {
 		r = start_unwind(s);
 		if (r < 0)
@@ -437,6 +474,14 @@ int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
 fail:
 	sampler_free(s);
 	return r;
+}
+
+int sampler_open(const struct sampler_opts *opts, struct sampler **ret)
+{
+	int r = sampler_open_once(opts, false, ret);
+
+	/* A pinned set that could not be used is gone: this load replaces it. */
+	return r == -ESTALE ? sampler_open_once(opts, true, ret) : r;
 }
 
 int sampler_drop_pid(struct sampler *s, uint32_t pid, bool drop)
@@ -497,119 +542,9 @@ int sampler_preload_all(struct sampler *s)
 	return n;
 }
 
-/* Parses a CPU list like "0-3,5" into a bitmap of s->ncpus entries. */
-static int read_online(const struct sampler *s, bool *online)
-{
-	char buf[4096], *p;
-	int fd = open("/sys/devices/system/cpu/online", O_RDONLY | O_CLOEXEC);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return -EIO;
-	buf[n] = 0;
-	memset(online, 0, sizeof(bool) * s->ncpus);
-	for (p = buf; *p && *p != '\n';) {
-		char *end;
-		long a = strtol(p, &end, 10), b = a;
-
-		if (end == p)
-			return -EINVAL;
-		p = end;
-		if (*p == '-') {
-			b = strtol(p + 1, &end, 10);
-			p = end;
-		}
-		for (long c = a; c <= b && c < s->ncpus; c++)
-			if (c >= 0)
-				online[c] = true;
-		if (*p == ',')
-			p++;
-	}
-	return 0;
-}
-
-static void close_cpu(struct sampler *s, int cpu)
-{
-	bpf_link__destroy(s->links[cpu]);
-	s->links[cpu] = NULL;
-	if (s->pfd[cpu] >= 0)
-		close(s->pfd[cpu]);
-	s->pfd[cpu] = -1;
-}
-
-static int open_cpu(struct sampler *s, int cpu)
-{
-	struct perf_event_attr attr = {
-		.type = PERF_TYPE_SOFTWARE,
-		.config = PERF_COUNT_SW_CPU_CLOCK,
-		.size = sizeof(attr),
-		.freq = 1,
-		.sample_freq = s->opts.freq,
-	};
-	int fd, r;
-
-	fd = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	s->pfd[cpu] = fd;
-	s->links[cpu] = bpf_program__attach_perf_event(s->prog, fd);
-	if (!s->links[cpu]) {
-		r = -errno;
-		close_cpu(s, cpu);
-		return r;
-	}
-	return 0;
-}
-
-/* Opens events on CPUs that are online and have none; reopens CPUs that went
- * offline and came back (their old event no longer fires). */
-static int sync_cpus(struct sampler *s, bool first)
-{
-	bool *online = calloc(s->ncpus, sizeof(bool));
-	int r, opened = 0;
-
-	if (!online)
-		return -ENOMEM;
-	r = read_online(s, online);
-	if (r < 0) {
-		/* No sysfs: assume every possible CPU is online. */
-		for (int i = 0; i < s->ncpus; i++)
-			online[i] = true;
-	}
-	for (int cpu = 0; cpu < s->ncpus; cpu++) {
-		if (!online[cpu]) {
-			if (s->pfd[cpu] >= 0)
-				close_cpu(s, cpu);
-			continue;
-		}
-		if (s->pfd[cpu] >= 0)
-			continue;
-		r = open_cpu(s, cpu);
-		if (r == -ENODEV || r == -ENXIO)
-			continue; /* went offline meanwhile */
-		if (r < 0) {
-			if (first) {
-				free(online);
-				return log_error_errno(r, "cannot open a CPU-clock perf event on CPU %d", cpu);
-			}
-			log_warn_errno(r, "cannot open a perf event on CPU %d that came online", cpu);
-			continue;
-		}
-		if (!first)
-			log_info("CPU %d came online; sampling it", cpu);
-		opened++;
-	}
-	free(online);
-	return opened;
-}
-
 int sampler_start(struct sampler *s)
 {
-	int r = s->opts.no_oncpu ? 1 : sync_cpus(s, true);
+	int r = s->opts.no_oncpu ? 1 : sampler_sync_cpus(s, true);
 
 	if (r < 0)
 		return r;
@@ -650,7 +585,7 @@ int sampler_poll(struct sampler *s, int timeout_ms)
 			n += m;
 	}
 	if (s->started && !s->opts.no_oncpu && clock_mono_ns() >= s->next_hotplug_ns) {
-		sync_cpus(s, false);
+		sampler_sync_cpus(s, false);
 		s->next_hotplug_ns = clock_mono_ns() + HOTPLUG_CHECK_NS;
 	}
 	return n < 0 ? 0 : n;
@@ -673,7 +608,7 @@ void sampler_stop(struct sampler *s)
 {
 	offcpu_stop(s);
 	for (int cpu = 0; cpu < s->ncpus; cpu++)
-		close_cpu(s, cpu);
+		sampler_close_cpu(s, cpu);
 	s->started = false;
 }
 
@@ -686,8 +621,8 @@ int sampler_set_freq(struct sampler *s, unsigned int freq)
 		return 0;
 	/* Reopen each CPU's event; the ring buffer and its samples stay. */
 	for (int cpu = 0; cpu < s->ncpus; cpu++)
-		close_cpu(s, cpu);
-	return sync_cpus(s, true) < 0 ? -EIO : 0;
+		sampler_close_cpu(s, cpu);
+	return sampler_sync_cpus(s, true) < 0 ? -EIO : 0;
 }
 
 void sampler_set_idle(struct sampler *s, bool idle)
@@ -737,7 +672,7 @@ void sampler_free(struct sampler *s)
 			pthread_cancel(s->uthread);
 		s->uthread_running = false;
 	}
-	if (s->pfd)
+	if (s->pfd && s->lfd)
 		sampler_stop(s);
 	if (s->skel)
 		sampler_log_stats(s);
@@ -749,8 +684,12 @@ void sampler_free(struct sampler *s)
 		close(s->ustop_fd);
 	pthread_mutex_destroy(&s->ulock);
 	unwinder_free(s->unw);
+	for (size_t i = 0; i < ARRAY_SIZE(s->tp_fd); i++)
+		if (s->tp_fd[i] >= 0)
+			close(s->tp_fd[i]);
 	prowl_bpf__destroy(s->skel);
+	pin_release(s);
 	free(s->pfd);
-	free(s->links);
+	free(s->lfd);
 	free(s);
 }

@@ -23,6 +23,9 @@ struct sampler_opts {
 	bool filter_pids;      /* sample only pids added with sampler_add_pid() */
 	bool drop_pids;        /* sampler_drop_pid() may exclude processes (exec/exit clear them) */
 	bool verbose;          /* pass libbpf's messages (and verifier log) through */
+	/* Keep the loaded programs and maps pinned in bpffs (PROWL_PIN_ROOT) for the next
+	 * run, and take a set an earlier run left there: a restart skips the verifier. */
+	bool pin;
 	/* User stacks: DWARF CFI unwinding in BPF (x86_64, arm64) when set, else frame
 	 * pointers (bpf_get_stack). Capacity limits of the unwinder's maps; 0 picks
 	 * the default in parentheses. */

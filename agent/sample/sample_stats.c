@@ -139,7 +139,7 @@ int sampler_prog_stats(const struct sampler *s, uint64_t *ret_run_cnt, uint64_t 
 	__u32 len = sizeof(info);
 	int r;
 
-	r = bpf_obj_get_info_by_fd(bpf_program__fd(s->prog), &info, &len);
+	r = bpf_obj_get_info_by_fd(pin_prog_fd(s, s->prog), &info, &len);
 	if (r)
 		return -errno;
 	*ret_run_cnt = info.run_cnt;

@@ -13,7 +13,8 @@
 #          starts with an empty state directory and runs until its first window file: CPU
 #          seconds and peak RSS. Then it starts again on the same state directory (what it
 #          kept: a warm cache) and is measured the same way. COST_COLD_ROUNDS rounds, old
-#          and new alternating.
+#          and new alternating. Each first start follows `rm -r /sys/fs/bpf/prowl`: the
+#          programs an earlier agent pinned (bpf_pin) are the restart's, not its.
 # Usage: sudo tests/bench/cost.sh [OLD_PROWL]   (without it: the new agent alone)
 # Environment: COST_FROM (120), COST_TO (300), COST_FREQS ("19 99"), COST_CHURN_RATE (200),
 # COST_LOADS ("quiet churn"), COST_COLD_ROUNDS (2), PROWL_BUILD (build).
@@ -184,12 +185,14 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	for a in "${order[@]}"; do
 		log "cold: round $r, $a"
 		st="$TMP/cold-state.$a.$r"
+		rm -rf /sys/fs/bpf/prowl
 		read -r c1 h1 _ <<<"$(cold_run "$a" "$st")"
 		read -r c2 h2 _ <<<"$(cold_run "$a" "$st")"
 		awk -v r="$r" -v a="$a" -v c1="$c1" -v h1="$h1" -v c2="$c2" -v h2="$h2" \
 			'BEGIN{printf "| %s | %s | %.2f | %.1f | %.2f | %.1f | %.2f |\n", r, a, c1, h1, c2, h2, (c1 > 0 ? c2/c1 : 0)}' >>"$OUT"
 	done
 done
+rm -rf /sys/fs/bpf/prowl
 { echo; cat "$TMP/notes" 2>/dev/null; echo "(after the cold runs: \`$(uptime | sed 's/.*load/load/')\`)"; } >>"$OUT"
 mkdir -p "$BUILD/bench" && cp "$OUT" "$BUILD/bench/cost.md"
 cat "$OUT"

@@ -4,6 +4,7 @@ an unprivileged user to run things as."""
 import os
 import pwd
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -139,6 +140,14 @@ def _no_sanitizer_report():
         if rep:
             found.append(f"{path}:\n{rep}")
     assert not found, "a sanitizer report (undefined behaviour or a memory error):\n" + "\n".join(found)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_pins_left():
+    """The agents the tests start pin their BPF programs (bpf_pin): the suite leaves no
+    set behind to hold the maps' kernel memory."""
+    yield
+    shutil.rmtree("/sys/fs/bpf/prowl", ignore_errors=True)
 
 
 def workload(name):

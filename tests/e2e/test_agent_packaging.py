@@ -204,6 +204,13 @@ def default_shutdown_timeout():
     return int(m.group(1))
 
 
+def vols_bpf(spec, mounts):
+    """The host path the container's /sys/fs/bpf comes from, or None."""
+    m = mounts.get("/sys/fs/bpf")
+    vol = next((v for v in spec["volumes"] if m and v["name"] == m["name"]), {})
+    return vol.get("hostPath", {}).get("path")
+
+
 def test_daemonset_and_configmap(tmp_path):
     docs = [d for d in yaml.safe_load_all(open(os.path.join(K8S, "daemonset.yaml"))) if d]
     ds = next(d for d in docs if d["kind"] == "DaemonSet")
@@ -222,7 +229,9 @@ def test_daemonset_and_configmap(tmp_path):
     assert sc.get("privileged") or {"BPF", "PERFMON", "SYS_PTRACE"} <= caps, sc
     assert {c.upper() for c in unit_caps()} == caps, "the DaemonSet and the unit grant the same capabilities"
     mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
-    assert "/sys/kernel/debug" not in mounts and "/sys/fs/bpf" not in mounts
+    assert "/sys/kernel/debug" not in mounts
+    # The node's bpffs: the pod that replaces this one takes the programs it pinned (bpf_pin).
+    assert vols_bpf(spec, mounts) == "/sys/fs/bpf"
     vols = {v["name"]: v for v in spec["volumes"]}
     # The spool in the state directory outlives the pod; the stop has time to use it.
     assert vols[mounts[env["PROWL_STATE_DIR"]["value"]]["name"]].get("hostPath"), "state_dir dies with the pod"

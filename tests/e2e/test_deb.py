@@ -98,6 +98,9 @@ def test_conffile_modes_and_owners(deb):
     for script in ("postinst", "postrm"):
         text = subprocess.run(["dpkg-deb", "--info", path, script], capture_output=True, text=True).stdout
         assert "/var/lib/prowl" in text, script
+    # Removing the package gives back the kernel memory of the agent's pinned BPF maps.
+    assert "rm -rf /sys/fs/bpf/prowl" in subprocess.run(["dpkg-deb", "--info", path, "postrm"], capture_output=True,
+                                                        text=True).stdout
     assert "install -d -m 0700" in subprocess.run(["dpkg-deb", "--info", path, "postinst"], capture_output=True,
                                                   text=True).stdout
 

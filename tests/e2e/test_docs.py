@@ -440,7 +440,7 @@ def key_rows():
 
 
 TOP_KEYS = ("frequency", "interval", "idle", "include_self", "per_thread", "unwind", "python", "java", "node", "off_cpu",
-            "off_cpu_threshold", "demangle",
+            "off_cpu_threshold", "bpf_pin", "demangle",
             "hostname", "labels", "state_dir", "shutdown_timeout")
 
 

@@ -51,7 +51,7 @@ struct bad_case {
 
 static const struct bad_case bad_cases[] = {
 	{ "unknown key", "frequency: 19\nfrequncy: 20\n",
-	  ":2: unknown key 'frequncy' (known: frequency, interval, idle, include_self, per_thread, unwind, python, java, node, off_cpu, off_cpu_threshold, demangle, hostname, symbols, labels, "
+	  ":2: unknown key 'frequncy' (known: frequency, interval, idle, include_self, per_thread, unwind, python, java, node, off_cpu, off_cpu_threshold, bpf_pin, demangle, hostname, symbols, labels, "
 	  "state_dir, shutdown_timeout, spool, log, metrics, limits, kubernetes, exporters, relabel_configs, "
 	  "recording_rules)" },
 	{ "unknown nested key", "exporters:\n  pyroscope:\n    timout: 5s\n",
