@@ -54,6 +54,9 @@ struct {
 _Static_assert((JFRAME_SLOTS & (JFRAME_SLOTS - 1)) == 0 && JFRAME_SLOTS >= PROWL_MAX_JAVA,
 	       "jframe_slot() masks an index by JFRAME_SLOTS - 1");
 #define UW_ROW_CACHE 8 /* slots of the per-sample row cache (a power of two) */
+#define V8_TYPE_CACHE 4 /* slots of the per-sample cache of V8 maps' types (a power of two) */
+#define V8_FN_CACHE 4   /* ... of JSFunctions' SharedFunctionInfos (a power of two) */
+#define V8_HEAD 64      /* the most of a V8 object's head one read takes (bytes, 8 words) */
 
 struct uw_state {
 	__u64 pc, sp, bp;
@@ -94,8 +97,19 @@ struct uw_state {
 	/* The V8 walk (v8.bpf.h): the process's entry when it runs V8; its frames go in
 	 * jframes (a process is not both a JVM and a node). */
 	__u8 v8;          /* vp holds the entry */
-	__u8 _vpad[7];
+	__u8 v8_tc_next;  /* the next slot of v8_tc_* to fill */
+	__u8 v8_fc_next;  /* ... of v8_fc_* */
+	__u8 _vpad[5];
 	struct prowl_v8_proc vp;
+	/* What this sample has read of V8's heap (v8.bpf.h): maps' instance types;
+	 * JSFunctions' SharedFunctionInfos and checks; the last BytecodeArray found one.
+	 * And where an object's head is read. */
+	__u64 v8_tc_map[V8_TYPE_CACHE];
+	__u16 v8_tc_type[V8_TYPE_CACHE];
+	__u64 v8_fc_fn[V8_FN_CACHE], v8_fc_sfi[V8_FN_CACHE];
+	__u32 v8_fc_check[V8_FN_CACHE];
+	__u64 v8_last_ba;
+	__u64 v8_head[2 * V8_HEAD / 8];
 };
 
 /* Writable at run time: walk Java frames of the processes in java_procs. */
@@ -143,9 +157,10 @@ struct {
 /* The bounded build steps UW_CHUNK frames per program run and chains runs by
  * tail calls: the verifier checks every step of a bounded loop, about 10,000
  * instructions per frame, so 128 steps in one program would pass its limit of
- * one million. 16 runs of prowl_unwind_step (16 tail calls; kernels allow 32)
- * cover PROWL_MAX_STACK. */
-#define UW_CHUNK 8
+ * one million (with the runtimes' walks, 5.10's verifier passed it at 8 steps:
+ * off-CPU's step program). 22 runs of prowl_unwind_step (22 tail calls; kernels
+ * allow 32) cover PROWL_MAX_STACK. */
+#define UW_CHUNK 6
 #define UW_MAX_RUNS ((PROWL_MAX_STACK + UW_CHUNK) / UW_CHUNK)
 #define SLOT 8             /* bytes per stack slot; row offsets count slots */
 
@@ -690,6 +705,11 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 		}
 	}
 	st->v8 = 0;
+	for (int i = 0; i < V8_TYPE_CACHE; i++)
+		st->v8_tc_map[i] = 0;
+	for (int i = 0; i < V8_FN_CACHE; i++)
+		st->v8_fc_fn[i] = 0;
+	st->v8_last_ba = 0;
 	if (v8_on && !st->java) {
 		struct prowl_v8_proc *vp = bpf_map_lookup_elem(&v8_procs, &tgid);
 

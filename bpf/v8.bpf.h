@@ -18,27 +18,55 @@ struct {
 /* A V8 frame pointer this far above sp is not one. */
 #define V8_FRAME_MAX_SPAN (1u << 20)
 
-/* The instance type of the heap object at tagged pointer obj, or -1. */
-static __always_inline int v8_type(const struct prowl_v8_proc *vp, __u64 obj)
+/* The instance type of the objects of map (a tagged pointer), or -1. A stack's
+ * functions, their SharedFunctionInfos and BytecodeArrays share a few maps: each
+ * map's type is read once per sample (st->v8_tc, emptied when a sample starts). */
+static __always_inline int v8_map_type(struct uw_state *st, const struct prowl_v8_proc *vp, __u64 map)
 {
-	__u64 map = 0;
 	__u16 type = 0;
+	__u32 slot;
 
-	if ((obj & vp->heap_tag_mask) != vp->heap_tag || obj < 4096)
+	if ((map & vp->heap_tag_mask) != vp->heap_tag)
 		return -1;
-	if (bpf_probe_read_user(&map, 8, (const void *)(obj - vp->heap_tag + vp->o_map)) < 0 ||
-	    (map & vp->heap_tag_mask) != vp->heap_tag ||
-	    bpf_probe_read_user(&type, 2, (const void *)(map - vp->heap_tag + vp->o_map_type)) < 0)
+	for (int i = 0; i < V8_TYPE_CACHE; i++)
+		if (st->v8_tc_map[i] == map)
+			return st->v8_tc_type[i];
+	if (bpf_probe_read_user(&type, 2, (const void *)(map - vp->heap_tag + vp->o_map_type)) < 0)
 		return -1;
+	slot = st->v8_tc_next++ & (V8_TYPE_CACHE - 1);
+	st->v8_tc_map[slot] = map;
+	st->v8_tc_type[slot] = type;
 	return type;
 }
 
-static __always_inline __u64 v8_field(const struct prowl_v8_proc *vp, __u64 obj, __u16 off)
+/* Reads the first n bytes (8..V8_HEAD) of the heap object at tagged pointer obj into
+ * head (2 * V8_HEAD bytes), in one read: its map and the fields the walk wants. Returns its instance
+ * type, or -1. */
+static __always_inline int v8_head(struct uw_state *st, const struct prowl_v8_proc *vp, __u64 obj, __u64 *head,
+				   __u32 n)
 {
-	__u64 v = 0;
+	if ((obj & vp->heap_tag_mask) != vp->heap_tag || obj < 4096 || n < 8 || n > V8_HEAD)
+		return -1;
+	/* A mask the verifier follows whatever the compiler made of the test above:
+	 * head has room for twice V8_HEAD. */
+	asm volatile("%[v] &= %[m]" : [v] "+r"(n) : [m] "i"(2 * V8_HEAD - 1));
+	if (bpf_probe_read_user(head, n, (const void *)(obj - vp->heap_tag)) < 0)
+		return -1;
+	return v8_map_type(st, vp, head[(vp->o_map >> 3) & (V8_HEAD / 8 - 1)]);
+}
 
-	bpf_probe_read_user(&v, 8, (const void *)(obj - vp->heap_tag + off));
-	return v;
+/* The word at field offset off (a multiple of 8 below V8_HEAD) of a head v8_head read. */
+static __always_inline __u64 v8_word(const __u64 *head, __u16 off)
+{
+	return head[(off >> 3) & (V8_HEAD / 8 - 1)];
+}
+
+/* How much of an object's head holds its map and the fields at offsets a and b. */
+static __always_inline __u32 v8_span(const struct prowl_v8_proc *vp, __u16 a, __u16 b)
+{
+	__u32 n = vp->o_map > a ? vp->o_map : a;
+
+	return (n > b ? n : b) + 8;
 }
 
 /* The frame at st->bp, of code at st->pc: a JavaScript function's frame is recorded
@@ -46,7 +74,8 @@ static __always_inline __u64 v8_field(const struct prowl_v8_proc *vp, __u64 obj,
  * a JSFunction); every V8 frame then steps to its caller by frame pointer. */
 static __always_inline void v8_step(struct uw_state *st, const struct prowl_v8_proc *vp)
 {
-	__u64 bp = st->bp, marker = 0, fn = 0, sfi, ba = 0, off = 0, name, script;
+	__u64 bp = st->bp, marker = 0, fn = 0, ba = 0, off = 0;
+	__u64 *head = st->v8_head;
 	__u32 j = st->jn, bco = PROWL_JF_BCI_NONE;
 	__u8 kind = PROWL_V8_JIT;
 
@@ -60,22 +89,44 @@ static __always_inline void v8_step(struct uw_state *st, const struct prowl_v8_p
 	}
 	/* A typed frame (entry, exit, stub, internal...) has a small integer there. */
 	if ((marker & vp->smi_tag_mask) != vp->smi_tag && j < PROWL_MAX_JAVA &&
-	    v8_type(vp, fn) == vp->t_js_function) {
-		sfi = v8_field(vp, fn, vp->o_fn_shared);
-		if (v8_type(vp, sfi) == vp->t_sfi) {
+	    (fn & vp->heap_tag_mask) == vp->heap_tag) {
+		__u64 sfi = 0;
+		__u32 check = 0;
+
+		/* A function met before in this sample (recursion) is not read again. */
+		for (int i = 0; i < V8_FN_CACHE; i++)
+			if (st->v8_fc_fn[i] == fn) {
+				sfi = st->v8_fc_sfi[i];
+				check = st->v8_fc_check[i];
+			}
+		/* Else one read of the function's head gives its map and its
+		 * SharedFunctionInfo, one of the latter's its map, name and script. */
+		if (!sfi && v8_head(st, vp, fn, head, v8_span(vp, vp->o_fn_shared, vp->o_fn_shared)) == vp->t_js_function) {
+			__u64 shared = v8_word(head, vp->o_fn_shared);
+
+			if (v8_head(st, vp, shared, head, v8_span(vp, vp->o_sfi_name, vp->o_sfi_script)) == vp->t_sfi) {
+				__u32 slot = st->v8_fc_next++ & (V8_FN_CACHE - 1);
+
+				sfi = shared;
+				check = (__u32)(v8_word(head, vp->o_sfi_name) ^ v8_word(head, vp->o_sfi_script));
+				st->v8_fc_fn[slot] = fn;
+				st->v8_fc_sfi[slot] = sfi;
+				st->v8_fc_check[slot] = check;
+			}
+		}
+		if (sfi) {
 			/* Ignition's and Sparkplug's frames hold their BytecodeArray and the
 			 * offset (a small integer) in fixed slots. */
-			if (!stack_read(st, bp + vp->fp_bytecode_array, &ba) && v8_type(vp, ba) == vp->t_bytecode_array &&
-			    !stack_read(st, bp + vp->fp_bytecode_offset, &off) &&
-			    (off & vp->smi_tag_mask) == vp->smi_tag && (off >> 32) < PROWL_JF_BCI_NONE) {
+			if (!stack_read(st, bp + vp->fp_bytecode_offset, &off) && (off & vp->smi_tag_mask) == vp->smi_tag &&
+			    (off >> 32) < PROWL_JF_BCI_NONE && !stack_read(st, bp + vp->fp_bytecode_array, &ba) &&
+			    ba && (ba == st->v8_last_ba ||
+			     v8_head(st, vp, ba, head, v8_span(vp, 0, 0)) == vp->t_bytecode_array)) {
+				st->v8_last_ba = ba;
 				bco = (__u32)(off >> 32);
 				kind = PROWL_V8_INTERP;
 			}
-			name = v8_field(vp, sfi, vp->o_sfi_name);
-			script = v8_field(vp, sfi, vp->o_sfi_script);
 			st->jframes[jframe_slot(j)] = (struct prowl_jframe){
-				.ptr = sfi, .off = bco, .check = (__u32)(name ^ script), .idx = (__u8)(st->n - 1),
-				.kind = kind,
+				.ptr = sfi, .off = bco, .check = check, .idx = (__u8)(st->n - 1), .kind = kind,
 			};
 			st->jn = j + 1;
 		}

@@ -104,7 +104,7 @@ static int find_code(const struct v8_mem *m, const struct prowl_v8_proc *vp, uin
 				return -ENOENT;
 		}
 		mapw = buf[(s - hdr - lo) / WORD];
-		codew = buf[(s - WORD - lo) / WORD];
+		codew = buf[(s - hdr + WORD - lo) / WORD]; /* the InstructionStream's second word */
 		if ((!in_code_space(vp) && !v8_is_heap(vp, codew)) || (*hint ? mapw != *hint : !v8_is_heap(vp, mapw)))
 			continue;
 		if (!*hint && ++tries > SCAN_TRIES)

@@ -59,10 +59,52 @@ static int sym_value(Elf *elf, const GElf_Sym *sym, int32_t *ret)
 	return 0;
 }
 
+/* name as V8 11 spells it: V8 12 writes a field's type "Tagged_T_" where V8 11 wrote
+ * "T", and "Address" for "uintptr_t" (class_SharedFunctionInfo__name_or_scope_info__
+ * Tagged_Object_). name itself when it needs no change or does not fit buf. */
+static const char *canonical(const char *name, char *buf, size_t len)
+{
+	const char *t = strstr(name, "__Tagged_");
+	size_t n = strlen(name);
+
+	/* t + 9: the type, then '_' ending the name (at least one character before it). */
+	if (t && strlen(t + 9) >= 2 && name[n - 1] == '_' && strstr(t + 9, "__") == NULL && n < len) {
+		size_t head = (size_t)(t - name) + 2, type = strlen(t + 9) - 1;
+
+		memcpy(buf, name, head);
+		memcpy(buf + head, t + 9, type);
+		buf[head + type] = 0;
+		return buf;
+	}
+	if (n > 9 && strcmp(name + n - 9, "__Address") == 0 && n + 2 < len) {
+		memcpy(buf, name, n - 7);
+		memcpy(buf + n - 7, "uintptr_t", 10);
+		return buf;
+	}
+	return name;
+}
+
+/* Whether name is one of the space-separated names of list. */
+static bool in_list(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = list; *p;) {
+		const char *e = strchr(p, ' ');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+
+		if (l == n && strncmp(p, name, n) == 0)
+			return true;
+		p += l + (e != NULL);
+	}
+	return false;
+}
+
 static void on_symbol(void *ctx, const char *name, const GElf_Sym *sym)
 {
 	struct scan *s = ctx;
 	struct v8_meta *m = s->m;
+	char buf[256];
 	int32_t v;
 
 	if (GELF_ST_TYPE(sym->st_info) == STT_FUNC) {
@@ -78,9 +120,9 @@ static void on_symbol(void *ctx, const char *name, const GElf_Sym *sym)
 	if (!s->consts || strncmp(name, V8_PREFIX, V8_PREFIX_LEN) != 0 || m->nsyms >= V8_MAX_SYMS)
 		return;
 	m->nsyms++;
-	name += V8_PREFIX_LEN;
+	name = canonical(name + V8_PREFIX_LEN, buf, sizeof(buf));
 	for (unsigned int i = 0; i < V8__N; i++) {
-		bool is_old = defs[i].old && strcmp(name, defs[i].old) == 0;
+		bool is_old = defs[i].old && in_list(defs[i].old, name);
 
 		if (!is_old && strcmp(name, defs[i].name) != 0)
 			continue;

@@ -7,8 +7,10 @@
 #include <stdint.h>
 #include <gelf.h>
 
-/* The constants read, X(id, kind, need, name, older name or NULL). The names are the
- * symbols without "v8dbg_"; kind says which values are sane (V8K_*); need: 1 = the
+/* The constants read, X(id, kind, need, name, older names or NULL). The names are the
+ * symbols without "v8dbg_", as V8 11 spells them (V8 12's "__Tagged_T_" and "__Address"
+ * type suffixes are read as "__T" and "__uintptr_t"); older names: space-separated, each
+ * V8's own at some version; kind says which values are sane (V8K_*); need: 1 = the
  * BPF walk needs it, 2 = naming needs it, 0 = used when there. */
 #define V8_CONSTS(X)                                                                            \
 	X(FP_CONTEXT, FP, 1, "off_fp_context_or_frame_type", "off_fp_context")                  \
@@ -55,7 +57,8 @@
 	X(O_FN_SHARED, OFF, 1, "class_JSFunction__shared__SharedFunctionInfo", NULL)            \
 	X(O_SFI_NAME, OFF, 2, "class_SharedFunctionInfo__name_or_scope_info__Object", NULL)     \
 	X(O_SFI_SCRIPT, OFF, 2, "class_SharedFunctionInfo__script_or_debug_info__HeapObject",   \
-	  "class_SharedFunctionInfo__script_or_debug_info__Object")                             \
+	  "class_SharedFunctionInfo__script_or_debug_info__Object "                             \
+	  "class_SharedFunctionInfo__raw_script__Object")                                       \
 	X(O_SFI_DATA, OFF, 0, "class_SharedFunctionInfo__function_data__Object", NULL)          \
 	X(O_SCRIPT_NAME, OFF, 2, "class_Script__name__Object", NULL)                            \
 	X(O_SCRIPT_SOURCE, OFF, 0, "class_Script__source__Object", NULL)                        \
@@ -73,7 +76,8 @@
 	X(T_FIXED_ARRAY, ITYPE, 0, "type_FixedArray__FIXED_ARRAY_TYPE", NULL)                   \
 	X(SI_FIRST_VARS, SMALL, 0, "scopeinfo_idx_first_vars", NULL)                            \
 	X(SI_NCONTEXT_LOCALS, SMALL, 0, "scopeinfo_idx_ncontextlocals", NULL)                    \
-	X(T_INTERNALIZED, ITYPE, 0, "type_InternalizedString__ONE_BYTE_INTERNALIZED_STRING_TYPE", NULL) \
+	X(T_INTERNALIZED, ITYPE, 0, "type_InternalizedString__ONE_BYTE_INTERNALIZED_STRING_TYPE",      \
+	  "type_InternalizedString__INTERNALIZED_ONE_BYTE_STRING_TYPE")                         \
 	X(T_INSTRUCTION_STREAM, ITYPE, 0, "type_InstructionStream__INSTRUCTION_STREAM_TYPE", NULL) \
 	X(O_IS_START, OFF, 0, "class_InstructionStream__instruction_start__uintptr_t", NULL)    \
 	X(O_CODE_DEOPT, OFF, 0, "class_Code__deoptimization_data__FixedArray", NULL)            \

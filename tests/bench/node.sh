@@ -4,6 +4,7 @@
 # node with 20,000 functions (cache, prowl's CPU and memory; record -v); and the throughput
 # of a Node workload (one node per CPU) with no profiler and under `prowl record -a -F 99`,
 # interleaved in rounds. The load average is printed beside each figure. Writes build/bench/node.md.
+# Knobs: NODE_BENCH_SECONDS (8), NODE_BENCH_ROUNDS (3), NODE_BENCH_PARTS ("cost names throughput"), NODE.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . tests/bench/lib.sh
@@ -15,11 +16,14 @@ NODE=${NODE:-/usr/bin/node}
 OUT=$B/bench/node.md
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 S=${NODE_BENCH_SECONDS:-8} ROUNDS=${NODE_BENCH_ROUNDS:-3} TMP=$(mktemp -d)
+PARTS=${NODE_BENCH_PARTS:-"cost names throughput"}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$TMP"' EXIT
 mkdir -p "$B/bench"
 
 # deep.js: a busy loop under 30 frames of a recursive function (Sparkplug only, so that
-# none is inlined: 30 frames on the stack). many.js: 20,000 small functions called in
+# none is inlined: 30 frames on the stack); chain.js: the same under 30 distinct functions
+# (the walk's per-sample caches of functions do not help there). many.js: 20,000 small functions called in
 # turn. count.js: rounds of a busy loop for argv[2] seconds, printed at the end.
 cat >"$TMP/deep.js" <<'JS'
 'use strict';
@@ -30,6 +34,15 @@ let sink = 0;
 while (Date.now() < end) sink += deep(29);
 if (sink === 42) console.log(sink);
 JS
+{
+	echo "'use strict';"
+	echo "function spin(n) { let x = 1; for (let i = 0; i < n; i++) x = (x * 31 + i) % 1000003; return x; }"
+	echo "function f29() { return spin(100000); }"
+	for i in $(seq 28 -1 0); do echo "function f$i() { return f$((i + 1))() + 1; }"; done
+	echo "const end = Date.now() + Number(process.argv[2]) * 1000; let sink = 0;"
+	echo "while (Date.now() < end) sink += f0();"
+	echo "if (sink === 42) console.log(sink);"
+} >"$TMP/chain.js"
 {
 	echo "'use strict';"
 	for i in $(seq 0 19999); do echo "function f$i(x) { for (let k = 0; k < 40; k++) x = (x * 31 + $i) % 1000003; return x; }"; done
@@ -47,11 +60,11 @@ while (Date.now() < end) { sink += spin(10000); rounds++; }
 console.log(sink === 42 ? 0 : rounds);
 JS
 
-cost() { # $1 = on|off: deep.js, BPF cost per sample at 999 Hz
-	"$NODE" --max-opt=1 "$TMP/deep.js" $((S + 5)) >/dev/null 2>&1 &
+cost() { # $1 = on|off, $2 = deep|chain: BPF cost per sample at 999 Hz
+	"$NODE" --max-opt=1 "$TMP/$2.js" $((S + 5)) >/dev/null 2>&1 &
 	local w=$!
 	sleep 2
-	echo "| 30 JavaScript frames | --node=$1 | $(bpf_cost $w --node="$1") | $(load) |"
+	echo "| 30 JavaScript frames, $2.js | --node=$1 | $(bpf_cost $w --node="$1") | $(load) |"
 }
 
 names() { # prowl's CPU time and the JavaScript name cache over 20,000 functions, 999 Hz
@@ -70,18 +83,23 @@ throughput() { # $1 = none|prowl: one per CPU for S seconds; the rounds summed
 }
 
 {
-	echo "BPF cost per sample (PROWL_BPF_TIMING=1), deep.js (30 JavaScript frames, Sparkplug), ${S} s at 999 Hz:"
+	if part cost; then
+	echo "BPF cost per sample (PROWL_BPF_TIMING=1), 30 JavaScript frames (Sparkplug) of one recursive function (deep.js) and of 30 functions (chain.js), ${S} s at 999 Hz:"
 	echo
 	echo "| stack | mode | cost | load (1, 5, 15 min) |"
 	echo "|---|---|---|---|"
-	for r in 1 2; do cost on; cost off; done
+	for r in 1 2; do for js in deep chain; do cost on $js; cost off $js; done; done
 	echo
+	fi
+	if part names; then
 	echo "Naming 20,000 functions, ${S} s at 999 Hz (prowl's CPU and peak RSS, record -v):"
 	echo
 	echo "| program | prowl CPU | peak RSS | JavaScript name cache | load |"
 	echo "|---|---|---|---|---|"
 	names
 	echo
+	fi
+	part throughput || exit 0
 	echo "Throughput, one count.js per CPU, ${S} s, rounds in turn ($ROUNDS rounds), load before: $(load):"
 	echo
 	declare -A sum=([none]=0 [prowl]=0)

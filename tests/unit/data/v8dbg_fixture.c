@@ -55,8 +55,13 @@ int v8dbg_TwoByteStringTag; /* zero: in .bss, as in node */
 int v8dbg_class_HeapObject__map__Map; /* zero: in .bss, as in node */
 int v8dbg_class_Map__instance_type__uint16_t = 12;
 int v8dbg_class_JSFunction__shared__SharedFunctionInfo = 24;
+#ifdef V8_12_NAMES /* Node 22's spelling: "Tagged_T_" types, script as raw_script */
+int v8dbg_class_SharedFunctionInfo__name_or_scope_info__Tagged_Object_ = 16;
+int v8dbg_class_SharedFunctionInfo__raw_script__Tagged_Object_ = 32;
+#else
 int v8dbg_class_SharedFunctionInfo__name_or_scope_info__Object = 16;
 int v8dbg_class_SharedFunctionInfo__script_or_debug_info__HeapObject = 32;
+#endif
 int v8dbg_class_SharedFunctionInfo__function_data__Object = 8;
 int v8dbg_class_Script__name__Object = 16;
 int v8dbg_class_Script__source__Object = 8;
@@ -74,7 +79,11 @@ int v8dbg_type_ByteArray__BYTE_ARRAY_TYPE = 190;
 int v8dbg_type_FixedArray__FIXED_ARRAY_TYPE = 175;
 int v8dbg_scopeinfo_idx_first_vars = 3;
 int v8dbg_scopeinfo_idx_ncontextlocals = 2;
+#ifdef V8_12_NAMES
+int v8dbg_type_InternalizedString__INTERNALIZED_ONE_BYTE_STRING_TYPE = 8;
+#else
 int v8dbg_type_InternalizedString__ONE_BYTE_INTERNALIZED_STRING_TYPE = 8;
+#endif
 int v8dbg_type_InstructionStream__INSTRUCTION_STREAM_TYPE = 252;
 int v8dbg_class_InstructionStream__instruction_start__uintptr_t = 16;
 int v8dbg_class_Code__deoptimization_data__FixedArray = 16;
