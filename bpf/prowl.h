@@ -298,6 +298,10 @@ struct prowl_v8_proc {
 	 * code (symbolizer/node/v8inline.c); t_instruction_stream 0: not read. */
 	__u16 t_code, t_instruction_stream, o_is_start, o_code_deopt, o_code_spt;
 	__u8 dd_inlined_count, dd_literals, dd_sfi, dd_inlining_positions, code_kind_mask, code_kind_baseline;
+	/* Code's InstructionStream, instruction start, flags and instruction size; V8 12's
+	 * arrays in its trusted space (the deoptimization data, the position table); 0: none. */
+	__u16 o_code_istream, o_code_start, o_code_flags, o_code_size, t_trusted_fixed_array, t_trusted_byte_array;
+	__u8 _cpad[4];
 	/* [low, high): the builtins again, where V8 mapped the binary's embedded builtins a
 	 * second time, near its JIT code (short builtin calls); 0: not mapped so. */
 	__u64 copy_low, copy_high;
@@ -499,8 +503,9 @@ PROWL_AT(prowl_v8_proc, smi_tag, 48);
 PROWL_AT(prowl_v8_proc, t_script, 52);
 PROWL_AT(prowl_v8_proc, text_low, 104);
 PROWL_AT(prowl_v8_proc, t_code, 120);
-PROWL_AT(prowl_v8_proc, copy_low, 136);
-PROWL_SIZE(prowl_v8_proc, 152);
+PROWL_AT(prowl_v8_proc, o_code_istream, 136);
+PROWL_AT(prowl_v8_proc, copy_low, 152);
+PROWL_SIZE(prowl_v8_proc, 168);
 
 PROWL_AT(prowl_unwind_row, pc, 0);
 PROWL_AT(prowl_unwind_row, cfa_off, 4);

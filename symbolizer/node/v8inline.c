@@ -13,18 +13,13 @@
 #define SCAN_TRIES  256  /* candidate headers checked by reading the process, per search */
 #define INLPOS_SIZE 16   /* InliningPosition: SourcePosition, int function id, padding */
 
-/* Code's fields after its source position table, which the metadata of V8 11 lacks
- * (the layout V8 11.1 to 11.4 has): the InstructionStream, the instruction start, the
- * flags (kind in the low bits) and the instruction size. V8 10 keeps the code object in
- * code space with its instructions (vp->t_instruction_stream == vp->t_code: the header
- * is the Code): its instruction size, then its flags, follow the position table by 16
- * and 24 bytes. A V8 laid out otherwise fails the checks of code_at() and keeps naming
- * the outer function only. */
-#define CODE_ISTREAM(vp) ((vp)->o_code_spt + 8u)
-#define CODE_LAYOUT_LEN  32u /* from CODE_ISTREAM: stream 8, start 8, flags 4, 4, size 4 */
-#define CL_START         8
-#define CL_FLAGS         16
-#define CL_SIZE          24
+/* V8 10 keeps the code object in code space with its instructions
+ * (vp->t_instruction_stream == vp->t_code: the header is the Code): its instruction
+ * size, then its flags, follow the position table by 16 and 24 bytes. V8 11 and 12
+ * keep a Code beside the InstructionStream, whose fields v8proc.c placed
+ * (vp->o_code_istream...). A V8 laid out otherwise fails the checks of code_at() and
+ * keeps naming the outer function only. */
+#define CODE_FIELDS_MAX  48u /* bytes from Code's InstructionStream to its size's end */
 #define V10_SIZE(vp)     ((vp)->o_code_spt + 16u)
 #define V10_FLAGS(vp)    ((vp)->o_code_spt + 24u)
 
@@ -57,7 +52,9 @@ static int smi_field(const struct v8_mem *m, const struct prowl_v8_proc *vp, uin
 static int code_at(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t s, uint64_t pc, uint64_t mapw,
 		   uint64_t codew, uint64_t *hint, struct code_info *ci)
 {
-	uint64_t istream = s - vp->o_is_start + vp->heap_tag, w[CODE_LAYOUT_LEN / WORD];
+	uint64_t istream = s - vp->o_is_start + vp->heap_tag, got, start;
+	uint32_t base = vp->o_code_istream, len = vp->o_code_size + 4u - base;
+	uint8_t w[CODE_FIELDS_MAX];
 
 	if (!*hint && v8_obj_type(m, vp, istream) != vp->t_instruction_stream)
 		return 0;
@@ -71,15 +68,20 @@ static int code_at(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint6
 		ci->kind &= vp->code_kind_mask;
 		return pc - s < ci->size ? 1 : -ENOENT;
 	}
-	if (v8_obj_type(m, vp, codew) != vp->t_code ||
-	    v8_read(m, codew - vp->heap_tag + CODE_ISTREAM(vp), w, sizeof(w)) < 0 || w[0] != istream ||
-	    w[CL_START / WORD] != s)
+	if (!base || vp->o_code_size < base || len > sizeof(w) || vp->o_code_start < base ||
+	    vp->o_code_start + 8u - base > len || vp->o_code_flags < base || vp->o_code_flags + 4u - base > len)
+		return 0;
+	if (v8_obj_type(m, vp, codew) != vp->t_code || v8_read(m, codew - vp->heap_tag + base, w, len) < 0)
+		return 0;
+	memcpy(&got, w, 8);
+	memcpy(&start, w + (vp->o_code_start - base), 8);
+	if (got != istream || start != s)
 		return 0;
 	*hint = mapw;
 	ci->code = codew;
 	ci->start = s;
-	memcpy(&ci->kind, (const uint8_t *)w + CL_FLAGS, 4);
-	memcpy(&ci->size, (const uint8_t *)w + CL_SIZE, 4);
+	memcpy(&ci->kind, w + (vp->o_code_flags - base), 4);
+	memcpy(&ci->size, w + (vp->o_code_size - base), 4);
 	ci->kind &= vp->code_kind_mask;
 	return pc - s < ci->size ? 1 : -ENOENT;
 }
@@ -144,14 +146,17 @@ int v8_inline_chain(const uint8_t *tab, size_t len, uint64_t p, int32_t *fid, in
 	return (int)n;
 }
 
-/* A malloc'ed copy of the bytes of ByteArray arr (at most max), checked. */
+/* A malloc'ed copy of the bytes of ByteArray (or V8 12's TrustedByteArray) arr (at
+ * most max), checked. */
 static int byte_array(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t arr, int64_t max,
 		      uint8_t **ret, size_t *ret_len)
 {
+	int t = v8_obj_type(m, vp, arr);
 	int64_t len;
 
 	*ret = NULL;
-	if (v8_obj_type(m, vp, arr) != vp->t_byte_array || smi_field(m, vp, arr, vp->o_fa_length, max, &len) < 0)
+	if ((t != vp->t_byte_array && (!vp->t_trusted_byte_array || t != vp->t_trusted_byte_array)) ||
+	    smi_field(m, vp, arr, vp->o_fa_length, max, &len) < 0)
 		return -EBADMSG;
 	*ret_len = (size_t)len;
 	if (!len)
@@ -190,7 +195,9 @@ static int code_frames(const struct v8_mem *m, const struct prowl_v8_proc *vp, c
 
 	if (ci->kind <= vp->code_kind_baseline)
 		return -ENOENT; /* baseline code (Sparkplug) or not a JavaScript function's */
-	if (v8_field(m, vp, ci->code, vp->o_code_deopt, &dd) < 0 || v8_obj_type(m, vp, dd) != vp->t_fixed_array ||
+	if (v8_field(m, vp, ci->code, vp->o_code_deopt, &dd) < 0 ||
+	    (v8_obj_type(m, vp, dd) != vp->t_fixed_array &&
+	     (!vp->t_trusted_fixed_array || v8_obj_type(m, vp, dd) != vp->t_trusted_fixed_array)) ||
 	    smi_field(m, vp, dd, vp->o_fa_length, 1 << 20, &ddlen) < 0 || element(m, vp, dd, ddlen, vp->dd_sfi, &own) < 0)
 		return -EBADMSG;
 	if (own != sfi)

@@ -90,7 +90,11 @@
 	X(CODE_KIND_BASELINE, SMALL, 0, "CodeKindBaseline", NULL)                               \
 	X(O_CODE_START, OFF, 0, "class_Code__instruction_start__uintptr_t", NULL)               \
 	X(O_CODE_SIZE, OFF, 0, "class_Code__instruction_size__int", NULL)                       \
-	X(O_CODE_FLAGS, OFF, 0, "class_Code__flags__uint32_t", NULL)
+	X(O_CODE_FLAGS, OFF, 0, "class_Code__flags__uint32_t", NULL)                            \
+	X(O_CODE_WRAPPER, OFF, 0, "class_Code__wrapper__CodeWrapper", NULL)                     \
+	X(O_CODE_ISTREAM, OFF, 0, "class_Code__instruction_stream__InstructionStream", NULL)     \
+	X(T_TRUSTED_FIXED_ARRAY, ITYPE, 0, "type_TrustedFixedArray__TRUSTED_FIXED_ARRAY_TYPE", NULL) \
+	X(T_TRUSTED_BYTE_ARRAY, ITYPE, 0, "type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE", NULL)
 
 #define V8_CONST_ENUM(id, kind, need, name, old) V8_##id,
 enum v8_const { V8_CONSTS(V8_CONST_ENUM) V8__N };

@@ -33,7 +33,7 @@ struct v8_file *v8_file_detect(Elf *elf, const char *path)
 }
 
 /* What reading optimized code's inlined functions (v8inline.c) needs, only when every
- * constant is there: V8 11's Code beside its InstructionStream, or V8 10's Code in code
+ * constant is there: V8 11's and 12's Code beside its InstructionStream, or V8 10's Code in code
  * space (t_instruction_stream = t_code), whose position table and deoptimization data
  * precede its instruction size (by 16 and 24 bytes) and whose DeoptimizationData
  * indexes are V8's of old (metadata only from V8 11). */
@@ -44,11 +44,36 @@ static void v8_proc_fill_code(const struct v8_meta *m, struct prowl_v8_proc *ret
 	if (!m->has[V8_T_CODE] || !m->has[V8_CODE_KIND_MASK] || !m->has[V8_CODE_KIND_BASELINE] ||
 	    !m->has[V8_O_FA_LENGTH] || !m->has[V8_O_FA_DATA] || !m->has[V8_T_BYTE_ARRAY] || !m->has[V8_T_FIXED_ARRAY])
 		return;
-	if (m->has[V8_T_INSTRUCTION_STREAM] && m->has[V8_O_IS_START] && m->has[V8_O_CODE_DEOPT] &&
-	    m->has[V8_O_CODE_SPT] && m->has[V8_DD_INLINED_COUNT] && m->has[V8_DD_LITERALS] && m->has[V8_DD_SFI] &&
-	    m->has[V8_DD_INLINING_POSITIONS]) {
-		ret->t_instruction_stream = (__u16)v[V8_T_INSTRUCTION_STREAM];
-		return;
+	if (m->has[V8_T_INSTRUCTION_STREAM] && m->has[V8_O_IS_START] && m->has[V8_DD_INLINED_COUNT] &&
+	    m->has[V8_DD_LITERALS] && m->has[V8_DD_SFI] && m->has[V8_DD_INLINING_POSITIONS]) {
+		/* V8 11 exports the deoptimization data and the position table, not what
+		 * follows them: the InstructionStream, the instruction start, the flags
+		 * and the size, as V8 11.1 to 11.4 lay them out. */
+		if (m->has[V8_O_CODE_DEOPT] && m->has[V8_O_CODE_SPT]) {
+			ret->t_instruction_stream = (__u16)v[V8_T_INSTRUCTION_STREAM];
+			ret->o_code_istream = (__u16)(v[V8_O_CODE_SPT] + 8);
+			ret->o_code_start = (__u16)(v[V8_O_CODE_SPT] + 16);
+			ret->o_code_flags = (__u16)(v[V8_O_CODE_SPT] + 24);
+			ret->o_code_size = (__u16)(v[V8_O_CODE_SPT] + 32);
+			return;
+		}
+		/* V8 12 the other way round: its Code holds the deoptimization data (or
+		 * the interpreter data) and the position table in the two words before
+		 * its wrapper, and keeps both in its trusted space (other array types). */
+		if (m->has[V8_O_CODE_WRAPPER] && v[V8_O_CODE_WRAPPER] >= 24 && m->has[V8_O_CODE_ISTREAM] &&
+		    m->has[V8_O_CODE_START] && m->has[V8_O_CODE_FLAGS] && m->has[V8_O_CODE_SIZE] &&
+		    m->has[V8_T_TRUSTED_FIXED_ARRAY] && m->has[V8_T_TRUSTED_BYTE_ARRAY]) {
+			ret->t_instruction_stream = (__u16)v[V8_T_INSTRUCTION_STREAM];
+			ret->o_code_deopt = (__u16)(v[V8_O_CODE_WRAPPER] - 16);
+			ret->o_code_spt = (__u16)(v[V8_O_CODE_WRAPPER] - 8);
+			ret->o_code_istream = (__u16)v[V8_O_CODE_ISTREAM];
+			ret->o_code_start = (__u16)v[V8_O_CODE_START];
+			ret->o_code_flags = (__u16)v[V8_O_CODE_FLAGS];
+			ret->o_code_size = (__u16)v[V8_O_CODE_SIZE];
+			ret->t_trusted_fixed_array = (__u16)v[V8_T_TRUSTED_FIXED_ARRAY];
+			ret->t_trusted_byte_array = (__u16)v[V8_T_TRUSTED_BYTE_ARRAY];
+			return;
+		}
 	}
 	if (!m->has[V8_T_INSTRUCTION_STREAM] && m->has[V8_O_CODE_START] && m->has[V8_O_CODE_SIZE] &&
 	    m->has[V8_O_CODE_FLAGS] && v[V8_O_CODE_SIZE] >= 24 && v[V8_O_CODE_FLAGS] == v[V8_O_CODE_SIZE] + 8) {

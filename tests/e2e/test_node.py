@@ -159,16 +159,16 @@ def test_node18(tmp_path_factory):
 @pytest.mark.more
 def test_node22(tmp_path_factory):
     """Node 22 (V8 12.4; nodejs.org's build from the npm registry, run beside the machine's
-    node; its v8dbg_ constants spell types "Tagged_T_"): the split, rooted stacks, names and
-    lines. Not mix() as an inlined frame: V8 12 keeps optimized code's DeoptimizationData
-    in its trusted space, which prowl does not read yet, so an optimized frame is named by
-    its outer function (docs/unwinding.md)."""
+    node; its v8dbg_ constants spell types "Tagged_T_", and it keeps optimized code's
+    deoptimization data and position table in its trusted space): the split, rooted stacks,
+    names and lines, and mix() inlined into each function."""
     node = jdkfetch.node22(BUILD)
     if isinstance(node, str):
         pytest.skip(node)
     raw, _ = _run(tmp_path_factory, "node22", seconds=3, node=node)
     assert_split_and_root(raw)
     assert_named_in_body(raw)
+    assert_mix_inlined(raw)
 
 
 def test_split_file_line_and_root(default_run):

@@ -126,6 +126,8 @@ static void test_older_names(void **state)
 	assert_int_equal(m.v[V8_O_SFI_NAME], 16);
 	assert_int_equal(m.v[V8_O_SFI_SCRIPT], 32);
 	assert_int_equal(m.v[V8_T_INTERNALIZED], 8);
+	assert_int_equal(m.v[V8_O_CODE_ISTREAM], 32); /* "Tagged_InstructionStream_" */
+	assert_int_equal(m.v[V8_T_TRUSTED_BYTE_ARRAY], 212);
 	/* A missing constant is named; a value out of range is named with it. */
 	assert_int_equal(read_fixture("-DDROP_FP_FUNCTION", &m), -ENOENT);
 	assert_false(m.found);

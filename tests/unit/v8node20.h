@@ -20,7 +20,7 @@ static const struct prowl_v8_proc node20_vp = {
 	.str_not_string_mask = 0xffffff80u,
 	.t_code = 245, .t_instruction_stream = 252, .o_is_start = 16, .o_code_deopt = 16, .o_code_spt = 24,
 	.dd_inlined_count = 1, .dd_literals = 2, .dd_sfi = 6, .dd_inlining_positions = 7, .code_kind_mask = 15,
-	.code_kind_baseline = 11,
+	.code_kind_baseline = 11, .o_code_istream = 32, .o_code_start = 40, .o_code_flags = 48, .o_code_size = 56,
 };
 
 #endif

@@ -98,6 +98,11 @@ int v8dbg_CodeKindBaseline = 11;
 int v8dbg_class_Code__instruction_start__uintptr_t = 128;
 int v8dbg_class_Code__instruction_size__int = 40;
 int v8dbg_class_Code__flags__uint32_t = 48;
+/* Node 22's (V8 12.4's Code beside its InstructionStream, its arrays in trusted space). */
+int v8dbg_class_Code__wrapper__Tagged_CodeWrapper_ = 24;
+int v8dbg_class_Code__instruction_stream__Tagged_InstructionStream_ = 32;
+int v8dbg_type_TrustedFixedArray__TRUSTED_FIXED_ARRAY_TYPE = 213;
+int v8dbg_type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE = 212;
 
 /* V8's embedded builtins, which name the binary as a V8 with or without the constants
  * (-DNO_BUILTINS: their symbols stripped). */
