@@ -1,7 +1,8 @@
 """test_node_more.py: node's JavaScript stacks where threads, the garbage collector and
 namespaces get in the way (issue 29): worker threads each name their own functions, code
-and functions the GC moves never give a foreign name, and a node in a mount and PID
-namespace of its own is read as on the host. The machine's node, no flags on its command
+and functions the GC moves never give a foreign name, a node in a mount and PID namespace
+of its own is read as on the host, and an async function resumed from the microtask queue
+and a class method are named as V8's own profiler names them. The machine's node, no flags on its command
 line, the real BPF program, read back with Google's pprof."""
 import os
 import re
@@ -16,6 +17,7 @@ from test_node import NODE, ROOTS, SPLIT, assert_split_and_root, js_frames
 WL = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "workloads", "node"))
 WORKERS = os.path.join(WL, "workers.js")
 CHURN = os.path.join(WL, "churn.js")
+ASYNC = os.path.join(WL, "async.js")
 OWN = {"main": {"mainSpin", "mainStep"}, "ant": {"antSpin", "antStep"}, "bee": {"beeSpin", "beeStep"}}
 GEN = re.compile(r"^gen\d+$")
 # churn.js's functions and who calls each (gen<N> for the function made in round N).
@@ -171,3 +173,37 @@ def test_container_mount_and_pid_namespaces(tmp_path):
                 assert file == f"{d}/app/split.js", (func, file)
                 seen[func] += 1
     assert all(seen.values()), seen
+
+
+def test_async_chain_and_class_method(tmp_path):
+    """async.js: checkout() awaits price(), which resumes from V8's microtask queue and
+    busies itself; then Cart's method total() does. Named as V8's own CPU profiler names
+    them (node --cpu-prof): price under the microtask queue's run (the awaiting checkout()
+    is not on the stack then, in V8's stack or in prowl's), total by its own name under
+    checkout, each with a line in its body (Sparkplug's frames have the first line); the
+    stacks reach the thread's root."""
+    _, raw = record(tmp_path, ASYNC, "async", seconds=3)
+    text = open(ASYNC).read().splitlines()
+    body = {}
+    for name in ("price", "total"):
+        start = next(i for i, l in enumerate(text) if re.match(rf"\s*(async function )?{name}\(", l))
+        end = next(i for i in range(start, len(text)) if text[i] in ("}", "  }"))
+        body[name] = range(start + 1, end + 2)
+    total = raw.total()
+    assert total > 1000, total
+    leaf = {"price": 0, "total": 0}
+    for s in raw.samples:
+        js = js_frames(raw, s)
+        if not js or js[0][0] not in leaf:
+            continue
+        func, file, line = js[0]
+        assert file == ASYNC and line in body[func], (js[0], body[func])
+        names = [f for f, _, _ in js]
+        if func == "total":
+            assert names[1] == "checkout", names
+        else:
+            assert "Builtins_RunMicrotasks" in raw.frames(s), raw.frames(s)
+        leaf[func] += s["values"][0]
+    assert leaf["price"] > 0.3 * total and leaf["total"] > 0.3 * total, (leaf, total)
+    rooted = raw.total(lambda s: raw.frames(s)[-1] in ROOTS)
+    assert rooted / total >= 0.95, f"{rooted} of {total} samples reach the thread's root"
