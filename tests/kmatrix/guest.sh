@@ -128,10 +128,11 @@ step fp env PROWL_BPF_TIMING=1 "$B/prowl" record -q -a --unwind=fp -F "$F" -d "$
 emit_file fp.folded "$T/fp.folded"
 stop_workload
 
-# The agent until it has written three windows to the directory exporter.
+# The agent until it has written three windows to the directory exporter. Nothing pinned
+# (PROWL_BPF_PIN=false): on this machine (the matrix's host row) a set would outlive the run.
 agent() {
-	"$B/prowl" agent --dir "$T/prof" --state-dir "$T/state" --interval 1s --no-metrics -F 49 \
-		--hostname kmatrix --log-format logfmt &
+	PROWL_BPF_PIN=false "$B/prowl" agent --dir "$T/prof" --state-dir "$T/state" --interval 1s --no-metrics \
+		-F 49 --hostname kmatrix --log-format logfmt &
 	a=$!
 	i=0
 	while [ "$i" -lt 600 ] && kill -0 "$a" 2>/dev/null; do
