@@ -705,17 +705,18 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 		}
 	}
 	st->v8 = 0;
-	for (int i = 0; i < V8_TYPE_CACHE; i++)
-		st->v8_tc_map[i] = 0;
-	for (int i = 0; i < V8_FN_CACHE; i++)
-		st->v8_fc_fn[i] = 0;
-	st->v8_last_ba = 0;
 	if (v8_on && !st->java) {
 		struct prowl_v8_proc *vp = bpf_map_lookup_elem(&v8_procs, &tgid);
 
 		if (vp) {
 			st->vp = *vp;
 			st->v8 = 1;
+			/* The walk's caches (read only when st->v8): empty for this sample. */
+			for (int i = 0; i < V8_TYPE_CACHE; i++)
+				st->v8_tc_map[i] = 0;
+			for (int i = 0; i < V8_FN_CACHE; i++)
+				st->v8_fc_fn[i] = 0;
+			st->v8_last_ba = 0;
 		}
 	}
 #endif

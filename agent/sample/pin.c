@@ -314,7 +314,6 @@ int pin_before_load(struct sampler *s)
 {
 	int r;
 
-	s->pin.root = -1;
 	if (!s->opts.pin)
 		return 0;
 	/* Off-CPU time keeps per-task state (task-local storage) that user space can
@@ -356,10 +355,16 @@ static int clear_hash(int fd, uint32_t key_size)
 
 	for (;;) {
 		if (n == cap) {
-			char *k = cap < PIN_CLEAR_MAX ? realloc(keys, (cap = cap ? 2 * cap : 1024) * key_size) : NULL;
+			char *k;
 
+			if (cap >= PIN_CLEAR_MAX) {
+				r = -E2BIG;
+				break;
+			}
+			cap = cap ? 2 * cap : 1024;
+			k = realloc(keys, cap * key_size);
 			if (!k) {
-				r = cap < PIN_CLEAR_MAX ? -ENOMEM : -E2BIG;
+				r = -ENOMEM;
 				break;
 			}
 			keys = k;
