@@ -72,7 +72,9 @@ int py_resolver_frame(struct py_resolver *r, uint32_t pid, uint32_t gen, const s
 					  : "[python: code object unreadable]";
 		return e;
 	}
-	line = lasti == PROWL_PYF_LASTI_NONE ? 0 : pycode_line(co, lasti);
+	/* A frame entered but not yet at its first instruction (f_lasti -1, or 3.11+'s
+	 * instruction pointer before the code) is at its def line, as CPython reports it. */
+	line = lasti == PROWL_PYF_LASTI_NONE ? co->firstlineno : pycode_line(co, lasti);
 	*ret = (struct py_frame_name){
 		.function = co->qualname,
 		.file = co->filename,

@@ -1,7 +1,8 @@
 /* test_pycode.c: the CPython line table readers (pycode_line) against CPython itself: Debian's
  * python3 (3.11's location table) and pyenv's 3.6-3.10 (co_lnotab, 3.10's co_linetable)
  * compile a source with short, one-line, long-form and no-column entries and print each code
- * object's table and the line of each instruction as CPython tells it. */
+ * object's table and the line of each instruction as CPython tells it; and the resolver on
+ * a code object forged in this process. */
 #include "testutil.h"
 
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "pycode.h"
+#include "pyresolve.h"
 #include "pyversions.h"
 
 #define PYTHON "/usr/bin/python3"
@@ -139,11 +141,97 @@ static void test_older_tables_against_cpython(void **state)
 		skip_because("pyenv has none of CPython 3.6-3.10 here (install them with pyenv install)");
 }
 
+/* A 3.8 str object (compact ASCII) holding text, built in this process's memory. */
+static uint8_t *fake_str(const struct py_layout *l, const char *text)
+{
+	uint8_t *o = calloc(1, l->ascii_data + strlen(text) + 1);
+	uint64_t len = strlen(text);
+	uint32_t state = 1u << 2 | 1u << 5 | 1u << 6; /* kind 1, compact, ascii */
+
+	assert_non_null(o);
+	memcpy(o + 16, &len, 8);
+	memcpy(o + 32, &state, 4);
+	memcpy(o + l->ascii_data, text, len);
+	return o;
+}
+
+static struct prowl_py_proc fake_proc = { .version = 3 << 8 | 8, .gen = 7 };
+
+static int fake_proc_get(void *ctx, uint32_t pid, struct prowl_py_proc *ret)
+{
+	(void)ctx;
+	(void)pid;
+	*ret = fake_proc;
+	return 0;
+}
+
+/* The resolver on a code object forged in this process (3.8's layout, no type checks):
+ * a frame sampled before its first instruction (f_lasti -1) is at its def line, as
+ * CPython's PyFrame_GetLineNumber says; a running one at its lnotab line. */
+static void test_resolver_entered_frame_is_at_def_line(void **state)
+{
+	const struct py_layout *l = py_layout_for(3, 8);
+	/* def line 16; bytes 0-3 line 16, 4-9 line 17, 10- line 19 */
+	static const uint8_t lnotab[] = { 4, 1, 6, 2 };
+	struct maps_io io = { .py_proc_get = fake_proc_get };
+	struct prowl_pyframe f = { .firstlineno = 16 };
+	uint8_t *code, *name, *file, *table;
+	struct py_resolver *r;
+	struct py_frame_name n;
+	uint64_t key, tlen = sizeof(lnotab), addr;
+	const char *why = NULL;
+	int32_t first = 16;
+
+	(void)state;
+	assert_non_null(l);
+	code = calloc(1, 512);
+	table = calloc(1, l->bytes_data + sizeof(lnotab));
+	assert_non_null(code);
+	assert_non_null(table);
+	name = fake_str(l, "hot60");
+	file = fake_str(l, "/w/pyversions.py");
+	memcpy(table + 16, &tlen, 8);
+	memcpy(table + l->bytes_data, lnotab, sizeof(lnotab));
+	memcpy(code + l->co_firstlineno, &first, 4);
+	addr = (uintptr_t)name;
+	memcpy(code + l->co_qualname, &addr, 8);
+	addr = (uintptr_t)file;
+	memcpy(code + l->co_filename, &addr, 8);
+	addr = (uintptr_t)table;
+	memcpy(code + l->co_linetable, &addr, 8);
+	f.code = (uintptr_t)code;
+
+	assert_int_equal(py_resolver_new(&r), 0);
+	py_resolver_set_io(r, &io);
+	f.lasti = PROWL_PYF_LASTI_NONE;
+	assert_int_equal(py_resolver_frame(r, (uint32_t)getpid(), 7, &f, &n, &key, &why), 0);
+	assert_string_equal(n.function, "hot60");
+	assert_string_equal(n.file, "/w/pyversions.py");
+	assert_int_equal(n.line, 16);
+	assert_int_equal(n.start_line, 16);
+	/* The outermost frame's bit does not change the line. */
+	f.lasti = PROWL_PYF_LASTI_NONE | PROWL_PYF_ENTRY;
+	assert_int_equal(py_resolver_frame(r, (uint32_t)getpid(), 7, &f, &n, &key, &why), 0);
+	assert_int_equal(n.line, 16);
+	f.lasti = 3; /* code units: byte 6 */
+	assert_int_equal(py_resolver_frame(r, (uint32_t)getpid(), 7, &f, &n, &key, &why), 0);
+	assert_int_equal(n.line, 17);
+	f.lasti = 5; /* byte 10 */
+	assert_int_equal(py_resolver_frame(r, (uint32_t)getpid(), 7, &f, &n, &key, &why), 0);
+	assert_int_equal(n.line, 19);
+	py_resolver_free(r);
+	free(code);
+	free(table);
+	free(name);
+	free(file);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_against_cpython),
 		cmocka_unit_test(test_older_tables_against_cpython),
+		cmocka_unit_test(test_resolver_entered_frame_is_at_def_line),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
