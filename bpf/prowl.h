@@ -305,6 +305,13 @@ struct prowl_v8_proc {
 	/* [low, high): the builtins again, where V8 mapped the binary's embedded builtins a
 	 * second time, near its JIT code (short builtin calls); 0: not mapped so. */
 	__u64 copy_low, copy_high;
+	/* Read by user space only: V8's Bytecodes::kBytecodeSizes in the process (3 rows of
+	 * bc_count sizes: operand scales 1, 2, 4), to walk a baseline (Sparkplug) code's
+	 * bytecode offset table beside its bytecodes; 0: not known. */
+	__u64 bc_sizes;
+	__u16 bc_count;
+	__u16 o_ba_spt; /* BytecodeArray's source position table (0: V8 9-11's fourth word) */
+	__u8 _bpad[4];
 };
 
 /* prowl_jframe.kind of a V8 frame: ptr is the SharedFunctionInfo (tagged), check the
@@ -312,6 +319,8 @@ struct prowl_v8_proc {
 enum prowl_v8kind {
 	PROWL_V8_INTERP = 1, /* off: the bytecode offset (Ignition, Sparkplug) */
 	PROWL_V8_JIT,        /* off: PROWL_JF_BCI_NONE (Maglev, TurboFan, and builtins) */
+	PROWL_V8_ENTRY,      /* off: PROWL_JF_BCI_NONE; the first frame, at its code's entry
+			      * (its frame not built): named only when the code at pc is its own */
 };
 
 /* One sample, as written to the ring buffer. Stacks are leaf first. A sample of a
@@ -505,7 +514,8 @@ PROWL_AT(prowl_v8_proc, text_low, 104);
 PROWL_AT(prowl_v8_proc, t_code, 120);
 PROWL_AT(prowl_v8_proc, o_code_istream, 136);
 PROWL_AT(prowl_v8_proc, copy_low, 152);
-PROWL_SIZE(prowl_v8_proc, 168);
+PROWL_AT(prowl_v8_proc, bc_sizes, 168);
+PROWL_SIZE(prowl_v8_proc, 184);
 
 PROWL_AT(prowl_unwind_row, pc, 0);
 PROWL_AT(prowl_unwind_row, cfa_off, 4);

@@ -83,6 +83,7 @@ struct uw_state {
 	__u8 win[STACK_WIN];
 	/* The Java walk (java.bpf.h): the process's entry when it is a JVM. */
 	__u64 r13;        /* the interrupted r13: the interpreter's bytecode pointer */
+	__u64 rdi;        /* the interrupted rdi: V8's JSFunction register at a call */
 	__u32 jn;         /* Java frames recorded */
 	__u8 java;        /* jp holds a ready JVM's entry */
 	__u8 jdeopt;      /* a deoptimization blob was passed: interpreted frames may be skeletal */
@@ -99,7 +100,8 @@ struct uw_state {
 	__u8 v8;          /* vp holds the entry */
 	__u8 v8_tc_next;  /* the next slot of v8_tc_* to fill */
 	__u8 v8_fc_next;  /* ... of v8_fc_* */
-	__u8 _vpad[5];
+	__u8 v8_lb;       /* the first frame was a frameless builtin (v8_builtin_frameless) */
+	__u8 _vpad[4];
 	struct prowl_v8_proc vp;
 	/* What this sample has read of V8's heap (v8.bpf.h): maps' instance types;
 	 * JSFunctions' SharedFunctionInfos and checks; the last BytecodeArray found one.
@@ -195,7 +197,7 @@ _Static_assert(UC_FP == 120 && UC_SP == 160 && UC_PC == 168, "x86_64 ucontext la
 
 /* Only the fields read here; CO-RE finds them in the running kernel's pt_regs. */
 struct pt_regs___prowl {
-	unsigned long r13, bp, ip, cs, sp;
+	unsigned long r13, bp, di, ip, cs, sp;
 } __attribute__((preserve_access_index));
 #define ret_addr(ra) (ra)
 
@@ -385,6 +387,8 @@ static __always_inline long unwind_step(struct uw_state *st)
 	}
 	if (st->v8 && ((lookup >= st->vp.builtins_low && lookup < st->vp.builtins_high) ||
 		       (lookup >= st->vp.copy_low && lookup < st->vp.copy_high))) {
+		if (n == 0 && st->exact && v8_builtin_frameless(st, &st->vp))
+			return 0;
 		v8_step(st, &st->vp); /* V8's builtins: no CFI, a frame pointer always */
 		return st->done != 0;
 	}
@@ -405,6 +409,9 @@ static __always_inline long unwind_step(struct uw_state *st)
 			count(PROWL_CNT_UNWIND_FP_FRAMES);
 #if defined(__TARGET_ARCH_x86)
 			if (st->v8 && m->kind == PROWL_MAP_FP) { /* code no file backs: V8's JIT code */
+				if (((n == 0 && st->exact) || (n == 1 && st->v8_lb)) &&
+				    v8_frameless(st, &st->vp, n == 1))
+					return 0;
 				v8_step(st, &st->vp);
 				return st->done != 0;
 			}
@@ -593,6 +600,7 @@ static __always_inline int user_regs_compat(struct uw_state *st)
 	st->sp = BPF_CORE_READ(regs, sp);
 	st->bp = BPF_CORE_READ(regs, bp);
 	st->r13 = BPF_CORE_READ(regs, r13);
+	st->rdi = BPF_CORE_READ(regs, di);
 	cs = BPF_CORE_READ(regs, cs);
 	if ((cs & RPL_MASK) != USER_RPL)
 		return -1;
@@ -647,6 +655,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 		st->sp = ctx->regs.sp;
 		st->bp = ctx->regs.bp;
 		st->r13 = ctx->regs.r13;
+		st->rdi = ctx->regs.di;
 	} else if (build == UW_LOOP) {
 		/* In the kernel: the user registers are saved at the top of the task's stack. */
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
@@ -655,6 +664,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 		st->sp = BPF_CORE_READ(regs, sp);
 		st->bp = BPF_CORE_READ(regs, bp);
 		st->r13 = BPF_CORE_READ(regs, r13);
+		st->rdi = BPF_CORE_READ(regs, di);
 	} else if (user_regs_compat(st)) {
 #else
 	if (ctx && ctx->regs.pc < KERNEL_MIN_ADDR) {
@@ -717,6 +727,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 			for (int i = 0; i < V8_FN_CACHE; i++)
 				st->v8_fc_fn[i] = 0;
 			st->v8_last_ba = 0;
+			st->v8_lb = 0;
 		}
 	}
 #endif

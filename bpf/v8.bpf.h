@@ -69,6 +69,106 @@ static __always_inline __u32 v8_span(const struct prowl_v8_proc *vp, __u16 a, __
 	return (n > b ? n : b) + 8;
 }
 
+/* The SharedFunctionInfo of JSFunction fn (0: not one) and its check (the low 32 bits of
+ * its name and script words xored). A function met before in this sample (recursion) is
+ * not read again; else one read of the function's head gives its map and its
+ * SharedFunctionInfo, one of the latter's its map, name and script. */
+static __always_inline __u64 v8_fn_sfi(struct uw_state *st, const struct prowl_v8_proc *vp, __u64 fn, __u64 *head,
+				       __u32 *check)
+{
+	__u64 sfi = 0;
+
+	for (int i = 0; i < V8_FN_CACHE; i++)
+		if (st->v8_fc_fn[i] == fn) {
+			sfi = st->v8_fc_sfi[i];
+			*check = st->v8_fc_check[i];
+		}
+	if (!sfi && v8_head(st, vp, fn, head, v8_span(vp, vp->o_fn_shared, vp->o_fn_shared)) == vp->t_js_function) {
+		__u64 shared = v8_word(head, vp->o_fn_shared);
+
+		if (v8_head(st, vp, shared, head, v8_span(vp, vp->o_sfi_name, vp->o_sfi_script)) == vp->t_sfi) {
+			__u32 slot = st->v8_fc_next++ & (V8_FN_CACHE - 1);
+
+			sfi = shared;
+			*check = (__u32)(v8_word(head, vp->o_sfi_name) ^ v8_word(head, vp->o_sfi_script));
+			st->v8_fc_fn[slot] = fn;
+			st->v8_fc_sfi[slot] = sfi;
+			st->v8_fc_check[slot] = *check;
+		}
+	}
+	return sfi;
+}
+
+/* A builtin V8 entered with a direct call from the first frame, that has pushed nothing yet
+ * (the baseline builtins: arithmetic, compares, calls): the word at sp is a return address
+ * right after a `call rel32` to a builtin at most V8_BUILTIN_SPAN below pc. The builtin
+ * stays a native frame; the caller's pc is that return address, its frame still bp's.
+ * Returns 1 when the frame was taken so, 0 to walk it as a framed one. */
+#define V8_BUILTIN_SPAN (64u << 10)
+static __always_inline int v8_builtin_frameless(struct uw_state *st, const struct prowl_v8_proc *vp)
+{
+	__u64 ra, target;
+	__u8 c[5];
+	__s32 rel;
+
+	if (stack_read(st, st->sp, &ra) || bpf_probe_read_user(c, sizeof(c), (const void *)(ra - 5)) < 0 ||
+	    c[0] != 0xe8)
+		return 0;
+	__builtin_memcpy(&rel, &c[1], sizeof(rel));
+	target = ra + (__s64)rel;
+	if (target > st->pc || st->pc - target > V8_BUILTIN_SPAN ||
+	    !((target >= vp->builtins_low && target < vp->builtins_high) ||
+	      (target >= vp->copy_low && target < vp->copy_high)))
+		return 0;
+	st->pc = ra;
+	st->sp += 8;
+	st->exact = 0;
+	st->v8_lb = 1;
+	return 1;
+}
+
+/* A frame of JIT code whose frame is not built yet (the places V8's own sampler knows):
+ * the first frame at `push %rbp`, at `mov %rsp,%rbp` after it, or in baseline (Sparkplug)
+ * code at one of the three instructions before the call to its out-of-line prologue
+ * (mov $imm32,%ebx; movabs $imm64,%r12; call); or the frame after a frameless builtin
+ * (v8_builtin_frameless), that prologue being the builtin. The function is the one V8
+ * called, in rdi (its JSFunction register), recorded as PROWL_V8_ENTRY (user space names
+ * it only when the code at pc is its own); the caller's pc is the return address on the
+ * stack. Returns 1 when the frame was taken so, 0 to walk it as a framed one. */
+static __always_inline int v8_frameless(struct uw_state *st, const struct prowl_v8_proc *vp, bool after_builtin)
+{
+	__u8 b[40]; /* b[20] is the byte at pc */
+	__u64 ret_at = st->sp, ret, sfi;
+	__u32 j = st->jn, check = 0;
+
+	if (bpf_probe_read_user(b, sizeof(b), (const void *)(st->pc - 20)) < 0)
+		return 0;
+	if (after_builtin) {
+		if (!(b[0] == 0xbb && b[5] == 0x49 && b[6] == 0xbc && b[15] == 0xe8))
+			return 0;
+	} else if (b[20] == 0x48 && b[21] == 0x89 && b[22] == 0xe5) {
+		ret_at += 8; /* rbp pushed: the return address is above it */
+	} else if (b[20] != 0x55 && !(b[20] == 0xbb && b[25] == 0x49 && b[26] == 0xbc && b[35] == 0xe8) &&
+		   !(b[15] == 0xbb && b[20] == 0x49 && b[21] == 0xbc && b[30] == 0xe8) &&
+		   !(b[5] == 0xbb && b[10] == 0x49 && b[11] == 0xbc && b[20] == 0xe8)) {
+		return 0;
+	}
+	if (stack_read(st, ret_at, &ret))
+		return 0;
+	sfi = j < PROWL_MAX_JAVA ? v8_fn_sfi(st, vp, st->rdi, st->v8_head, &check) : 0;
+	if (sfi) {
+		st->jframes[jframe_slot(j)] = (struct prowl_jframe){
+			.ptr = sfi, .off = PROWL_JF_BCI_NONE, .check = check, .idx = (__u8)(st->n - 1),
+			.kind = PROWL_V8_ENTRY,
+		};
+		st->jn = j + 1;
+	}
+	st->pc = ret;
+	st->sp = ret_at + 8;
+	st->exact = 0;
+	return 1;
+}
+
 /* The frame at st->bp, of code at st->pc: a JavaScript function's frame is recorded
  * (its context slot holds a context, not a frame type marker, and its function slot
  * a JSFunction); every V8 frame then steps to its caller by frame pointer. */
@@ -76,7 +176,7 @@ static __always_inline void v8_step(struct uw_state *st, const struct prowl_v8_p
 {
 	__u64 bp = st->bp, marker = 0, fn = 0, ba = 0, off = 0;
 	__u64 *head = st->v8_head;
-	__u32 j = st->jn, bco = PROWL_JF_BCI_NONE;
+	__u32 j = st->jn, bco = PROWL_JF_BCI_NONE, check = 0;
 	__u8 kind = PROWL_V8_JIT;
 
 	if (!st->bp_valid || bp < st->sp || bp - st->sp > V8_FRAME_MAX_SPAN) {
@@ -90,33 +190,12 @@ static __always_inline void v8_step(struct uw_state *st, const struct prowl_v8_p
 	/* A typed frame (entry, exit, stub, internal...) has a small integer there. */
 	if ((marker & vp->smi_tag_mask) != vp->smi_tag && j < PROWL_MAX_JAVA &&
 	    (fn & vp->heap_tag_mask) == vp->heap_tag) {
-		__u64 sfi = 0;
-		__u32 check = 0;
+		__u64 sfi = v8_fn_sfi(st, vp, fn, head, &check);
 
-		/* A function met before in this sample (recursion) is not read again. */
-		for (int i = 0; i < V8_FN_CACHE; i++)
-			if (st->v8_fc_fn[i] == fn) {
-				sfi = st->v8_fc_sfi[i];
-				check = st->v8_fc_check[i];
-			}
-		/* Else one read of the function's head gives its map and its
-		 * SharedFunctionInfo, one of the latter's its map, name and script. */
-		if (!sfi && v8_head(st, vp, fn, head, v8_span(vp, vp->o_fn_shared, vp->o_fn_shared)) == vp->t_js_function) {
-			__u64 shared = v8_word(head, vp->o_fn_shared);
-
-			if (v8_head(st, vp, shared, head, v8_span(vp, vp->o_sfi_name, vp->o_sfi_script)) == vp->t_sfi) {
-				__u32 slot = st->v8_fc_next++ & (V8_FN_CACHE - 1);
-
-				sfi = shared;
-				check = (__u32)(v8_word(head, vp->o_sfi_name) ^ v8_word(head, vp->o_sfi_script));
-				st->v8_fc_fn[slot] = fn;
-				st->v8_fc_sfi[slot] = sfi;
-				st->v8_fc_check[slot] = check;
-			}
-		}
 		if (sfi) {
-			/* Ignition's and Sparkplug's frames hold their BytecodeArray and the
-			 * offset (a small integer) in fixed slots. */
+			/* Ignition's frames hold their BytecodeArray and the offset (a small
+			 * integer) in fixed slots; Sparkplug's hold their feedback vector in the
+			 * latter and are named by pc (symbolizer/node/v8inline.c). */
 			if (!stack_read(st, bp + vp->fp_bytecode_offset, &off) && (off & vp->smi_tag_mask) == vp->smi_tag &&
 			    (off >> 32) < PROWL_JF_BCI_NONE && !stack_read(st, bp + vp->fp_bytecode_array, &ba) &&
 			    ba && (ba == st->v8_last_ba ||

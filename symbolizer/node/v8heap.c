@@ -291,7 +291,7 @@ int v8_script_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint6
 
 /* ---- positions and lines ---- */
 
-static int vlq(const uint8_t *tab, size_t len, size_t *pos, int64_t *ret)
+int v8_uvlq(const uint8_t *tab, size_t len, size_t *pos, uint64_t *ret)
 {
 	uint64_t v = 0;
 
@@ -303,11 +303,22 @@ static int vlq(const uint8_t *tab, size_t len, size_t *pos, int64_t *ret)
 		b = tab[(*pos)++];
 		v |= (uint64_t)(b & 0x7f) << shift;
 		if (!(b & 0x80)) {
-			*ret = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+			*ret = v;
 			return 0;
 		}
 	}
 	return -1;
+}
+
+/* A signed one: the sign in bit 0 (zigzag). */
+static int vlq(const uint8_t *tab, size_t len, size_t *pos, int64_t *ret)
+{
+	uint64_t v;
+
+	if (v8_uvlq(tab, len, pos, &v) < 0)
+		return -1;
+	*ret = (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+	return 0;
 }
 
 int64_t v8_postab_raw(const uint8_t *tab, size_t len, uint32_t off)
@@ -341,18 +352,37 @@ int32_t v8_postab_lookup(const uint8_t *tab, size_t len, uint32_t off)
 	return v8_pos_offset((uint64_t)source);
 }
 
-int v8_bytecode_position(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint32_t bco,
-			 int32_t *ret)
+int v8_sfi_bytecode(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint64_t *ret)
 {
-	uint64_t ba, tab, lenw;
+	uint64_t d;
+	int t;
+
+	/* SharedFunctionInfo's function_data once compiled: the BytecodeArray, or the
+	 * baseline code, whose deoptimization data slot holds the BytecodeArray. */
+	if (!vp->o_sfi_data || v8_field(m, vp, sfi, vp->o_sfi_data, &d) < 0)
+		return -ENOENT;
+	t = v8_obj_type(m, vp, d);
+	if (t >= 0 && vp->t_code && t == vp->t_code && vp->o_code_deopt && v8_field(m, vp, d, vp->o_code_deopt, &d) < 0)
+		return -ENOENT;
+	if (v8_obj_type(m, vp, d) != vp->t_bytecode_array)
+		return -ENOENT;
+	*ret = d;
+	return 0;
+}
+
+int v8_bytecode_array_position(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t ba, uint32_t bco,
+			       int32_t *ret)
+{
+	uint32_t off = vp->o_ba_spt ? vp->o_ba_spt : (uint32_t)vp->o_fa_length + 3 * WORD;
+	uint64_t tab, lenw;
 	uint8_t *buf;
 	int64_t len;
+	int t;
 
-	/* The bytecode: SharedFunctionInfo's function_data once compiled. The source
-	 * position table is BytecodeArray's fourth word (V8 9 to 11; not in the metadata). */
-	if (!vp->o_sfi_data || !vp->t_byte_array || v8_field(m, vp, sfi, vp->o_sfi_data, &ba) < 0 ||
-	    v8_obj_type(m, vp, ba) != vp->t_bytecode_array ||
-	    v8_field(m, vp, ba, (uint32_t)vp->o_fa_length + 3 * WORD, &tab) < 0 || v8_obj_type(m, vp, tab) != vp->t_byte_array ||
+	/* The source position table: BytecodeArray's fourth word (V8 9 to 11; not in the
+	 * metadata), or the word after its wrapper (V8 12: a TrustedByteArray). */
+	if (!vp->t_byte_array || v8_field(m, vp, ba, off, &tab) < 0 || (t = v8_obj_type(m, vp, tab)) < 0 ||
+	    (t != vp->t_byte_array && (!vp->t_trusted_byte_array || t != vp->t_trusted_byte_array)) ||
 	    v8_field(m, vp, tab, vp->o_fa_length, &lenw) < 0 || !is_smi(vp, lenw))
 		return -ENOENT;
 	len = smi_value(lenw);
@@ -368,6 +398,15 @@ int v8_bytecode_position(const struct v8_mem *m, const struct prowl_v8_proc *vp,
 	*ret = v8_postab_lookup(buf, (size_t)len, bco);
 	free(buf);
 	return *ret < 0 ? -EBADMSG : 0;
+}
+
+int v8_bytecode_position(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint32_t bco,
+			 int32_t *ret)
+{
+	uint64_t ba;
+	int r = v8_sfi_bytecode(m, vp, sfi, &ba);
+
+	return r < 0 ? r : v8_bytecode_array_position(m, vp, ba, bco, ret);
 }
 
 struct lines {

@@ -57,8 +57,16 @@ int v8_sfi_script(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64
 /* The name of script (its file name or URL) in out; a negative errno when it has none. */
 int v8_script_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script, char *out, size_t cap);
 
-/* The script offset of bytecode offset bco of sfi's bytecode (from its source position
+/* The BytecodeArray of sfi (tagged): its function_data, or that of its baseline code;
+ * -ENOENT when it has none that checks out. */
+int v8_sfi_bytecode(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint64_t *ret);
+
+/* The script offset of bytecode offset bco of BytecodeArray ba (from its source position
  * table), or a negative errno. bco counts from the first bytecode. */
+int v8_bytecode_array_position(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t ba, uint32_t bco,
+			       int32_t *ret);
+
+/* The same for sfi's bytecode (v8_sfi_bytecode). */
 int v8_bytecode_position(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint32_t bco,
 			 int32_t *ret);
 
@@ -79,6 +87,10 @@ int32_t v8_postab_lookup(const uint8_t *tab, size_t len, uint32_t off);
  * offset plus one, bits 31-46 the inlining id) of the last entry at or before code
  * offset off in tab[0..len), or -1 (none, or garbled). Pure. */
 int64_t v8_postab_raw(const uint8_t *tab, size_t len, uint32_t off);
+
+/* An unsigned VLQ of V8's tables (7 bits a byte, low first, bit 7 "more"; at most 5 bytes)
+ * at tab[*pos], *pos moved past it; -1 past len or too long. Pure. */
+int v8_uvlq(const uint8_t *tab, size_t len, size_t *pos, uint64_t *ret);
 
 /* The script offset of raw source position p, or -1 (external or none). */
 static inline int32_t v8_pos_offset(uint64_t p)

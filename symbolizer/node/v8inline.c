@@ -1,11 +1,14 @@
-/* v8inline.c: finds the optimized code object holding a pc (its InstructionStream header below
- * the pc, checked both ways) and reads the functions inlined there from its DeoptimizationData. */
+/* v8inline.c: finds the compiled code object holding a pc (its InstructionStream header below
+ * the pc, checked both ways): optimized code's inlined functions from its DeoptimizationData,
+ * baseline code's bytecode (v8baseline.c). */
 #include "v8inline.h"
 
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "v8baseline.h"
 
 #define WORD        8
 #define CODE_ALIGN  32   /* instruction starts are aligned at least this much (x86-64: 64) */
@@ -182,6 +185,49 @@ static int element(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint6
 	return 0;
 }
 
+/* Baseline (Sparkplug) code ci of sfi at pc: the line of the bytecode it runs there. Its
+ * deoptimization data slot holds the BytecodeArray, its position table slot the bytecode
+ * offset table; V8's bytecode sizes are read from the process (vp->bc_sizes). */
+static int baseline_frame(const struct v8_mem *m, const struct prowl_v8_proc *vp, const struct code_info *ci,
+			  uint64_t pc, uint64_t sfi, struct v8_inl_frame *out, size_t *ret_n)
+{
+	uint8_t sizes[3 * 256], *tab = NULL, *bc = NULL;
+	uint64_t own, ba, w;
+	size_t tlen = 0;
+	int32_t bco, pos = -1;
+	int64_t blen;
+	int r;
+
+	if (!vp->bc_sizes || vp->bc_count > 256 || !vp->o_sfi_data || vp->o_bytecode_data <= vp->heap_tag)
+		return -ENOENT; /* a V8 whose sizes or fields prowl did not find: the first line */
+	if (v8_field(m, vp, sfi, vp->o_sfi_data, &own) < 0 || own != ci->code)
+		return -ENOENT; /* not sfi's baseline code: not the frame BPF saw */
+	if (v8_field(m, vp, ci->code, vp->o_code_deopt, &ba) < 0 || v8_obj_type(m, vp, ba) != vp->t_bytecode_array ||
+	    smi_field(m, vp, ba, vp->o_fa_length, V8_POSTAB_MAX, &blen) < 0 ||
+	    v8_read(m, vp->bc_sizes, sizes, 3u * vp->bc_count) < 0 || !v8_bc_sizes_sane(sizes, vp->bc_count) ||
+	    v8_field(m, vp, ci->code, vp->o_code_spt, &w) < 0)
+		return -EBADMSG;
+	if ((r = byte_array(m, vp, w, V8_POSTAB_MAX, &tab, &tlen)) < 0)
+		return r == -ENOMEM ? r : -EBADMSG;
+	r = -ENOMEM;
+	if (blen && !(bc = malloc((size_t)blen)))
+		goto out;
+	r = -EBADMSG;
+	if ((blen && v8_read(m, ba - vp->heap_tag + vp->o_bytecode_data, bc, (size_t)blen) < 0) ||
+	    v8_baseline_offset(tab, tlen, bc, (size_t)blen, sizes, vp->bc_count, (uint32_t)(pc - ci->start), &bco) < 0)
+		goto out;
+	/* In the prologue: the function's entry (its first line). */
+	if (bco >= 0 && (r = v8_bytecode_array_position(m, vp, ba, (uint32_t)bco, &pos)) < 0 && r == -ENOMEM)
+		goto out;
+	out[0] = (struct v8_inl_frame){ sfi, pos };
+	*ret_n = 1;
+	r = 0;
+out:
+	free(tab);
+	free(bc);
+	return r;
+}
+
 static int code_frames(const struct v8_mem *m, const struct prowl_v8_proc *vp, const struct code_info *ci,
 		       uint64_t pc, uint64_t sfi, struct v8_inl_frame *out, size_t cap, size_t *ret_n)
 {
@@ -193,8 +239,10 @@ static int code_frames(const struct v8_mem *m, const struct prowl_v8_proc *vp, c
 	int64_t raw;
 	int n, r;
 
-	if (ci->kind <= vp->code_kind_baseline)
-		return -ENOENT; /* baseline code (Sparkplug) or not a JavaScript function's */
+	if (ci->kind == vp->code_kind_baseline)
+		return baseline_frame(m, vp, ci, pc, sfi, out, ret_n);
+	if (ci->kind < vp->code_kind_baseline)
+		return -ENOENT; /* not a JavaScript function's */
 	if (v8_field(m, vp, ci->code, vp->o_code_deopt, &dd) < 0 ||
 	    (v8_obj_type(m, vp, dd) != vp->t_fixed_array &&
 	     (!vp->t_trusted_fixed_array || v8_obj_type(m, vp, dd) != vp->t_trusted_fixed_array)) ||

@@ -7,8 +7,11 @@
 #include <string.h>
 
 #include "elfsyms.h"
+#include "v8baseline.h"
 
 #define V8_PREFIX     "v8dbg_"
+/* v8::internal::interpreter::Bytecodes::kBytecodeSizes, in the dynamic symbols of node 18-22 */
+#define V8_BYTECODE_SIZES "_ZN2v88internal11interpreter9Bytecodes14kBytecodeSizesE"
 #define V8_PREFIX_LEN 6
 
 struct const_def {
@@ -115,6 +118,14 @@ static void on_symbol(void *ctx, const char *name, const GElf_Sym *sym)
 			m->builtins_lo = sym->st_value;
 		if (sym->st_value + sym->st_size > m->builtins_hi && sym->st_value + sym->st_size >= sym->st_value)
 			m->builtins_hi = sym->st_value + sym->st_size;
+		return;
+	}
+	if (GELF_ST_TYPE(sym->st_info) == STT_OBJECT && strcmp(name, V8_BYTECODE_SIZES) == 0) {
+		/* uint8_t[3][count]: a size a row, V8's bytecodes fit a byte */
+		if (sym->st_size % 3 == 0 && sym->st_size / 3 >= V8_BC_PREFIXES + 1 && sym->st_size / 3 <= 256) {
+			m->bc_sizes = sym->st_value;
+			m->bc_count = (uint32_t)(sym->st_size / 3);
+		}
 		return;
 	}
 	if (!s->consts || strncmp(name, V8_PREFIX, V8_PREFIX_LEN) != 0 || m->nsyms >= V8_MAX_SYMS)

@@ -94,7 +94,8 @@
 	X(O_CODE_WRAPPER, OFF, 0, "class_Code__wrapper__CodeWrapper", NULL)                     \
 	X(O_CODE_ISTREAM, OFF, 0, "class_Code__instruction_stream__InstructionStream", NULL)     \
 	X(T_TRUSTED_FIXED_ARRAY, ITYPE, 0, "type_TrustedFixedArray__TRUSTED_FIXED_ARRAY_TYPE", NULL) \
-	X(T_TRUSTED_BYTE_ARRAY, ITYPE, 0, "type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE", NULL)
+	X(T_TRUSTED_BYTE_ARRAY, ITYPE, 0, "type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE", NULL) \
+	X(O_BA_WRAPPER, OFF, 0, "class_BytecodeArray__wrapper__BytecodeWrapper", NULL)
 
 #define V8_CONST_ENUM(id, kind, need, name, old) V8_##id,
 enum v8_const { V8_CONSTS(V8_CONST_ENUM) V8__N };
@@ -120,6 +121,8 @@ struct v8_meta {
 	uint8_t has[V8__N];      /* 1: read */
 	uint32_t nsyms;          /* v8dbg_ symbols seen */
 	uint64_t builtins_lo, builtins_hi; /* ELF vaddrs of the Builtins_* code (is_v8) */
+	uint64_t bc_sizes;       /* ELF vaddr of Bytecodes::kBytecodeSizes (0: not found) */
+	uint32_t bc_count;       /* its row length: V8's bytecode count */
 	int bad;                 /* the constant that failed the check, or -1 */
 };
 

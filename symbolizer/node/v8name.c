@@ -167,10 +167,14 @@ static int read_frame(struct v8_namer *r, uint32_t pid, const struct prowl_jfram
 		return -ESTALE;
 	*why = "[v8: function unreadable]";
 	/* Compiled code: the functions inlined at pc, when it is optimized code of f's
-	 * function; else the function alone, at its first line. */
-	if (f->kind == PROWL_V8_JIT && pc &&
+	 * function, or the line of baseline code's bytecode there; else the function alone,
+	 * at its first line. A function at its code's entry is named only from its code. */
+	if ((f->kind == PROWL_V8_JIT || f->kind == PROWL_V8_ENTRY) && pc &&
 	    v8_inline_frames(&m, vp, pc, f->ptr, &r->istream_map, inl, cap < V8_INLINE_MAX ? cap : V8_INLINE_MAX, &n) < 0)
 		n = 0;
+	*why = "[v8: a function's entry whose code was not found]";
+	if (!n && f->kind == PROWL_V8_ENTRY)
+		return -ENOENT;
 	if (!n) {
 		/* The line of the bytecode being run. */
 		if (f->kind == PROWL_V8_INTERP && f->off != PROWL_JF_BCI_NONE && vp->o_bytecode_data > vp->heap_tag &&
@@ -211,7 +215,7 @@ int v8_namer_frame(struct v8_namer *r, uint32_t pid, uint32_t gen, const struct 
 		r->gen = gen;
 	}
 	/* Compiled frames by pc too: each pc has its own inlined functions and lines. */
-	pc = f->kind == PROWL_V8_JIT ? pc : 0;
+	pc = f->kind == PROWL_V8_JIT || f->kind == PROWL_V8_ENTRY ? pc : 0;
 	key = name_key_mix(name_key_mix(name_key_mix(name_key_mix((uint64_t)pid << 32 | gen, f->ptr), f->check),
 					f->kind),
 			   f->off);
@@ -224,8 +228,8 @@ int v8_namer_frame(struct v8_namer *r, uint32_t pid, uint32_t gen, const struct 
 		*ret_key = key;
 		return 0;
 	}
-	rc = f->kind == PROWL_V8_INTERP || f->kind == PROWL_V8_JIT ? read_frame(r, pid, f, pc, e, cap, &n, ret_why)
-								   : -EBADMSG;
+	rc = f->kind >= PROWL_V8_INTERP && f->kind <= PROWL_V8_ENTRY ? read_frame(r, pid, f, pc, e, cap, &n, ret_why)
+								     : -EBADMSG;
 	if (rc < 0) {
 		r->names.failures++;
 		if (rc != -ENOMEM && kill((pid_t)pid, 0) < 0 && errno == ESRCH)

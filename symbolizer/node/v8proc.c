@@ -124,6 +124,17 @@ void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct p
 		.dd_sfi = U8(DD_SFI), .dd_inlining_positions = U8(DD_INLINING_POSITIONS),
 		.code_kind_mask = U8(CODE_KIND_MASK), .code_kind_baseline = U8(CODE_KIND_BASELINE),
 	};
+	/* V8 12 exports no function_data: it is still the field after the map, before the
+	 * name (word 1; a V8 laid out otherwise fails the type checks of v8heap.c). */
+	if (!m->has[V8_O_SFI_DATA] && m->has[V8_O_SFI_NAME] && v[V8_O_SFI_NAME] == 16)
+		ret->o_sfi_data = 8;
+	/* V8 12's BytecodeArray: length, wrapper, then the source position table. */
+	if (m->has[V8_O_BA_WRAPPER] && v[V8_O_BA_WRAPPER] >= 16)
+		ret->o_ba_spt = (__u16)(v[V8_O_BA_WRAPPER] + 8);
+	if (m->bc_sizes && m->bc_count) {
+		ret->bc_sizes = m->bc_sizes + bias;
+		ret->bc_count = (__u16)m->bc_count;
+	}
 	v8_proc_fill_code(m, ret);
 #undef U16
 #undef U8

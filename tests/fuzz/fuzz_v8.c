@@ -1,9 +1,11 @@
 /* fuzz_v8.c: what a node process controls: its binary's v8dbg_ constants (an input that
  * starts as an ELF file, read by symbolizer/node/v8meta.c) and its heap (any other input, as
  * memory: strings, functions, scripts, source position tables read by v8heap.c with Node 20's
- * layout, from pointers the input's first bytes pick; optimized code's inlined functions, by v8inline.c). */
+ * layout, from pointers the input's first bytes pick; optimized code's inlined functions and
+ * baseline code's bytecode, by v8inline.c and v8baseline.c). */
 
 #include "fuzz_common.h"
+#include "v8baseline.h"
 #include "v8heap.h"
 #include "v8inline.h"
 #include "v8meta.h"
@@ -54,11 +56,27 @@ static void fuzz_inline(const struct v8_mem *mem, const uint8_t *data, size_t si
 		vp.t_code = vp.t_instruction_stream = 240;
 		vp.o_is_start = 128;
 	}
+	if (data[3] & 2) { /* baseline code: bytecode sizes the input holds, V8 12's table place */
+		vp.bc_sizes = BASE + 8 * (uint64_t)data[2];
+		vp.bc_count = (__u16)(V8_BC_PREFIXES + 1 + data[1] % 252);
+		vp.o_ba_spt = data[3] & 4 ? 24 : 0;
+	}
 	pc = BASE + (data[0] | (uint64_t)data[1] << 8 | (uint64_t)data[2] << 16);
 	sfi = BASE + 8 * (uint64_t)(data[3] | data[1] << 8) + 1;
 	r = v8_inline_frames(mem, &vp, pc, sfi, &hint, f, V8_INLINE_MAX, &n);
 	if (r == 0 && (n == 0 || n > V8_INLINE_MAX || f[n - 1].sfi != sfi))
 		abort(); /* the frame's own function is the outermost */
+	if (size >= 8) { /* the offset table and the bytecodes, halves of the input */
+		static uint8_t sizes[3 * 64];
+		int32_t bco;
+
+		for (size_t i = 0; i < sizeof(sizes); i++)
+			sizes[i] = i % 64 < V8_BC_PREFIXES ? 1 : 1 + (uint8_t)(i % 7);
+		if (v8_baseline_offset(data, size / 2, data + size / 2, size - size / 2, sizes, 64, data[4] | data[5] << 8,
+				       &bco) == 0 &&
+		    (bco < -1 || bco >= (int32_t)(size - size / 2)))
+			abort(); /* an offset inside the bytecodes, or the entry */
+	}
 	r = v8_inline_chain(data, size, (uint64_t)v8_postab_raw(data, size, data[0]) | (uint64_t)data[1] << 31, fid,
 			    pos, 1 + data[2] % V8_INLINE_MAX);
 	if (r > V8_INLINE_MAX || (r > 0 && fid[r - 1] != -1))

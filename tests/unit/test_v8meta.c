@@ -108,6 +108,12 @@ static void test_fixture(void **state)
 	assert_int_equal(read_fixture("", &m), 0);
 	expect_node20(&m);
 	assert_int_equal(m.nsyms, V8__N); /* each constant once */
+	/* Bytecodes::kBytecodeSizes: its address, and its row length from its size */
+	assert_int_not_equal(m.bc_sizes, 0);
+	assert_int_equal(m.bc_count, 6);
+	assert_int_equal(read_fixture("-DNO_BYTECODE_SIZES", &m), 0);
+	assert_int_equal(m.bc_sizes, 0);
+	assert_int_equal(m.bc_count, 0);
 }
 
 static void test_older_names(void **state)

@@ -103,10 +103,18 @@ int v8dbg_class_Code__wrapper__Tagged_CodeWrapper_ = 24;
 int v8dbg_class_Code__instruction_stream__Tagged_InstructionStream_ = 32;
 int v8dbg_type_TrustedFixedArray__TRUSTED_FIXED_ARRAY_TYPE = 213;
 int v8dbg_type_TrustedByteArray__TRUSTED_BYTE_ARRAY_TYPE = 212;
+int v8dbg_class_BytecodeArray__wrapper__Tagged_BytecodeWrapper_ = 16;
 
 /* V8's embedded builtins, which name the binary as a V8 with or without the constants
  * (-DNO_BUILTINS: their symbols stripped). */
 #ifndef NO_BUILTINS
 void Builtins_InterpreterEntryTrampoline(void) {}
 void Builtins_JSEntry(void) {}
+#endif
+
+/* V8's bytecode lengths (uint8_t[3][count]), read by symbol, not from v8dbg_. */
+#ifndef NO_BYTECODE_SIZES
+const unsigned char _ZN2v88internal11interpreter9Bytecodes14kBytecodeSizesE[3][6] = {
+	{ 1, 1, 1, 1, 2, 3 }, { 1, 1, 1, 1, 3, 5 }, { 1, 1, 1, 1, 5, 9 },
+};
 #endif
