@@ -423,6 +423,8 @@ static __always_inline long unwind_step(struct uw_state *st)
 #if defined(__TARGET_ARCH_x86)
 		if ((!found || PROWL_ROW_CFA(found) == PROWL_CFA_NONE) && st->v8 && lookup >= st->vp.text_low &&
 		    lookup < st->vp.text_high) {
+			if (n == 0 && st->exact && v8_builtin_frameless(st, &st->vp))
+				return 0;
 			v8_step(st, &st->vp); /* the V8 binary's code without CFI: its builtins */
 			return st->done != 0;
 		}

@@ -101,7 +101,9 @@ static __always_inline __u64 v8_fn_sfi(struct uw_state *st, const struct prowl_v
 
 /* A builtin V8 entered with a direct call from the first frame, that has pushed nothing yet
  * (the baseline builtins: arithmetic, compares, calls): the word at sp is a return address
- * right after a `call rel32` to a builtin at most V8_BUILTIN_SPAN below pc. The builtin
+ * right after a `call rel32` to a builtin at most V8_BUILTIN_SPAN below pc (in the
+ * builtins' symbols, their copy, or the V8 binary's text where their symbols are
+ * stripped: Node 18's libnode.so). The builtin
  * stays a native frame; the caller's pc is that return address, its frame still bp's.
  * Returns 1 when the frame was taken so, 0 to walk it as a framed one. */
 #define V8_BUILTIN_SPAN (64u << 10)
@@ -118,7 +120,7 @@ static __always_inline int v8_builtin_frameless(struct uw_state *st, const struc
 	target = ra + (__s64)rel;
 	if (target > st->pc || st->pc - target > V8_BUILTIN_SPAN ||
 	    !((target >= vp->builtins_low && target < vp->builtins_high) ||
-	      (target >= vp->copy_low && target < vp->copy_high)))
+	      (target >= vp->copy_low && target < vp->copy_high) || (target >= vp->text_low && target < vp->text_high)))
 		return 0;
 	st->pc = ra;
 	st->sp += 8;

@@ -177,6 +177,11 @@ def test_node18(tmp_path_factory):
     assert_split_and_root(raw, entry="v8::internal::Execution::Call")
     assert_named_in_body(raw)
     assert_mix_inlined(raw)
+    # Kept at Sparkplug (V8 10 has no --max-opt): its builtins, without symbols, are
+    # recognized in libnode.so's text.
+    raw, _ = _run(tmp_path_factory, "node18-sparkplug", node_flags=("--sparkplug", "--no-opt"), seconds=3, node=node)
+    assert_split_and_root(raw, entry="v8::internal::Execution::Call")
+    assert_baseline_lines(raw)
 
 
 @pytest.mark.more
