@@ -99,6 +99,14 @@ static __always_inline __u64 v8_fn_sfi(struct uw_state *st, const struct prowl_v
 	return sfi;
 }
 
+/* Whether pc is in V8's own code (its builtins, their copy, or the V8 binary's text), not
+ * in the code it generated. */
+static __always_inline bool v8_own_code(const struct prowl_v8_proc *vp, __u64 pc)
+{
+	return (pc >= vp->builtins_low && pc < vp->builtins_high) || (pc >= vp->copy_low && pc < vp->copy_high) ||
+	       (pc >= vp->text_low && pc < vp->text_high);
+}
+
 /* A builtin V8 entered with a direct call from the first frame, that has pushed nothing yet
  * (the baseline builtins: arithmetic, compares, calls): the word at sp is a return address
  * right after a `call rel32` to a builtin at most V8_BUILTIN_SPAN below pc (in the
@@ -118,9 +126,7 @@ static __always_inline int v8_builtin_frameless(struct uw_state *st, const struc
 		return 0;
 	__builtin_memcpy(&rel, &c[1], sizeof(rel));
 	target = ra + (__s64)rel;
-	if (target > st->pc || st->pc - target > V8_BUILTIN_SPAN ||
-	    !((target >= vp->builtins_low && target < vp->builtins_high) ||
-	      (target >= vp->copy_low && target < vp->copy_high) || (target >= vp->text_low && target < vp->text_high)))
+	if (target > st->pc || st->pc - target > V8_BUILTIN_SPAN || !v8_own_code(vp, target))
 		return 0;
 	st->pc = ra;
 	st->sp += 8;
@@ -196,9 +202,13 @@ static __always_inline void v8_step(struct uw_state *st, const struct prowl_v8_p
 
 		if (sfi) {
 			/* Ignition's frames hold their BytecodeArray and the offset (a small
-			 * integer) in fixed slots; Sparkplug's hold their feedback vector in the
-			 * latter and are named by pc (symbolizer/node/v8inline.c). */
-			if (!stack_read(st, bp + vp->fp_bytecode_offset, &off) && (off & vp->smi_tag_mask) == vp->smi_tag &&
+			 * integer) in fixed slots, and run in V8's builtins (the interpreter's
+			 * handlers). Sparkplug's hold their feedback vector in the latter; code
+			 * compiled on the stack (OSR) keeps the interpreter's frame, the offset
+			 * of its loop left in it, but runs in JIT code: both are named by pc
+			 * (symbolizer/node/v8inline.c). */
+			if (v8_own_code(vp, st->pc - !st->exact) &&
+			    !stack_read(st, bp + vp->fp_bytecode_offset, &off) && (off & vp->smi_tag_mask) == vp->smi_tag &&
 			    (off >> 32) < PROWL_JF_BCI_NONE && !stack_read(st, bp + vp->fp_bytecode_array, &ba) &&
 			    ba && (ba == st->v8_last_ba ||
 			     v8_head(st, vp, ba, head, v8_span(vp, 0, 0)) == vp->t_bytecode_array)) {
