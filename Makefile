@@ -124,6 +124,11 @@ $(O)/bench/%: tests/bench/%.c $(LIB_OBJS) $(PROTO_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(INCLUDES) -o $@ $< $(LIB_OBJS) $(LDFLAGS) $(LDLIBS)
 
+# The off-CPU hooks doing nothing (tests/bench/offcpu.sh's floor).
+$(O)/bench/offcpu_floor.bpf.o: tests/bench/offcpu_floor.bpf.c $(O)/vmlinux.h
+	@mkdir -p $(@D)
+	$(CLANG) -g -O2 -Wall -Werror -target bpf -D__TARGET_ARCH_$(ARCH) -I$(O) -c $< -o $@
+
 # libFuzzer harnesses (tests/fuzz/fuzz_*.c), one per parser of untrusted input; build
 # them with FUZZ=1 (make fuzz does).
 FUZZERS := $(patsubst tests/fuzz/%.c,$(O)/fuzz/%,$(wildcard tests/fuzz/fuzz_*.c))
@@ -333,7 +338,8 @@ soak: all workloads
 # per-sample cost and table builds, the agent over 10-minute runs, recording rules,
 # report and diff over 1,000 agent files next to pprof, the flame graph in Chromium,
 # then relabeling and Kubernetes metadata.
-bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench $(O)/bench/symbolize_bench
+bench: all unit workloads tools $(O)/bench/rules_bench $(O)/bench/relabel_bench $(O)/bench/symbolize_bench \
+	$(O)/bench/offcpu_floor $(O)/bench/offcpu_floor.bpf.o
 	tests/bench/run.sh
 	tests/bench/symbolize.sh
 	tests/bench/unwind.sh

@@ -10,6 +10,10 @@
 #     two threads free to run on both CPUs (each waits for a wakeup across CPUs: the
 #     hooks' cost hides in the idle time), and both on CPU 1 (taskset: no idle between
 #     the switches, every nanosecond of the hooks shows);
+#     In the same rounds, the floor: the two hooks prowl's off-CPU programs use
+#     (tp_btf/sched_switch, raw_tp/sys_exit), attached with programs that do nothing
+#     ($BUILD/bench/offcpu_floor), and sched_switch's alone: what any design with these
+#     hooks costs before it does any work;
 #  c. `prowl agent` CPU time and RSS with off_cpu true and false, the host busy with the
 #     ping-pong, interleaved.
 #
@@ -25,6 +29,7 @@ cd "$(dirname "$0")/../.." || exit 1
 BUILD=${PROWL_BUILD:-build}
 PROWL=$BUILD/prowl
 PP=$BUILD/workloads/offsplit
+FLOOR=$BUILD/bench/offcpu_floor
 if [ "${BENCH_QUICK:-0}" = 1 ]; then
 	ROUNDS=${OFFCPU_ROUNDS:-2} SECS=${OFFCPU_SECONDS:-3} AGENT_S=${OFFCPU_AGENT_SECONDS:-8}
 else
@@ -46,6 +51,7 @@ trap 'exit 130' INT TERM
 
 [ "$(id -u)" = 0 ] || die "must run as root: sudo make bench"
 [ -x "$PROWL" ] && [ -x "$PP" ] || die "run 'make all workloads' first"
+[ -x "$FLOOR" ] && [ -f "$FLOOR.bpf.o" ] || die "run 'make $FLOOR $FLOOR.bpf.o' first (make bench does)"
 command -v bpftool >/dev/null || die "bpftool is missing (apt-get install bpftool)"
 mkdir -p "$BUILD/bench"
 
@@ -62,6 +68,26 @@ start_prowl() { # $1: log file; rest: more arguments. The binary: $BIN, else $PR
 		nap 0.1
 	done
 	die "prowl did not start: $(cat "$log")"
+}
+
+# Attaches the floor's empty programs (all, or those named) in the background.
+start_floor() {
+	local i
+	"$FLOOR" "$FLOOR.bpf.o" "$@" >"$TMP/floor.out" 2>&1 &
+	FLOOR_PID=$!
+	BG_PIDS+=("$FLOOR_PID")
+	for i in $(seq 1 100); do
+		grep -q attached "$TMP/floor.out" && return 0
+		kill -0 "$FLOOR_PID" 2>/dev/null || die "offcpu_floor exited: $(cat "$TMP/floor.out")"
+		nap 0.1
+	done
+	die "offcpu_floor did not attach"
+}
+
+stop_floor() {
+	kill -TERM "$FLOOR_PID" 2>/dev/null
+	wait "$FLOOR_PID" 2>/dev/null
+	bg_forget "$FLOOR_PID"
 }
 
 stop_prowl() {
@@ -115,7 +141,7 @@ sysctl -qw kernel.bpf_stats_enabled="$STATS_OLD"
 LOAD_AB=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- b. ping-pong slowdown, interleaved ----
-BASE=() WITH=() OLD=() BASE1=() WITH1=()
+BASE=() WITH=() OLD=() BASE1=() WITH1=() FL=() FL1=() FLS1=()
 for r in $(seq 1 "$ROUNDS"); do
 	BASE+=("$(pingpong "$SECS")")
 	BASE1+=("$(PIN=1 pingpong "$SECS")")
@@ -123,6 +149,13 @@ for r in $(seq 1 "$ROUNDS"); do
 	WITH+=("$(pingpong "$SECS")")
 	WITH1+=("$(PIN=1 pingpong "$SECS")")
 	stop_prowl
+	start_floor
+	FL+=("$(pingpong "$SECS")")
+	FL1+=("$(PIN=1 pingpong "$SECS")")
+	stop_floor
+	start_floor floor_switch
+	FLS1+=("$(PIN=1 pingpong "$SECS")")
+	stop_floor
 	if [ -n "${OFFCPU_BEFORE:-}" ]; then
 		BIN=$OFFCPU_BEFORE start_prowl "$TMP/b.log"
 		OLD+=("$(pingpong "$SECS")")
@@ -132,6 +165,7 @@ done
 mean() { printf '%s\n' "$@" | awk '{s += $1; n++} END {printf "%.0f", s / n}'; }
 slower() { awk -v b="$1" -v w="$2" 'BEGIN {printf "%.1f", (b - w) / b * 100}'; }
 MB=$(mean "${BASE[@]}") MW=$(mean "${WITH[@]}") MB1=$(mean "${BASE1[@]}") MW1=$(mean "${WITH1[@]}")
+MF=$(mean "${FL[@]}") MF1=$(mean "${FL1[@]}") MFS1=$(mean "${FLS1[@]}")
 LOAD_B=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # ---- c. the agent, off_cpu on and off, the host busy ----
@@ -179,6 +213,9 @@ done
 	echo "slowdown $(slower "$MB" "$MW") %."
 	echo "Both threads on CPU 1, in the same rounds: no profiler ${BASE1[*]} (mean $MB1); under prowl ${WITH1[*]} (mean $MW1):"
 	echo "slowdown $(slower "$MB1" "$MW1") %."
+	echo "The floor, in the same rounds (the same two hooks, programs that do nothing): free ${FL[*]}"
+	echo "(mean $MF, slowdown $(slower "$MB" "$MF") %); on CPU 1 ${FL1[*]} (mean $MF1, slowdown $(slower "$MB1" "$MF1") %);"
+	echo "on CPU 1 with the sched_switch hook alone ${FLS1[*]} (mean $MFS1, slowdown $(slower "$MB1" "$MFS1") %)."
 	if [ -n "${OFFCPU_BEFORE:-}" ]; then
 		MO=$(mean "${OLD[@]}")
 		echo "Under $OFFCPU_BEFORE, in the same rounds: ${OLD[*]} (mean $MO): slowdown $(slower "$MB" "$MO") %."
