@@ -117,12 +117,11 @@ static __always_inline bool v8_own_code(const struct prowl_v8_proc *vp, __u64 pc
 #define V8_BUILTIN_SPAN (64u << 10)
 static __always_inline int v8_builtin_frameless(struct uw_state *st, const struct prowl_v8_proc *vp)
 {
+	__u8 *c = (__u8 *)st->v8_head; /* the call instruction's 5 bytes: not on the BPF stack */
 	__u64 ra, target;
-	__u8 c[5];
 	__s32 rel;
 
-	if (stack_read(st, st->sp, &ra) || bpf_probe_read_user(c, sizeof(c), (const void *)(ra - 5)) < 0 ||
-	    c[0] != 0xe8)
+	if (stack_read(st, st->sp, &ra) || bpf_probe_read_user(c, 5, (const void *)(ra - 5)) < 0 || c[0] != 0xe8)
 		return 0;
 	__builtin_memcpy(&rel, &c[1], sizeof(rel));
 	target = ra + (__s64)rel;
@@ -145,11 +144,11 @@ static __always_inline int v8_builtin_frameless(struct uw_state *st, const struc
  * stack. Returns 1 when the frame was taken so, 0 to walk it as a framed one. */
 static __always_inline int v8_frameless(struct uw_state *st, const struct prowl_v8_proc *vp, bool after_builtin)
 {
-	__u8 b[40]; /* b[20] is the byte at pc */
+	__u8 *b = (__u8 *)st->v8_head; /* 40 bytes, b[20] the one at pc: not on the BPF stack */
 	__u64 ret_at = st->sp, ret, sfi;
 	__u32 j = st->jn, check = 0;
 
-	if (bpf_probe_read_user(b, sizeof(b), (const void *)(st->pc - 20)) < 0)
+	if (bpf_probe_read_user(b, 40, (const void *)(st->pc - 20)) < 0)
 		return 0;
 	if (after_builtin) {
 		if (!(b[0] == 0xbb && b[5] == 0x49 && b[6] == 0xbc && b[15] == 0xe8))
