@@ -111,8 +111,8 @@ static __always_inline bool v8_own_code(const struct prowl_v8_proc *vp, __u64 pc
  * (the baseline builtins: arithmetic, compares, calls): the word at sp is a return address
  * right after a `call rel32` to a builtin at most V8_BUILTIN_SPAN below pc (in the
  * builtins' symbols, their copy, or the V8 binary's text where their symbols are
- * stripped: Node 18's libnode.so). The builtin
- * stays a native frame; the caller's pc is that return address, its frame still bp's.
+ * stripped: Node 18's libnode.so). The builtin stays a native frame; the caller's pc is
+ * that return address, its frame still bp's.
  * Returns 1 when the frame was taken so, 0 to walk it as a framed one. */
 #define V8_BUILTIN_SPAN (64u << 10)
 static __always_inline int v8_builtin_frameless(struct uw_state *st, const struct prowl_v8_proc *vp)

@@ -352,17 +352,16 @@ int32_t v8_postab_lookup(const uint8_t *tab, size_t len, uint32_t off)
 	return v8_pos_offset((uint64_t)source);
 }
 
-int v8_sfi_bytecode(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint64_t *ret)
+/* The BytecodeArray of sfi (tagged): SharedFunctionInfo's function_data once compiled, or
+ * the baseline code there, whose deoptimization data slot holds the BytecodeArray. */
+static int sfi_bytecode(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint64_t *ret)
 {
 	uint64_t d;
-	int t;
 
-	/* SharedFunctionInfo's function_data once compiled: the BytecodeArray, or the
-	 * baseline code, whose deoptimization data slot holds the BytecodeArray. */
 	if (!vp->o_sfi_data || v8_field(m, vp, sfi, vp->o_sfi_data, &d) < 0)
 		return -ENOENT;
-	t = v8_obj_type(m, vp, d);
-	if (t >= 0 && vp->t_code && t == vp->t_code && vp->o_code_deopt && v8_field(m, vp, d, vp->o_code_deopt, &d) < 0)
+	if (vp->t_code && vp->o_code_deopt && v8_obj_type(m, vp, d) == vp->t_code &&
+	    v8_field(m, vp, d, vp->o_code_deopt, &d) < 0)
 		return -ENOENT;
 	if (v8_obj_type(m, vp, d) != vp->t_bytecode_array)
 		return -ENOENT;
@@ -404,7 +403,7 @@ int v8_bytecode_position(const struct v8_mem *m, const struct prowl_v8_proc *vp,
 			 int32_t *ret)
 {
 	uint64_t ba;
-	int r = v8_sfi_bytecode(m, vp, sfi, &ba);
+	int r = sfi_bytecode(m, vp, sfi, &ba);
 
 	return r < 0 ? r : v8_bytecode_array_position(m, vp, ba, bco, ret);
 }

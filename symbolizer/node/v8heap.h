@@ -57,16 +57,12 @@ int v8_sfi_script(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64
 /* The name of script (its file name or URL) in out; a negative errno when it has none. */
 int v8_script_name(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script, char *out, size_t cap);
 
-/* The BytecodeArray of sfi (tagged): its function_data, or that of its baseline code;
- * -ENOENT when it has none that checks out. */
-int v8_sfi_bytecode(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint64_t *ret);
-
 /* The script offset of bytecode offset bco of BytecodeArray ba (from its source position
  * table), or a negative errno. bco counts from the first bytecode. */
 int v8_bytecode_array_position(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t ba, uint32_t bco,
 			       int32_t *ret);
 
-/* The same for sfi's bytecode (v8_sfi_bytecode). */
+/* The same for sfi's bytecode: its function_data, or that of its baseline code. */
 int v8_bytecode_position(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint32_t bco,
 			 int32_t *ret);
 

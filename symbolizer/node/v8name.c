@@ -172,9 +172,10 @@ static int read_frame(struct v8_namer *r, uint32_t pid, const struct prowl_jfram
 	if ((f->kind == PROWL_V8_JIT || f->kind == PROWL_V8_ENTRY) && pc &&
 	    v8_inline_frames(&m, vp, pc, f->ptr, &r->istream_map, inl, cap < V8_INLINE_MAX ? cap : V8_INLINE_MAX, &n) < 0)
 		n = 0;
-	*why = "[v8: a function's entry whose code was not found]";
-	if (!n && f->kind == PROWL_V8_ENTRY)
+	if (!n && f->kind == PROWL_V8_ENTRY) {
+		*why = "[v8: a function's entry whose code was not found]";
 		return -ENOENT;
+	}
 	if (!n) {
 		/* The line of the bytecode being run. */
 		if (f->kind == PROWL_V8_INTERP && f->off != PROWL_JF_BCI_NONE && vp->o_bytecode_data > vp->heap_tag &&
