@@ -155,14 +155,14 @@ $(O)/workloads/%: tests/workloads/%.cpp
 	$(CXX) $$(sed -n 's|^/\* *BUILD: *\(.*\) *\*/|\1|p' $<) -o $@ $<
 
 # The Rust workload, with legacy and v0 symbol mangling; skipped (the tests say so)
-# where there is no rustc.
+# where there is no rustc. MAKEFLAGS is cleared: rustc would look for a jobserver it is not given.
 RUST_WORKLOADS := $(if $(RUSTC),$(O)/workloads/rs_hot $(O)/workloads/rs_hot_v0)
 $(O)/workloads/rs_hot: tests/workloads/rs_hot.rs
 	@mkdir -p $(@D)
-	$(RUSTC) -O -g -o $@ $<
+	MAKEFLAGS= $(RUSTC) -O -g -o $@ $<
 $(O)/workloads/rs_hot_v0: tests/workloads/rs_hot.rs
 	@mkdir -p $(@D)
-	$(RUSTC) -O -g -C symbol-mangling-version=v0 -o $@ $<
+	MAKEFLAGS= $(RUSTC) -O -g -C symbol-mangling-version=v0 -o $@ $<
 
 # The Go workload, with its symbols and DWARF and without (-s -w: .gopclntab only);
 # skipped (the tests say so) where there is no go. Offline: GOPATH mode, no modules.

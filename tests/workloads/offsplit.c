@@ -16,7 +16,8 @@
  *   thread NAME TID wall_ns=W cpu_ns=C off_ns=W-C
  * for pingpong, the round trips made (and per second):
  *   roundtrips N per_s=R
- * and for split, the time the worker spent in each wait function:
+ * and for split, the time the worker spent off the CPU in each wait function
+ * (its wall time there less its CPU time there):
  *   split wait_pipe=NS wait_sleep=NS wait_lock=NS
  * W from the thread's start to its end (CLOCK_MONOTONIC), C from
  * /proc/self/task/TID/schedstat (time on the CPU).
@@ -46,13 +47,21 @@ struct tstat {
 };
 
 static struct tstat stats[4];
-static uint64_t in_wait[3]; /* ns the worker spent in wait_pipe, wait_sleep, wait_lock */
+static uint64_t in_wait[3]; /* ns the worker spent off the CPU in wait_pipe, wait_sleep, wait_lock */
 
 static uint64_t now_ns(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
+}
+
+static uint64_t cpu_ns(void) /* this thread's time on the CPU */
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + ts.tv_nsec;
 }
 
@@ -93,6 +102,11 @@ static void end(struct tstat *s)
 {
 	s->cpu = schedstat_cpu(s->tid);
 	s->end = now_ns();
+}
+
+static uint64_t off_part(uint64_t wall, uint64_t cpu)
+{
+	return wall > cpu ? wall - cpu : 0;
 }
 
 __attribute__((noinline)) static void burn(uint64_t ns)
@@ -147,17 +161,22 @@ static void *worker(void *arg)
 		sleep_until(c); /* on time (a no-op unless running late) */
 		if (burn_ns)
 			burn(burn_ns);
-		uint64_t a = now_ns(), b, d, e;
+		/* Each wait's wall time less the CPU time the thread spent in it (the
+		 * syscall, the wakeup; large under emulation): what an off-CPU profile sees. */
+		uint64_t a = now_ns(), ca = cpu_ns(), b, cb, d, cd, e, ce;
 
 		wait_pipe();
 		b = now_ns();
+		cb = cpu_ns();
 		wait_sleep(sleep_ns);
 		d = now_ns();
+		cd = cpu_ns();
 		wait_lock();
 		e = now_ns();
-		in_wait[0] += b - a;
-		in_wait[1] += d - b;
-		in_wait[2] += e - d;
+		ce = cpu_ns();
+		in_wait[0] += off_part(b - a, cb - ca);
+		in_wait[1] += off_part(d - b, cd - cb);
+		in_wait[2] += off_part(e - d, ce - cd);
 	}
 	end(&stats[1]);
 	return NULL;
