@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsclass.h"
 
 #define WORD       8
 #define CHUNK      4096
@@ -488,6 +489,32 @@ int v8_script_lines(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint
 	*ret = l.v;
 	*ret_n = l.n;
 	return 0;
+}
+
+static int lex_piece(void *ctx, const uint8_t *p, size_t n, bool two)
+{
+	return js_lexer_feed(ctx, p, n, two); /* 1: the lexer stopped, the rest is not read */
+}
+
+int v8_script_classes(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script,
+		      struct js_classes *ret)
+{
+	struct js_lexer *lx;
+	uint64_t src;
+	int r;
+
+	*ret = (struct js_classes){ 0 };
+	if (!vp->o_script_source || v8_field(m, vp, script, vp->o_script_source, &src) < 0)
+		return -ENOENT;
+	lx = malloc(sizeof(*lx));
+	if (!lx)
+		return -ENOMEM;
+	js_lexer_init(lx, ret);
+	r = walk_string(m, vp, src, V8_SOURCE_MAX, lex_piece, lx);
+	free(lx);
+	if (r < 0)
+		js_classes_free(ret);
+	return r < 0 ? r : 0;
 }
 
 int v8_line_of(const uint32_t *ends, size_t n, int32_t pos)

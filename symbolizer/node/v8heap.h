@@ -71,6 +71,13 @@ int v8_bytecode_position(const struct v8_mem *m, const struct prowl_v8_proc *vp,
 int v8_script_lines(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script, uint32_t **ret,
 		    size_t *ret_n);
 
+struct js_classes;
+
+/* The classes of script's source (jsclass.h), read as v8_script_lines reads it; *ret is
+ * empty when the source is not read (an external string, say), with a negative errno. */
+int v8_script_classes(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script,
+		      struct js_classes *ret);
+
 /* The 1-based line holding script offset pos, from line ends ends[0..n); 0 when unknown. */
 int v8_line_of(const uint32_t *ends, size_t n, int32_t pos);
 

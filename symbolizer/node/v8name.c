@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "jsclass.h"
 #include "namecache.h"
 #include "u64map.h"
 #include "v8heap.h"
@@ -22,6 +23,7 @@ _Static_assert(V8_FRAME_NAMES_MAX == V8_INLINE_MAX, "v8name.h's V8_FRAME_NAMES_M
 struct script_entry {
 	uint32_t *ends;
 	size_t n;
+	struct js_classes cls; /* its classes: a method is named with its class */
 };
 
 struct v8_namer {
@@ -47,8 +49,10 @@ int v8_namer_new(struct v8_namer **ret)
 
 static void scripts_clear(struct v8_namer *r)
 {
-	for (uint32_t i = 0; i < r->nscripts; i++)
+	for (uint32_t i = 0; i < r->nscripts; i++) {
 		free(r->script[i].ends);
+		js_classes_free(&r->script[i].cls);
+	}
 	r->nscripts = 0;
 	r->script_bytes = 0;
 	u64map_free(&r->scripts);
@@ -84,12 +88,14 @@ static int proc_read(void *ctx, uint64_t addr, void *buf, size_t len)
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
-/* The line table of script in process pid, cached; NULL when it cannot be read. */
+/* The line table and the classes of script in process pid, cached; NULL when its lines
+ * cannot be read (its classes may be none). */
 static const struct script_entry *script_lines(struct v8_namer *r, const struct v8_mem *m, uint32_t pid,
 					       uint64_t script)
 {
 	uint64_t key = name_key_mix(name_key_mix((uint64_t)pid << 32 | r->gen, script), 0x5c), v;
 	struct script_entry *e;
+	int rc;
 
 	if (u64map_get(&r->scripts, key, &v))
 		return &r->script[v - 1];
@@ -102,7 +108,10 @@ static const struct script_entry *script_lines(struct v8_namer *r, const struct 
 		e->ends = NULL;
 		return NULL;
 	}
-	r->script_bytes += e->n * sizeof(*e->ends);
+	/* Once more where the source moved under the read (the collector compacts). */
+	if ((rc = v8_script_classes(m, &r->proc, script, &e->cls)) == -EFAULT || rc == -EBADMSG)
+		v8_script_classes(m, &r->proc, script, &e->cls);
+	r->script_bytes += e->n * sizeof(*e->ends) + js_classes_bytes(&e->cls);
 	r->nscripts++;
 	return e;
 }
@@ -113,7 +122,8 @@ static int read_name(struct v8_namer *r, const struct v8_mem *m, uint32_t pid, u
 {
 	const struct prowl_v8_proc *vp = &r->proc;
 	const struct script_entry *se;
-	char name[V8_NAME_MAX], file[V8_NAME_MAX] = "";
+	char name[V8_NAME_MAX], file[V8_NAME_MAX] = "", full[V8_NAME_MAX + JS_CLASS_NAME_MAX];
+	const struct js_class *k = NULL;
 	int32_t start;
 	uint64_t script;
 	int rc;
@@ -127,10 +137,16 @@ static int read_name(struct v8_namer *r, const struct v8_mem *m, uint32_t pid, u
 			file[0] = 0;
 		if (pos < 0)
 			pos = start;
-		if (pos >= 0 && (se = script_lines(r, m, pid, script)))
+		if (pos >= 0 && (se = script_lines(r, m, pid, script))) {
 			e->line = v8_line_of(se->ends, se->n, pos);
+			/* A method: its class's name before its own, as Error.stack writes it. */
+			if (name[0] && start >= 0)
+				k = js_class_at(&se->cls, (uint32_t)start);
+		}
 	}
-	e->function = strdup(name[0] ? name : "(anonymous)");
+	if (k)
+		snprintf(full, sizeof(full), "%s.%s", k->name, name);
+	e->function = strdup(k ? full : name[0] ? name : "(anonymous)");
 	e->file = file[0] ? strdup(file) : NULL;
 	if (!e->function || (file[0] && !e->file)) {
 		free(e->function);

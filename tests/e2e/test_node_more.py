@@ -1,9 +1,9 @@
 """test_node_more.py: node's JavaScript stacks where threads, the garbage collector and
 namespaces get in the way (issue 29): worker threads each name their own functions, code
 and functions the GC moves never give a foreign name, a node in a mount and PID namespace
-of its own is read as on the host, and an async function resumed from the microtask queue
-and a class method are named as V8's own profiler names them. The machine's node, no flags on its command
-line, the real BPF program, read back with Google's pprof."""
+of its own is read as on the host, an async function resumed from the microtask queue is
+named as V8's own profiler names it, and a class method with its class. The machine's node,
+no flags on its command line, the real BPF program, read back with Google's pprof."""
 import os
 import re
 import select
@@ -180,33 +180,34 @@ def test_container_mount_and_pid_namespaces(tmp_path):
 
 def test_async_chain_and_class_method(tmp_path):
     """async.js: checkout() awaits price(), which resumes from V8's microtask queue and
-    busies itself; then Cart's method total() does. Named as V8's own CPU profiler names
-    them (node --cpu-prof): price under the microtask queue's run (the awaiting checkout()
-    is not on the stack then, in V8's stack or in prowl's), total by its own name under
-    checkout, each with a line in its body (Sparkplug's frames have the first line); the
-    stacks reach the thread's root."""
+    busies itself; then Cart's method total() does. price as V8's own CPU profiler names
+    it, under the microtask queue's run (the awaiting checkout() is not on the stack then,
+    in V8's stack or in prowl's); total with its class, Cart.total, as Error.stack names
+    it, under checkout; each with a line in its body (Sparkplug's frames have the first
+    line); the stacks reach the thread's root."""
     _, raw = record(tmp_path, ASYNC, "async", seconds=3)
     text = open(ASYNC).read().splitlines()
     body = {}
-    for name in ("price", "total"):
+    for name, func in (("price", "price"), ("total", "Cart.total")):
         start = next(i for i, l in enumerate(text) if re.match(rf"\s*(async function )?{name}\(", l))
         end = next(i for i in range(start, len(text)) if text[i] in ("}", "  }"))
-        body[name] = range(start + 1, end + 2)
+        body[func] = range(start + 1, end + 2)
     total = raw.total()
     assert total > 1000, total
-    leaf = {"price": 0, "total": 0}
+    leaf = {"price": 0, "Cart.total": 0}
     for s in raw.samples:
         js = js_frames(raw, s)
+        assert not js or js[0][0] != "total", js  # the method never without its class
         if not js or js[0][0] not in leaf:
             continue
         func, file, line = js[0]
         assert file == ASYNC and line in body[func], (js[0], body[func])
         names = [f for f, _, _ in js]
-        if func == "total":
+        if func == "Cart.total":
             assert names[1] == "checkout", names
         else:
             assert "Builtins_RunMicrotasks" in raw.frames(s), raw.frames(s)
         leaf[func] += s["values"][0]
-    assert leaf["price"] > 0.3 * total and leaf["total"] > 0.3 * total, (leaf, total)
+    assert leaf["price"] > 0.3 * total and leaf["Cart.total"] > 0.3 * total, (leaf, total)
     rooted = raw.total(lambda s: raw.frames(s)[-1] in ROOTS)
     assert rooted / total >= 0.95, f"{rooted} of {total} samples reach the thread's root"

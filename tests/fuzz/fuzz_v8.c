@@ -2,9 +2,11 @@
  * starts as an ELF file, read by symbolizer/node/v8meta.c) and its heap (any other input, as
  * memory: strings, functions, scripts, source position tables read by v8heap.c with Node 20's
  * layout, from pointers the input's first bytes pick; optimized code's inlined functions and
- * baseline code's bytecode, by v8inline.c and v8baseline.c). */
+ * baseline code's bytecode, by v8inline.c and v8baseline.c; the input as JavaScript source,
+ * by jsclass.c). */
 
 #include "fuzz_common.h"
+#include "jsclass.h"
 #include "v8baseline.h"
 #include "v8heap.h"
 #include "v8inline.h"
@@ -83,11 +85,54 @@ static void fuzz_inline(const struct v8_mem *mem, const uint8_t *data, size_t si
 		abort();
 }
 
+/* The classes found must be sane: bodies in order, members in their class, printable
+ * ASCII names; js_class_at gives one of them or none. */
+static void check_classes(const struct js_classes *c, const uint8_t *data, size_t size)
+{
+	if (c->ncls > JS_CLASSES_MAX || c->nmem > JS_MEMBERS_MAX)
+		abort();
+	for (uint32_t i = 0; i < c->ncls; i++) {
+		if (c->cls[i].close && c->cls[i].close <= c->cls[i].open)
+			abort();
+		for (const char *q = c->cls[i].name; *q; q++)
+			if ((unsigned char)*q <= 0x20 || (unsigned char)*q >= 0x7f)
+				abort();
+	}
+	for (uint32_t i = 0; i < c->nmem; i++)
+		if (c->mem[i].cls >= c->ncls || c->mem[i].close <= c->mem[i].open)
+			abort();
+	for (size_t k = 0; k < size && k < 8; k++) {
+		const struct js_class *f = js_class_at(c, data[k] | (uint32_t)(k ? data[k - 1] : 0) << 8);
+
+		if (f && (f < c->cls || f >= c->cls + c->ncls))
+			abort();
+	}
+}
+
+static void fuzz_lexer(const uint8_t *data, size_t size)
+{
+	static struct js_lexer lx;
+	struct js_classes c;
+
+	for (int two = 0; two < 2; two++) {
+		size_t units = size >> two, first = units / 2;
+
+		c = (struct js_classes){ 0 };
+		js_lexer_init(&lx, &c);
+		/* In two pieces: a token cut between them is lexed as one. */
+		if (js_lexer_feed(&lx, data, first, two) == 0)
+			js_lexer_feed(&lx, data + (first << two), units - first, two);
+		check_classes(&c, data, size);
+		js_classes_free(&c);
+	}
+}
+
 static int fuzz_heap(const uint8_t *data, size_t size)
 {
 	struct fuzz_mem im = { data, size, BASE };
 	const struct v8_mem mem = { fuzz_mem_read, &im };
 	char out[V8_NAME_MAX];
+	struct js_classes cls;
 	uint32_t *ends;
 	int32_t start, pos;
 	size_t n;
@@ -103,6 +148,9 @@ static int fuzz_heap(const uint8_t *data, size_t size)
 				abort(); /* names are printable ASCII */
 		v8_sfi_name(&mem, &node20_vp, p, out, sizeof(out), &start);
 		v8_bytecode_position(&mem, &node20_vp, p, data[k], &pos);
+		if (v8_script_classes(&mem, &node20_vp, p, &cls) == 0)
+			check_classes(&cls, data, size);
+		js_classes_free(&cls);
 		if (v8_script_lines(&mem, &node20_vp, p, &ends, &n) == 0) {
 			if (n > V8_LINES_MAX || v8_line_of(ends, n, (int32_t)data[k]) > (int)n)
 				abort();
@@ -111,6 +159,7 @@ static int fuzz_heap(const uint8_t *data, size_t size)
 	}
 	v8_postab_lookup(data, size, size ? data[0] : 0);
 	fuzz_inline(&mem, data, size);
+	fuzz_lexer(data, size);
 	return 0;
 }
 

@@ -87,6 +87,8 @@ seed() { # $1 = harness
 			cc -shared -fPIC -fno-common $v -o "$tmp/f.so" tests/unit/data/v8dbg_fixture.c 2>/dev/null &&
 				put v8 "fixture${v//[^A-Z0-9]/_}" < "$tmp/f.so"
 		done
+		# JavaScript sources, for the class lexer (symbolizer/node/jsclass.c).
+		for v in tests/workloads/node/*.js; do put v8 "js-$(basename "$v")" < "$v"; done
 		rm -rf "$tmp" ;;
 	jvmscope)
 		# An nmethod of JDK 17's layout (as tests/unit/test_jvmscope.c builds it): the
