@@ -407,8 +407,9 @@ int symbolizer_jit_frame(struct symbolizer *s, const struct sym_addr *a, struct 
 	if (!p)
 		return 0;
 	now = clock_mono_ns();
-	if (!name && now - p->pm_checked_ns >= PERFMAP_INTERVAL_NS) {
-		/* A map that appeared late, or grew since it was read. */
+	if (!name && (now - p->pm_checked_ns >= PERFMAP_INTERVAL_NS || perfmap_more(p->pm))) {
+		/* A map that appeared late, grew since it was read, or was not read to its
+		 * end by the last refresh (16 MiB each: the next at once). */
 		p->pm_checked_ns = now;
 		r = perfmap_refresh(&p->pm, s->proc_root, p->pid, &s->perfmaps, now, 0);
 		if (r < 0)

@@ -300,7 +300,9 @@ static int no_entry_location(struct ingest *g, uint32_t *ret)
 
 /* Anonymous executable memory: the JIT symbol its process's perf map names, or
  * one [jit] location per process and mapping. Locations of different processes
- * stay apart (the variant is the pid): their addresses mean different code. */
+ * stay apart (the variant is the pid): their addresses mean different code. The
+ * [jit] one's variant has its top bit too: its key is the mapping's start, which a
+ * named symbol at that very address would share (and would then be [jit] for good). */
 static int jit_location(struct ingest *g, const struct sym_addr *a, uint32_t mapping, uint32_t *ret)
 {
 	struct sym_frame sf;
@@ -313,7 +315,8 @@ static int jit_location(struct ingest *g, const struct sym_addr *a, uint32_t map
 	if (r < 0)
 		return r;
 	pf = (struct prof_frame){ .function = sf.function, .system_name = sf.system_name };
-	return profile_add_location_variant(g->prof, mapping, key, a->pid, &pf, 1, named, ret);
+	return profile_add_location_variant(g->prof, mapping, key, named ? a->pid : a->pid | 1u << 31, &pf, 1, named,
+					   ret);
 }
 
 static int location_for(struct ingest *g, const struct sym_addr *a, uint32_t *ret)

@@ -45,6 +45,7 @@ struct perfmap {
 	uint64_t bad_lines;
 	bool warned;
 	bool skipping;           /* inside a line longer than a chunk, up to its '\n' */
+	bool more;               /* the last refresh stopped at MAX_READ with more in the file */
 };
 
 static uint64_t pm_bytes(const struct perfmap *pm)
@@ -395,6 +396,7 @@ int perfmap_refresh(struct perfmap **pmp, const char *proc_root, uint32_t pid, s
 		off += (uint64_t)used;
 	}
 	sort_tail(pm);
+	pm->more = off - pm->off >= MAX_READ && (uint64_t)st.st_size > off;
 	pm->off = off;
 	if (pm->bad_lines && !pm->warned) {
 		pm->warned = true;
@@ -432,6 +434,11 @@ const char *perfmap_lookup(const struct perfmap *pm, uint64_t addr)
 uint64_t perfmap_checked_ns(const struct perfmap *pm)
 {
 	return pm ? pm->checked_ns : 0;
+}
+
+bool perfmap_more(const struct perfmap *pm)
+{
+	return pm && pm->more;
 }
 
 size_t perfmap_count(const struct perfmap *pm)

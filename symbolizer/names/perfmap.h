@@ -41,6 +41,9 @@ int perfmap_refresh(struct perfmap **pm, const char *proc_root, uint32_t pid, st
 const char *perfmap_lookup(const struct perfmap *pm, uint64_t addr);
 /* When pm was last checked (0 when never). */
 uint64_t perfmap_checked_ns(const struct perfmap *pm);
+/* Whether pm's last refresh stopped at its read limit with more of the file to read:
+ * the next one need not wait for its interval. */
+bool perfmap_more(const struct perfmap *pm);
 void perfmap_free(struct perfmap *pm, struct perfmap_budget *b); /* accepts NULL */
 
 /* Parses one map's text into pm (appending); for tests and benchmarks. Lines
