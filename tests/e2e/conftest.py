@@ -142,12 +142,25 @@ def _no_sanitizer_report():
     assert not found, "a sanitizer report (undefined behaviour or a memory error):\n" + "\n".join(found)
 
 
+def _bpffs_mounted():
+    with open("/proc/self/mounts") as f:
+        return any(l.split()[1:3] == ["/sys/fs/bpf", "bpf"] for l in f)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _no_pins_left():
-    """The agents the tests start pin their BPF programs (bpf_pin): the suite leaves no
-    set behind to hold the maps' kernel memory."""
+    """The agents the tests start pin their BPF programs (bpf_pin) in /sys/fs/bpf, which
+    systemd mounts at boot; on a machine where nothing did (a VM without systemd as its
+    init) the suite mounts it, as the tests of pinning need, and unmounts it at the end.
+    The suite leaves no set behind to hold the maps' kernel memory."""
+    mounted = False
+    if not _bpffs_mounted():
+        os.makedirs("/sys/fs/bpf", exist_ok=True)
+        mounted = subprocess.run(["mount", "-t", "bpf", "bpf", "/sys/fs/bpf"]).returncode == 0
     yield
     shutil.rmtree("/sys/fs/bpf/prowl", ignore_errors=True)
+    if mounted:
+        subprocess.run(["umount", "/sys/fs/bpf"])
 
 
 def workload(name):

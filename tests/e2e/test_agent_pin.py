@@ -71,6 +71,7 @@ def test_restart_attaches_the_pinned_programs(tmp_path):
     (BPF's sample counter from zero, not from the first run's count)."""
     exe, svc = private_cpusplit(tmp_path)
     w = start([exe, "60"])
+    first = again = None
     try:
         first = Agent(tmp_path, ["-F", "99", "--interval", "1s", "--dir", str(tmp_path / "out1"), "-v"],
                       name="first").start()
@@ -94,6 +95,9 @@ def test_restart_attaches_the_pinned_programs(tmp_path):
         assert again.stop() == 0, again.log()
         again_count = pinned_samples(key)
     finally:
+        for a in (first, again):
+            if a:
+                a.kill()  # one a failed assertion left running (a no-op once stopped)
         stop(w)
     # 99 Hz on a busy CPU: ~500 samples in the first run's 5 s, ~300 in the restart's 3 s.
     assert first_count > 300, first_count

@@ -1,7 +1,8 @@
 """pyversions.py: the workload every CPython version is checked with (3.6 and newer: no
 syntax of later versions), issue 27. Usage: pyversions.py MODE SECONDS
-  split   hot60, hot20 and zlib20 take 60, 20 and 20 % of each 30 ms cycle (deadlines);
-          zlib20 spends its time in zlib.compress
+  split   hot60, hot20 and zlib20 take 60, 20 and 20 % of each cycle (deadlines); a cycle
+          lasts 20 to 40 ms, drawn anew each time, so that no sampling rate keeps step
+          with it; zlib20 spends its time in zlib.compress
   stacks  thread "one" runs t_one -> rec() at depth 100 -> spin_one, thread "two" runs
           t_two -> rec() at depth 300 -> spin_two
   rec30   main -> rec() at depth 27 -> spin_one: 30 Python frames with <module> (the
@@ -40,12 +41,16 @@ def split(secs):
     r = random.Random(1)
     words = [bytes(r.choice(b"abcdefghijklmnop") for _ in range(r.randint(2, 9))) for _ in range(500)]
     data = b" ".join(r.choice(words) for _ in range(1500))
+    # A fixed cycle aliases with a sampler's period on a quiet host: at 199 Hz six samples
+    # take 30.15 ms, so a 3 s capture of 30 ms cycles saw half of the cycle's phases
+    # (hot60 51-67 %).
     stop = time.monotonic() + secs
     while time.monotonic() < stop:
         t = time.monotonic()
-        hot60(t + 0.018)
-        hot20(t + 0.024)
-        zlib20(t + 0.030, data)
+        cycle = r.uniform(0.020, 0.040)
+        hot60(t + 0.6 * cycle)
+        hot20(t + 0.8 * cycle)
+        zlib20(t + cycle, data)
 
 
 def spin_one(end):
