@@ -1,7 +1,8 @@
 #!/bin/bash
 # node.sh: benchmarks of the V8 walk (issue 29): BPF cost per sample with 30 JavaScript
 # frames against the same node with --node=off, interleaved; the user-space naming of a
-# node with 20,000 functions (cache, prowl's CPU and memory; record -v); and the throughput
+# node with 20,000 functions, and with 20,000 methods of 2,000 classes (cache, prowl's CPU
+# and memory; record -v); and the throughput
 # of a Node workload (one node per CPU) with no profiler and under `prowl record -a -F 99`,
 # interleaved in rounds. The load average is printed beside each figure. Writes build/bench/node.md.
 # Knobs: NODE_BENCH_SECONDS (8), NODE_BENCH_ROUNDS (3), NODE_BENCH_PARTS ("cost names throughput"), NODE.
@@ -24,7 +25,8 @@ mkdir -p "$B/bench"
 # deep.js: a busy loop under 30 frames of a recursive function (Sparkplug only, so that
 # none is inlined: 30 frames on the stack); chain.js: the same under 30 distinct functions
 # (the walk's per-sample caches of functions do not help there). many.js: 20,000 small functions called in
-# turn. count.js: rounds of a busy loop for argv[2] seconds, printed at the end.
+# turn; classes.js: the same as 2,000 classes of 10 methods (the class lexer's share).
+# count.js: rounds of a busy loop for argv[2] seconds, printed at the end.
 cat >"$TMP/deep.js" <<'JS'
 'use strict';
 function spin(n) { let x = 1; for (let i = 0; i < n; i++) x = (x * 31 + i) % 1000003; return x; }
@@ -51,6 +53,19 @@ JS
 	echo "while (Date.now() < end) for (const f of all) x = f(x);"
 	echo "if (x === 42) console.log(x);"
 } >"$TMP/many.js"
+{
+	echo "'use strict';"
+	for c in $(seq 0 1999); do
+		echo "class C$c {"
+		for m in $(seq 0 9); do echo "  m$m(x) { for (let k = 0; k < 40; k++) x = (x * 31 + $((c * 10 + m))) % 1000003; return x; }"; done
+		echo "}"
+	done
+	echo "const all = [];"
+	echo "for (const C of [$(seq -s, -f 'C%g' 0 1999)]) { const o = new C(); for (let m = 0; m < 10; m++) all.push(o['m' + m].bind(o)); }"
+	echo "const end = Date.now() + Number(process.argv[2]) * 1000; let x = 1;"
+	echo "while (Date.now() < end) for (const f of all) x = f(x);"
+	echo "if (x === 42) console.log(x);"
+} >"$TMP/classes.js"
 cat >"$TMP/count.js" <<'JS'
 'use strict';
 function spin(n) { let x = 1; for (let i = 0; i < n; i++) x = (x * 31 + i) % 1000003; return x; }
@@ -67,15 +82,15 @@ cost() { # $1 = on|off, $2 = deep|chain: BPF cost per sample at 999 Hz
 	echo "| 30 JavaScript frames, $2.js | --node=$1 | $(bpf_cost $w --node="$1") | $(load) |"
 }
 
-names() { # prowl's CPU time and the JavaScript name cache over 20,000 functions, 999 Hz
-	"$NODE" "$TMP/many.js" $((S + 10)) >/dev/null 2>&1 &
+names() { # $1 = many|classes: prowl's CPU time and the JavaScript name cache over 20,000 functions, 999 Hz
+	"$NODE" "$TMP/$1.js" $((S + 10)) >/dev/null 2>&1 &
 	local w=$! out t
 	sleep 5
 	out=$( { /usr/bin/time -f 'TIME %U %S %M' "$B/prowl" record -v -F 999 -p $w -d "${S}s" -o "$TMP/m.pb.gz"; } 2>&1)
 	kill $w 2>/dev/null || true
 	wait $w 2>/dev/null || true
 	t=$(grep -oE '^TIME .*' <<<"$out")
-	echo "| 20,000 functions | $(awk '{printf "%.2f s | %d MiB", $2 + $3, $4 / 1024}' <<<"$t") | $(grep -oE 'node: [0-9]+ names cached.*' <<<"$out" | tail -1) | $(load) |"
+	echo "| $([ "$1" = many ] && echo "20,000 functions" || echo "20,000 methods of 2,000 classes") | $(awk '{printf "%.2f s | %d MiB", $2 + $3, $4 / 1024}' <<<"$t") | $(grep -oE 'node: [0-9]+ names cached.*' <<<"$out" | tail -1) | $(load) |"
 }
 
 throughput() { # $1 = none|prowl: one per CPU for S seconds; the rounds summed
@@ -96,7 +111,8 @@ throughput() { # $1 = none|prowl: one per CPU for S seconds; the rounds summed
 	echo
 	echo "| program | prowl CPU | peak RSS | JavaScript name cache | load |"
 	echo "|---|---|---|---|---|"
-	names
+	names many
+	names classes
 	echo
 	fi
 	part throughput || exit 0
