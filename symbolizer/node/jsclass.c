@@ -92,8 +92,8 @@ static int push(struct js_lexer *lx, uint8_t kind)
 		return 1;
 	}
 	f = &lx->stack[lx->depth];
-	*f = (struct js_frame){ .open = lx->pos, .kind = kind, .member = up && up->cls };
-	f->cls = up && up->cls ? up->cls : 0; /* a member: its class, until a body says otherwise */
+	*f = (struct js_frame){ .open = lx->pos, .kind = kind, .member = up && up->body };
+	f->cls = f->member ? up->cls : 0; /* a member: its class, unless it opens a class body */
 	if (kind == '{' && lx->cls_pending && lx->depth == lx->cls_depth) {
 		lx->cls_pending = false;
 		f->member = false;
@@ -106,9 +106,8 @@ static int push(struct js_lexer *lx, uint8_t kind)
 			c->cls[c->ncls] = (struct js_class){ .open = lx->pos };
 			strcpy(c->cls[c->ncls].name, lx->cls_name);
 			f->cls = ++c->ncls;
+			f->body = true;
 		}
-	} else if (!f->member) {
-		f->cls = 0;
 	}
 	lx->depth++;
 	return 0;
@@ -133,7 +132,7 @@ static int pop(struct js_lexer *lx, uint8_t kind)
 			return r;
 		}
 		c->mem[c->nmem++] = (struct js_member){ f->open, lx->pos, f->cls - 1 };
-	} else if (f->cls) {
+	} else if (f->body) {
 		c->cls[f->cls - 1].close = lx->pos;
 	}
 	return 0;

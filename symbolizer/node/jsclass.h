@@ -32,8 +32,9 @@ struct js_classes {
 
 struct js_frame {
 	uint32_t open;
-	uint32_t cls; /* a class body: its index + 1; else 0 */
+	uint32_t cls; /* a class body's or a member's class: its index + 1; else 0 */
 	uint8_t kind; /* '{', '(', '[', or '$' for a template's ${ */
+	bool body;    /* a class body */
 	bool member;  /* directly in a class body */
 };
 

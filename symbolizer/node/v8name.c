@@ -16,7 +16,8 @@
 #include "v8heap.h"
 #include "v8inline.h"
 
-#define SCRIPTS_MAX 256 /* line tables kept; dropped with the names */
+#define SCRIPTS_MAX       256        /* scripts' line and class tables kept; dropped with the names */
+#define SCRIPT_BYTES_MAX (16u << 20) /* and their bytes: past it, they start over */
 
 _Static_assert(V8_FRAME_NAMES_MAX == V8_INLINE_MAX, "v8name.h's V8_FRAME_NAMES_MAX is V8_INLINE_MAX");
 
@@ -99,8 +100,10 @@ static const struct script_entry *script_lines(struct v8_namer *r, const struct 
 
 	if (u64map_get(&r->scripts, key, &v))
 		return &r->script[v - 1];
-	if (r->nscripts >= SCRIPTS_MAX)
-		scripts_clear(r); /* full: start over */
+	/* Full: start over. A node process registered again (its mappings changed) has
+	 * its scripts read again under its new registration: the bytes bound that too. */
+	if (r->nscripts >= SCRIPTS_MAX || r->script_bytes >= SCRIPT_BYTES_MAX)
+		scripts_clear(r);
 	e = &r->script[r->nscripts];
 	if (v8_script_lines(m, &r->proc, script, &e->ends, &e->n) < 0 ||
 	    u64map_put(&r->scripts, key, r->nscripts + 1) < 0) {

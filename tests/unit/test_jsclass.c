@@ -91,6 +91,24 @@ static void test_methods(void **state)
 	assert_string_equal(class_of(src, "c"), "");
 }
 
+static void test_kept(void **state)
+{
+	struct js_classes c;
+
+	(void)state;
+	/* Only the brackets directly in a body are kept: m's parameters and body, not the
+	 * brackets inside them; and the nested class's own. */
+	lex("class A { m(a = [1]) { if (a) { f({ b: (1) }); } class B { n() {} } } }", false, 0, &c);
+	assert_int_equal(c.ncls, 2);
+	assert_int_equal(c.nmem, 4);
+	assert_int_equal(c.mem[0].cls, 0); /* m's ( ) */
+	assert_int_equal(c.mem[1].cls, 1); /* n's ( ) */
+	assert_int_equal(c.mem[2].cls, 1); /* n's { } */
+	assert_int_equal(c.mem[3].cls, 0); /* m's { } */
+	assert_true(c.cls[1].open > c.cls[0].open && c.cls[1].close < c.cls[0].close);
+	js_classes_free(&c);
+}
+
 static void test_not_members(void **state)
 {
 	const char *src = "function top() {}\n"
@@ -171,6 +189,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_methods),
+		cmocka_unit_test(test_kept),
 		cmocka_unit_test(test_not_members),
 		cmocka_unit_test(test_lexing),
 		cmocka_unit_test(test_broken),
