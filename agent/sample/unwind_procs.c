@@ -197,8 +197,8 @@ static uint64_t v8_copy_bias(const struct procmaps *pm, struct table **tabs, siz
 }
 
 /* Tells the BPF V8 walk about a node process (v8proc.h): the mapping of the binary's
- * first page gives its load bias. */
-static void v8_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm, struct table **tabs)
+ * first page gives its load bias. known: the process was loaded before (an exec drops it). */
+static void v8_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm, struct table **tabs, bool known)
 {
 	if (!u->io->v8_proc_set || u->opts.node_off)
 		return;
@@ -207,7 +207,7 @@ static void v8_offer(struct unwinder *u, uint32_t pid, const struct procmaps *pm
 
 		if (tabs[i] && tabs[i]->v8 && file_bias(pm, tabs, i, &bias)) {
 			v8_proc_register(u->io, pid, tabs[i]->v8, bias, ++u->v8_gen, pm->v[i].start, pm->v[i].end,
-					 v8_copy_bias(pm, tabs, i, bias));
+					 v8_copy_bias(pm, tabs, i, bias), known);
 			return;
 		}
 	}
@@ -327,7 +327,7 @@ int unw_proc_load(struct unwinder *u, uint32_t pid, bool force)
 	}
 	py_offer(u, pid, &pm, tabs);
 	java_pending = jvm_offer(u, pid, &pm, tabs);
-	v8_offer(u, pid, &pm, tabs);
+	v8_offer(u, pid, &pm, tabs, p != NULL);
 	r = u->io->maps_write(u->io->ctx, first, ents, pm.n);
 	if (r < 0) {
 		extent_release(&u->maps, first, (uint32_t)pm.n);

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "jsclass.h"
 
 #define WORD       8
 #define CHUNK      4096
@@ -450,71 +449,106 @@ static int scan_ends(void *ctx, const uint8_t *p, size_t n, bool two)
 	return 0;
 }
 
-int v8_script_lines(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script, uint32_t **ret,
-		    size_t *ret_n)
+/* One walk of a script's source feeds both: the line ends (when V8 made no table of them)
+ * and the class lexer. Each stops on its own; the walk, once both have. */
+struct script_walk {
+	struct lines l;
+	struct js_lexer *lx;
+	bool lines, lex; /* still wanted */
+};
+
+static int script_piece(void *ctx, const uint8_t *p, size_t n, bool two)
 {
-	struct lines l = { 0 };
-	uint64_t ends, src, lenw, w;
+	struct script_walk *w = ctx;
 	int r;
 
-	*ret = NULL;
-	*ret_n = 0;
-	/* V8's own table, once something asked for it (a stack trace). */
-	if (vp->o_script_line_ends && vp->t_fixed_array && v8_field(m, vp, script, vp->o_script_line_ends, &ends) == 0 &&
-	    v8_obj_type(m, vp, ends) == vp->t_fixed_array && v8_field(m, vp, ends, vp->o_fa_length, &lenw) == 0 &&
-	    is_smi(vp, lenw) && smi_value(lenw) > 0 && smi_value(lenw) <= V8_LINES_MAX) {
-		for (int64_t i = 0; i < smi_value(lenw); i++) {
-			if (v8_field(m, vp, ends, vp->o_fa_data + (uint32_t)(i * WORD), &w) < 0 || !is_smi(vp, w) ||
-			    smi_value(w) < 0 || smi_value(w) > INT32_MAX || (r = add_end(&l, (size_t)smi_value(w))) != 0) {
-				free(l.v);
-				return -EBADMSG;
-			}
-		}
-		*ret = l.v;
-		*ret_n = l.n;
-		return 0;
+	if (w->lines && (r = scan_ends(&w->l, p, n, two)) != 0) {
+		if (r < 0)
+			return r;
+		w->lines = false; /* V8_LINES_MAX: the lines past it stay unknown */
 	}
-	if (!vp->o_script_source || v8_field(m, vp, script, vp->o_script_source, &src) < 0)
+	if (w->lex && (r = js_lexer_feed(w->lx, p, n, two)) != 0) {
+		if (r < 0)
+			return r;
+		w->lex = false; /* the lexer stopped */
+	}
+	return !w->lines && !w->lex;
+}
+
+/* V8's own line_ends table, once something asked for it (a stack trace): 0 or a
+ * negative errno (none, or not one). */
+static int table_lines(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script, struct lines *l)
+{
+	uint64_t ends, lenw, w;
+
+	if (!vp->o_script_line_ends || !vp->t_fixed_array || v8_field(m, vp, script, vp->o_script_line_ends, &ends) < 0 ||
+	    v8_obj_type(m, vp, ends) != vp->t_fixed_array || v8_field(m, vp, ends, vp->o_fa_length, &lenw) < 0 ||
+	    !is_smi(vp, lenw) || smi_value(lenw) <= 0 || smi_value(lenw) > V8_LINES_MAX)
 		return -ENOENT;
-	r = walk_string(m, vp, src, V8_SOURCE_MAX, scan_ends, &l);
-	if (r < 0) {
-		free(l.v);
-		return r;
-	}
-	/* The last line ends with the source. */
-	if ((r = add_end(&l, l.at)) < 0) {
-		free(l.v);
-		return r;
-	}
-	*ret = l.v;
-	*ret_n = l.n;
+	for (int64_t i = 0; i < smi_value(lenw); i++)
+		if (v8_field(m, vp, ends, vp->o_fa_data + (uint32_t)(i * WORD), &w) < 0 || !is_smi(vp, w) ||
+		    smi_value(w) < 0 || smi_value(w) > INT32_MAX || add_end(l, (size_t)smi_value(w)) != 0)
+			return -EBADMSG;
 	return 0;
 }
 
-static int lex_piece(void *ctx, const uint8_t *p, size_t n, bool two)
+/* One read of script into *ret: its lines (ret->n > 0) when known; returns the source
+ * walk's result (its classes are kept only from a whole walk). */
+static int script_read_once(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script,
+			    struct js_lexer *lx, struct v8_script *ret)
 {
-	return js_lexer_feed(ctx, p, n, two); /* 1: the lexer stopped, the rest is not read */
+	struct script_walk w = { .lx = lx, .lex = true };
+	int r, e = 0;
+
+	if (table_lines(m, vp, script, &w.l) < 0) {
+		free(w.l.v);
+		w.l = (struct lines){ 0 };
+		w.lines = true;
+	}
+	js_lexer_init(lx, &ret->cls);
+	if (!vp->o_script_source || v8_field(m, vp, script, vp->o_script_source, &ret->source) < 0)
+		r = -ENOENT;
+	else
+		r = walk_string(m, vp, ret->source, V8_SOURCE_MAX, script_piece, &w);
+	if (r < 0)
+		js_classes_free(&ret->cls);
+	/* Lines found in the source: the last one ends with it. */
+	if (w.lines && (r < 0 || (e = add_end(&w.l, w.l.at)) < 0)) {
+		free(w.l.v);
+		return r < 0 ? r : e;
+	}
+	ret->ends = w.l.v;
+	ret->n = w.l.n;
+	return r;
 }
 
-int v8_script_classes(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script,
-		      struct js_classes *ret)
+int v8_script_read(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script, struct v8_script *ret)
 {
-	struct js_lexer *lx;
-	uint64_t src;
+	struct js_lexer *lx = malloc(sizeof(*lx));
 	int r;
 
-	*ret = (struct js_classes){ 0 };
-	if (!vp->o_script_source || v8_field(m, vp, script, vp->o_script_source, &src) < 0)
-		return -ENOENT;
-	lx = malloc(sizeof(*lx));
+	*ret = (struct v8_script){ 0 };
 	if (!lx)
 		return -ENOMEM;
-	js_lexer_init(lx, ret);
-	r = walk_string(m, vp, src, V8_SOURCE_MAX, lex_piece, lx);
+	r = script_read_once(m, vp, script, lx, ret);
+	/* Once more where the source moved under the read (the collector compacts). */
+	if (r == -EFAULT || r == -EBADMSG) {
+		v8_script_free(ret);
+		r = script_read_once(m, vp, script, lx, ret);
+	}
 	free(lx);
-	if (r < 0)
-		js_classes_free(ret);
-	return r < 0 ? r : 0;
+	if (!ret->n) {
+		v8_script_free(ret);
+		return r < 0 ? r : -ENOENT;
+	}
+	return 0;
+}
+
+void v8_script_free(struct v8_script *s)
+{
+	free(s->ends);
+	js_classes_free(&s->cls);
+	*s = (struct v8_script){ 0 };
 }
 
 int v8_line_of(const uint32_t *ends, size_t n, int32_t pos)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include <linux/types.h>
+#include "jsclass.h"
 #include "prowl.h"
 
 /* Memory of the process: read exactly len bytes at addr, 0 or a negative errno. The
@@ -66,17 +67,19 @@ int v8_bytecode_array_position(const struct v8_mem *m, const struct prowl_v8_pro
 int v8_bytecode_position(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t sfi, uint32_t bco,
 			 int32_t *ret);
 
-/* The line ends of script (its line_ends array, else found in its source): a malloc'ed
- * array of *ret_n offsets, or a negative errno. */
-int v8_script_lines(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script, uint32_t **ret,
-		    size_t *ret_n);
+/* What is kept of a script: where its lines end and its classes (a method is named with its
+ * class), both from one walk of its source. */
+struct v8_script {
+	uint32_t *ends;        /* malloc'ed offsets where its lines end: its line_ends array, else found in its source */
+	size_t n;
+	struct js_classes cls; /* empty when the source was not read whole (an external string, say) */
+	uint64_t source;       /* the source string read: a script there later with another is another script */
+};
 
-struct js_classes;
-
-/* The classes of script's source (jsclass.h), read as v8_script_lines reads it; *ret is
- * empty when the source is not read (an external string, say), with a negative errno. */
-int v8_script_classes(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script,
-		      struct js_classes *ret);
+/* Reads script into *ret (v8_script_free frees it): 0, or a negative errno when its lines
+ * are not known (then *ret is empty). */
+int v8_script_read(const struct v8_mem *m, const struct prowl_v8_proc *vp, uint64_t script, struct v8_script *ret);
+void v8_script_free(struct v8_script *s);
 
 /* The 1-based line holding script offset pos, from line ends ends[0..n); 0 when unknown. */
 int v8_line_of(const uint32_t *ends, size_t n, int32_t pos);

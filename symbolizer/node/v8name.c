@@ -21,17 +21,11 @@
 
 _Static_assert(V8_FRAME_NAMES_MAX == V8_INLINE_MAX, "v8name.h's V8_FRAME_NAMES_MAX is V8_INLINE_MAX");
 
-struct script_entry {
-	uint32_t *ends;
-	size_t n;
-	struct js_classes cls; /* its classes: a method is named with its class */
-};
-
 struct v8_namer {
 	const struct maps_io *io;
 	struct name_cache names;
 	struct u64map scripts; /* (pid, gen, script) key -> script index + 1 */
-	struct script_entry script[SCRIPTS_MAX];
+	struct v8_script script[SCRIPTS_MAX];
 	uint32_t nscripts;
 	uint64_t script_bytes;
 	uint32_t pid, gen;     /* the registration of the last process looked up */
@@ -50,10 +44,8 @@ int v8_namer_new(struct v8_namer **ret)
 
 static void scripts_clear(struct v8_namer *r)
 {
-	for (uint32_t i = 0; i < r->nscripts; i++) {
-		free(r->script[i].ends);
-		js_classes_free(&r->script[i].cls);
-	}
+	for (uint32_t i = 0; i < r->nscripts; i++)
+		v8_script_free(&r->script[i]);
 	r->nscripts = 0;
 	r->script_bytes = 0;
 	u64map_free(&r->scripts);
@@ -91,29 +83,37 @@ static int proc_read(void *ctx, uint64_t addr, void *buf, size_t len)
 
 /* The line table and the classes of script in process pid, cached; NULL when its lines
  * cannot be read (its classes may be none). */
-static const struct script_entry *script_lines(struct v8_namer *r, const struct v8_mem *m, uint32_t pid,
-					       uint64_t script)
+static const struct v8_script *script_lines(struct v8_namer *r, const struct v8_mem *m, uint32_t pid,
+					    uint64_t script)
 {
-	uint64_t key = name_key_mix(name_key_mix((uint64_t)pid << 32 | r->gen, script), 0x5c), v;
-	struct script_entry *e;
-	int rc;
+	uint64_t key = name_key_mix(name_key_mix((uint64_t)pid << 32 | r->gen, script), 0x5c), v, src;
+	struct v8_script *e;
 
-	if (u64map_get(&r->scripts, key, &v))
-		return &r->script[v - 1];
-	/* Full: start over. A node process registered again (its mappings changed) has
-	 * its scripts read again under its new registration: the bytes bound that too. */
+	if (u64map_get(&r->scripts, key, &v)) {
+		e = &r->script[v - 1];
+		/* The same script while its source is: the collector may have put another
+		 * script where this one was (a registration lasts while the mappings do). */
+		if (!r->proc.o_script_source || v8_field(m, &r->proc, script, r->proc.o_script_source, &src) < 0 ||
+		    src == e->source)
+			return e;
+		r->script_bytes -= e->n * sizeof(*e->ends) + js_classes_bytes(&e->cls);
+		v8_script_free(e);
+		if (v8_script_read(m, &r->proc, script, e) < 0)
+			return NULL; /* an empty entry: read again next time */
+		r->script_bytes += e->n * sizeof(*e->ends) + js_classes_bytes(&e->cls);
+		return e;
+	}
+	/* Full: start over. The bytes bound a process's scripts read again, each time the
+	 * collector moved their sources. */
 	if (r->nscripts >= SCRIPTS_MAX || r->script_bytes >= SCRIPT_BYTES_MAX)
 		scripts_clear(r);
 	e = &r->script[r->nscripts];
-	if (v8_script_lines(m, &r->proc, script, &e->ends, &e->n) < 0 ||
-	    u64map_put(&r->scripts, key, r->nscripts + 1) < 0) {
-		free(e->ends);
-		e->ends = NULL;
+	if (v8_script_read(m, &r->proc, script, e) < 0)
+		return NULL;
+	if (u64map_put(&r->scripts, key, r->nscripts + 1) < 0) {
+		v8_script_free(e);
 		return NULL;
 	}
-	/* Once more where the source moved under the read (the collector compacts). */
-	if ((rc = v8_script_classes(m, &r->proc, script, &e->cls)) == -EFAULT || rc == -EBADMSG)
-		v8_script_classes(m, &r->proc, script, &e->cls);
 	r->script_bytes += e->n * sizeof(*e->ends) + js_classes_bytes(&e->cls);
 	r->nscripts++;
 	return e;
@@ -124,7 +124,7 @@ static int read_name(struct v8_namer *r, const struct v8_mem *m, uint32_t pid, u
 		     struct name_entry *e)
 {
 	const struct prowl_v8_proc *vp = &r->proc;
-	const struct script_entry *se;
+	const struct v8_script *se;
 	char name[V8_NAME_MAX], file[V8_NAME_MAX] = "", full[V8_NAME_MAX + JS_CLASS_NAME_MAX];
 	const struct js_class *k = NULL;
 	int32_t start;

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "log.h"
 
@@ -141,9 +142,9 @@ void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct p
 }
 
 int v8_proc_register(const struct maps_io *io, uint32_t pid, const struct v8_file *vf, uint64_t bias, uint32_t gen,
-		     uint64_t text_low, uint64_t text_high, uint64_t copy_bias)
+		     uint64_t text_low, uint64_t text_high, uint64_t copy_bias, bool same_process)
 {
-	struct prowl_v8_proc vp;
+	struct prowl_v8_proc vp, old;
 
 	v8_proc_fill(&vf->meta, bias, gen, &vp);
 	vp.text_low = text_low;
@@ -151,6 +152,15 @@ int v8_proc_register(const struct maps_io *io, uint32_t pid, const struct v8_fil
 	if (copy_bias && copy_bias != bias && vf->meta.builtins_hi) {
 		vp.copy_low = vf->meta.builtins_lo + copy_bias;
 		vp.copy_high = vf->meta.builtins_hi + copy_bias;
+	}
+	/* Its mappings changed, not its V8: the registration stays, and with its
+	 * generation what was named and read of its scripts (v8name.c). The struct has no
+	 * padding (prowl.h), so equal bytes are equal fields. */
+	if (same_process && io->v8_proc_get && io->v8_proc_get(io->ctx, pid, &old) == 0) {
+		vp.gen = old.gen;
+		if (!memcmp(&vp, &old, sizeof(vp)))
+			return 0;
+		vp.gen = gen;
 	}
 	log_debug("node: pid %" PRIu32 " registered (builtins at %#" PRIx64 ")", pid, (uint64_t)vp.builtins_low);
 	return io->v8_proc_set(io->ctx, pid, &vp);

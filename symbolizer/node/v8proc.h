@@ -28,8 +28,10 @@ void v8_proc_fill(const struct v8_meta *m, uint64_t bias, uint32_t gen, struct p
 /* Writes pid's entry into the sampler's v8_procs map (io->v8_proc_set must be there);
  * [text_low, text_high): the binary's executable mapping in pid; copy_bias: the load
  * bias of a second mapping of the binary's builtins (V8 remaps them near its JIT code
- * for short calls), or 0. Returns 0 or a negative errno. */
+ * for short calls), or 0. same_process: pid was registered before and has not exec'd
+ * since; an entry the same but for its generation is then kept as it is. Returns 0 or a
+ * negative errno. */
 int v8_proc_register(const struct maps_io *io, uint32_t pid, const struct v8_file *vf, uint64_t bias, uint32_t gen,
-		     uint64_t text_low, uint64_t text_high, uint64_t copy_bias);
+		     uint64_t text_low, uint64_t text_high, uint64_t copy_bias, bool same_process);
 
 #endif

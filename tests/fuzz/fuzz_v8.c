@@ -132,10 +132,8 @@ static int fuzz_heap(const uint8_t *data, size_t size)
 	struct fuzz_mem im = { data, size, BASE };
 	const struct v8_mem mem = { fuzz_mem_read, &im };
 	char out[V8_NAME_MAX];
-	struct js_classes cls;
-	uint32_t *ends;
+	struct v8_script sc;
 	int32_t start, pos;
-	size_t n;
 
 	for (size_t k = 0; k + 2 <= size && k < 16; k += 2) {
 		uint64_t p = BASE + 8 * (uint64_t)(data[k] | data[k + 1] << 8) + 1;
@@ -148,13 +146,11 @@ static int fuzz_heap(const uint8_t *data, size_t size)
 				abort(); /* names are printable ASCII */
 		v8_sfi_name(&mem, &node20_vp, p, out, sizeof(out), &start);
 		v8_bytecode_position(&mem, &node20_vp, p, data[k], &pos);
-		if (v8_script_classes(&mem, &node20_vp, p, &cls) == 0)
-			check_classes(&cls, data, size);
-		js_classes_free(&cls);
-		if (v8_script_lines(&mem, &node20_vp, p, &ends, &n) == 0) {
-			if (n > V8_LINES_MAX || v8_line_of(ends, n, (int32_t)data[k]) > (int)n)
+		if (v8_script_read(&mem, &node20_vp, p, &sc) == 0) {
+			check_classes(&sc.cls, data, size);
+			if (!sc.n || sc.n > V8_LINES_MAX || v8_line_of(sc.ends, sc.n, (int32_t)data[k]) > (int)sc.n)
 				abort();
-			free(ends);
+			v8_script_free(&sc);
 		}
 	}
 	v8_postab_lookup(data, size, size ? data[0] : 0);

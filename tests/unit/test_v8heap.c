@@ -22,7 +22,7 @@ V8FORGE_IMAGE(8192, BASE)
 #define string1(i, map_i, s) v8forge_string(&forge, i, map_i, s)
 
 enum { M_STR1 = 2, M_STR2 = 4, M_CONS = 6, M_THIN = 8, M_SFI = 10, M_SCOPE = 12, M_SCRIPT = 14, M_BA = 16,
-       M_BYTES = 18, M_STR1N = 20 };
+       M_BYTES = 18, M_STR1N = 20, M_FA = 22 };
 
 static int setup(void **state)
 {
@@ -87,10 +87,10 @@ static void test_function_name_and_line(void **state)
 	static const uint8_t tab[] = { 0x01, 0xe8, 0x0a, 0x02, 0x40, 0x06, 0x48, 0x04, 0x14, 0x05, 0x00, 0x0a,
 				       0x28, 0x07, 0x10, 0x0c, 0x1f, 0x0b, 0x5f, 0x08, 0xf0, 0x01, 0x04, 0x24 };
 	const char src[] = "a\nbb\nfunction f() {\n  loop;\n}\n";
-	uint32_t *ends, check;
+	struct v8_script sc;
+	uint32_t check;
 	char name[64];
 	int32_t start, pos;
-	size_t n;
 
 	(void)state;
 	assert_int_equal(v8_postab_lookup(tab, sizeof(tab), 15), 398);
@@ -130,13 +130,14 @@ static void test_function_name_and_line(void **state)
 	img[407] = SMI(0);               /* line_ends: not made by V8 */
 	string1(500, M_STR1, src);
 	assert_int_equal(v8_script_name(&mem, &node20_vp, TAG(400), name, sizeof(name)), 5);
-	assert_int_equal(v8_script_lines(&mem, &node20_vp, TAG(400), &ends, &n), 0);
-	assert_int_equal(n, 6);
-	assert_int_equal(v8_line_of(ends, n, 0), 1);
-	assert_int_equal(v8_line_of(ends, n, 2), 2);
-	assert_int_equal(v8_line_of(ends, n, (int32_t)(strstr(src, "loop") - src)), 4);
-	assert_int_equal(v8_line_of(ends, n, 1000), 0);
-	free(ends);
+	assert_int_equal(v8_script_read(&mem, &node20_vp, TAG(400), &sc), 0);
+	assert_int_equal(sc.n, 6);
+	assert_int_equal(sc.source, TAG(500));
+	assert_int_equal(v8_line_of(sc.ends, sc.n, 0), 1);
+	assert_int_equal(v8_line_of(sc.ends, sc.n, 2), 2);
+	assert_int_equal(v8_line_of(sc.ends, sc.n, (int32_t)(strstr(src, "loop") - src)), 4);
+	assert_int_equal(v8_line_of(sc.ends, sc.n, 1000), 0);
+	v8_script_free(&sc);
 	/* Anonymous: a small integer where the name would be. */
 	img[202] = SMI(0);
 	assert_int_equal(v8_sfi_name(&mem, &node20_vp, TAG(200), name, sizeof(name), &start), 0);
@@ -173,13 +174,84 @@ static void test_function_name_and_line(void **state)
 	assert_int_equal(v8_sfi_name(&mem, &node20_vp, TAG(200), name, sizeof(name), &start), -ESTALE);
 }
 
+/* Reads of the image, counted where they fall in [count_lo, count_hi). */
+static uint64_t count_lo, count_hi;
+static size_t counted;
+
+static int counting_read(void *ctx, uint64_t addr, void *buf, size_t len)
+{
+	if (addr < count_hi && addr + len > count_lo)
+		counted += len;
+	return v8forge_read(ctx, addr, buf, len);
+}
+
+/* A script's lines and classes come from one walk of its source, with or without V8's own
+ * table of line ends. */
+static void test_script_one_walk(void **state)
+{
+	const char src[] = "class Cart {\n  total() { return 1; }\n}\nfunction f() {}\n";
+	const struct v8_mem counting = { counting_read, &forge };
+	uint32_t method = (uint32_t)(strstr(src, "total(") - src) + 5, plain = (uint32_t)(strstr(src, "f()") - src) + 1;
+	const struct js_class *k;
+	struct v8_script sc;
+
+	(void)state;
+	map(M_STR1, 8);
+	map(M_SCRIPT, 167);
+	map(M_FA, 175);
+	img[400] = TAG(M_SCRIPT);
+	img[401] = TAG(500); /* source */
+	img[402] = TAG(100); /* name */
+	img[407] = SMI(0);   /* line_ends: not made by V8 */
+	string1(100, M_STR1, "cart.js");
+	string1(500, M_STR1, src);
+	count_lo = BASE + 8 * 500 + 16;
+	count_hi = count_lo + strlen(src);
+	counted = 0;
+	assert_int_equal(v8_script_read(&counting, &node20_vp, TAG(400), &sc), 0);
+	assert_int_equal(counted, strlen(src));
+	assert_int_equal(sc.source, TAG(500));
+	assert_int_equal(sc.n, 5); /* four newlines, then the source's end */
+	assert_int_equal(v8_line_of(sc.ends, sc.n, (int32_t)method), 2);
+	assert_int_equal(v8_line_of(sc.ends, sc.n, (int32_t)plain), 4);
+	assert_non_null(k = js_class_at(&sc.cls, method));
+	assert_string_equal(k->name, "Cart");
+	assert_null(js_class_at(&sc.cls, plain));
+	v8_script_free(&sc);
+	/* V8's table: its lines, the classes from the source still, read once. */
+	img[600] = TAG(M_FA);
+	img[601] = SMI(3);
+	img[602] = SMI(12);
+	img[603] = SMI(36);
+	img[604] = SMI(38);
+	img[407] = TAG(600);
+	counted = 0;
+	assert_int_equal(v8_script_read(&counting, &node20_vp, TAG(400), &sc), 0);
+	assert_int_equal(counted, strlen(src));
+	assert_int_equal(sc.n, 3);
+	assert_int_equal(sc.ends[1], 36);
+	assert_non_null(k = js_class_at(&sc.cls, method));
+	assert_string_equal(k->name, "Cart");
+	v8_script_free(&sc);
+	/* No source to read: the table's lines, no classes. */
+	img[401] = SMI(0);
+	assert_int_equal(v8_script_read(&mem, &node20_vp, TAG(400), &sc), 0);
+	assert_int_equal(sc.n, 3);
+	assert_int_equal(sc.cls.ncls, 0);
+	v8_script_free(&sc);
+	/* Neither: no lines, an error, nothing to free. */
+	img[407] = SMI(0);
+	assert_true(v8_script_read(&mem, &node20_vp, TAG(400), &sc) < 0);
+	assert_null(sc.ends);
+	assert_int_equal(sc.n, 0);
+}
+
 /* Random words over the whole image: every call answers, none runs away. */
 static void test_garbage(void **state)
 {
 	char out[64];
-	uint32_t *ends;
+	struct v8_script sc;
 	int32_t start, pos;
-	size_t n;
 
 	(void)state;
 	srand(29);
@@ -192,9 +264,9 @@ static void test_garbage(void **state)
 			v8_string(&mem, &node20_vp, p, out, sizeof(out));
 			v8_sfi_name(&mem, &node20_vp, p, out, sizeof(out), &start);
 			v8_bytecode_position(&mem, &node20_vp, p, (uint32_t)rand() % 100, &pos);
-			if (v8_script_lines(&mem, &node20_vp, p, &ends, &n) == 0) {
-				assert_true(n <= V8_LINES_MAX);
-				free(ends);
+			if (v8_script_read(&mem, &node20_vp, p, &sc) == 0) {
+				assert_true(sc.n > 0 && sc.n <= V8_LINES_MAX);
+				v8_script_free(&sc);
 			}
 		}
 	}
@@ -205,6 +277,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_strings, setup),
 		cmocka_unit_test_setup(test_function_name_and_line, setup),
+		cmocka_unit_test_setup(test_script_one_walk, setup),
 		cmocka_unit_test_setup(test_garbage, setup),
 	};
 

@@ -15,6 +15,7 @@
 
 #include "testutil.h"
 #include "v8meta.h"
+#include "v8proc.h"
 
 static char dir[] = "/tmp/prowl-v8meta-XXXXXX";
 
@@ -208,6 +209,66 @@ static void test_garbled(void **state)
 	free(buf);
 }
 
+/* A v8_procs map of one entry, as the sampler's would be. */
+struct one_proc {
+	struct prowl_v8_proc vp;
+	uint32_t pid;
+	int sets;
+};
+
+static int one_set(void *ctx, uint32_t pid, const struct prowl_v8_proc *vp)
+{
+	struct one_proc *o = ctx;
+
+	o->pid = pid;
+	o->vp = *vp;
+	o->sets++;
+	return 0;
+}
+
+static int one_get(void *ctx, uint32_t pid, struct prowl_v8_proc *ret)
+{
+	struct one_proc *o = ctx;
+
+	if (!o->sets || pid != o->pid)
+		return -ENOENT;
+	*ret = o->vp;
+	return 0;
+}
+
+/* A process whose mappings changed keeps its registration (its generation, and with it what
+ * was named of it) while its V8 is laid out the same; an exec, or another layout, does not. */
+static void test_registration_kept(void **state)
+{
+	struct one_proc o = { 0 };
+	const struct maps_io io = { .ctx = &o, .v8_proc_set = one_set, .v8_proc_get = one_get };
+	struct v8_file vf;
+
+	(void)state;
+	assert_int_equal(read_fixture("", &vf.meta), 0);
+	assert_int_equal(v8_proc_register(&io, 7, &vf, 0x400000, 1, 0x500000, 0x900000, 0, false), 0);
+	assert_int_equal(o.sets, 1);
+	assert_int_equal(o.vp.gen, 1);
+	assert_int_equal(o.vp.builtins_low, vf.meta.builtins_lo + 0x400000);
+	/* Reloaded, the same: kept. */
+	assert_int_equal(v8_proc_register(&io, 7, &vf, 0x400000, 2, 0x500000, 0x900000, 0, true), 0);
+	assert_int_equal(o.sets, 1);
+	assert_int_equal(o.vp.gen, 1);
+	/* After an exec the same layout is a new process. */
+	assert_int_equal(v8_proc_register(&io, 7, &vf, 0x400000, 3, 0x500000, 0x900000, 0, false), 0);
+	assert_int_equal(o.sets, 2);
+	assert_int_equal(o.vp.gen, 3);
+	/* Its builtins remapped, its text moved, or another process: registered anew. */
+	assert_int_equal(v8_proc_register(&io, 7, &vf, 0x400000, 4, 0x500000, 0x900000, 0x7f0000000000, true), 0);
+	assert_int_equal(o.vp.gen, 4);
+	assert_int_equal(o.vp.copy_low, vf.meta.builtins_lo + 0x7f0000000000);
+	assert_int_equal(v8_proc_register(&io, 7, &vf, 0x400000, 5, 0x500000, 0xa00000, 0x7f0000000000, true), 0);
+	assert_int_equal(o.vp.gen, 5);
+	assert_int_equal(v8_proc_register(&io, 8, &vf, 0x400000, 6, 0x500000, 0xa00000, 0x7f0000000000, true), 0);
+	assert_int_equal(o.vp.gen, 6);
+	assert_int_equal(o.sets, 5);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -216,6 +277,7 @@ int main(void)
 		cmocka_unit_test(test_older_names),
 		cmocka_unit_test(test_without_metadata),
 		cmocka_unit_test(test_garbled),
+		cmocka_unit_test(test_registration_kept),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
