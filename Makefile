@@ -293,10 +293,13 @@ deps:
 	packaging/install-deps.sh
 
 # The whole suite: normal build (with the test tooling: pprof and the Collector), then
-# the same tests under ASan+UBSan, then 15 s of each fuzzer.
+# the same tests under ASan+UBSan, then the kernel matrix with 6 s of each fuzzer beside it.
+# The workloads are built without the sanitizers in any build (their own BUILD lines):
+# the sanitizer build takes the normal build's (20 s less to build).
 test: all unit workloads tools otelcol servers pyspy
-	$(MAKE) O=build-san SAN=1 all unit workloads
-	@mkdir -p build-san/tools && cp $(O)/tools/pprof build-san/tools/pprof
+	$(MAKE) O=build-san SAN=1 all unit
+	@mkdir -p build-san/tools build-san/workloads && cp $(O)/tools/pprof build-san/tools/pprof
+	cp -a $(O)/workloads/. build-san/workloads/
 	$(MAKE) O=build-fuzz FUZZ=1 fuzzers
 	FUZZ_BUILD=build-fuzz tests/run.sh $(O) build-san
 

@@ -3,8 +3,8 @@
 # tests and end-to-end tests (as root, real BPF) on build/, then on build-san/
 # (ASan+UBSan: the unit tests and the e2e
 # tests that feed prowl untrusted input, SAN_E2E below), then the kernel matrix
-# (tests/kmatrix: Debian's kernels under QEMU) on build/, then each libFuzzer harness
-# for 6 s when FUZZ_BUILD names their build; checks that every line the mutation
+# (tests/kmatrix: Debian's kernels under QEMU) on build/, with each libFuzzer harness
+# for 6 s beside it when FUZZ_BUILD names their build; checks that every line the mutation
 # check breaks is still in the sources (tests/mutation.sh --check); lists every skipped test
 # with its reason and ends with "N passed, N failed, N skipped".
 # Usage: tests/run.sh [--quick] [BUILD_DIR...]   (default: build build-san)
@@ -21,12 +21,21 @@ failures=()
 skips=()
 
 run_unit() { # $1 = build dir
-	local t out rc n_ok n_bad n_skip name line reason
+	local t out rc n_ok n_bad n_skip name line reason dir
 	echo "== unit tests ($1)"
+	# Two test programs at a time (each is one process, and this machine has two CPUs);
+	# their outputs are read in order afterwards.
+	dir=$(mktemp -d)
 	for t in "$1"/tests/test_*; do
 		[ -x "$t" ] || continue
-		out=$(PPROF="$PWD/$1/tools/pprof" "$t" 2>&1)
-		rc=$?
+		[ "$(jobs -rp | wc -l)" -ge "$(nproc)" ] && wait -n
+		(PPROF="$PWD/$1/tools/pprof" "$t" >"$dir/${t##*/}.out" 2>&1; echo $? >"$dir/${t##*/}.rc") &
+	done
+	wait
+	for t in "$1"/tests/test_*; do
+		[ -x "$t" ] || continue
+		out=$(cat "$dir/${t##*/}.out")
+		rc=$(cat "$dir/${t##*/}.rc")
 		n_ok=$(grep -c '^\[       OK \]' <<<"$out")
 		n_bad=$(grep -c '^\[  FAILED  \] [a-z_]' <<<"$out")
 		# cmocka prints "[  SKIPPED ] name" when the test skips and again in its summary.
@@ -54,6 +63,7 @@ run_unit() { # $1 = build dir
 		fi
 		printf '%-28s %3d passed, %d failed, %d skipped\n' "$(basename "$t")" "$n_ok" "$n_bad" "$n_skip"
 	done
+	rm -rf "$dir"
 }
 
 # The e2e files the sanitizer build runs: those in which prowl reads what another
@@ -133,21 +143,33 @@ run_e2e() { # $1 = build dir, $2 = "quick" for the sanitizer subset without the 
 	if [ "${f:-0}" != 0 ] || [ "${e:-0}" != 0 ]; then failures+=("$1/e2e"); fi
 }
 
-run_kmatrix() { # $1 = build dir
-	local line n m log="$1/kmatrix.log"
-	echo "== kernel matrix ($1)"
-	/usr/bin/python3 tests/kmatrix/kmatrix.py --build "$1" --jobs 2 --seconds 2 2>&1 | tee "$log"
-	line=$(grep -E '^kernel matrix: [0-9]+ of [0-9]+ checks passed' "$log" | tail -1)
+# The kernel matrix runs in the background while the fuzzers run: its guests leave a CPU
+# idle once the second of the two lanes is done (kmatrix_start, then kmatrix_end).
+kmatrix_pid=""
+kmatrix_start() { # $1 = build dir
+	kmatrix_log="$1/kmatrix.log"
+	echo "== kernel matrix ($1, in the background: $kmatrix_log)"
+	/usr/bin/python3 tests/kmatrix/kmatrix.py --build "$1" --jobs 2 --seconds 2 --no-host >"$kmatrix_log" 2>&1 &
+	kmatrix_pid=$!
+	kmatrix_dir=$1
+}
+
+kmatrix_end() {
+	local line n m
+	wait "$kmatrix_pid"
+	echo "== kernel matrix ($kmatrix_dir)"
+	cat "$kmatrix_log"
+	line=$(grep -E '^kernel matrix: [0-9]+ of [0-9]+ checks passed' "$kmatrix_log" | tail -1)
 	if [ -z "$line" ]; then
 		failed=$((failed + 1))
-		failures+=("$1/kernel-matrix (did not run to the end)")
+		failures+=("$kmatrix_dir/kernel-matrix (did not run to the end)")
 		return
 	fi
 	n=$(awk '{print $3}' <<<"$line")
 	m=$(awk '{print $5}' <<<"$line")
 	passed=$((passed + n))
 	failed=$((failed + m - n))
-	[ "$n" = "$m" ] || failures+=("$1/kernel-matrix")
+	[ "$n" = "$m" ] || failures+=("$kmatrix_dir/kernel-matrix")
 }
 
 run_fuzz() { # $1 = the libFuzzer build (make O=build-fuzz FUZZ=1 fuzzers)
@@ -269,22 +291,22 @@ for d in "${dirs[@]}"; do
 		failed=$((failed + 1))
 		failures+=("$d/kernel-matrix (not root)")
 	else
-		run_kmatrix "$d"
-		phase "kernel matrix"
+		kmatrix_start "$d"
 	fi
 	break
 done
 
-# The fuzzers, when built: `make test` builds them.
+# The fuzzers, when built (`make test` builds them), beside the kernel matrix.
 if [ -n "${FUZZ_BUILD:-}" ]; then
 	if [ -x "$FUZZ_BUILD/fuzz/fuzz_procmaps" ]; then
 		run_fuzz "$FUZZ_BUILD"
-		phase "fuzzing"
 	else
 		failed=$((failed + 1))
 		failures+=("$FUZZ_BUILD (fuzzers not built)")
 	fi
 fi
+[ -n "$kmatrix_pid" ] && kmatrix_end
+[ -n "$kmatrix_pid${FUZZ_BUILD:-}" ] && phase "kernel matrix and fuzzing"
 
 echo
 echo "wall time: $(IFS=,; echo "${phase_times[*]}" | sed 's/,/, /g') (tests/run.sh in all: $SECONDS s)"

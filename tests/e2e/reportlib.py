@@ -1,6 +1,7 @@
 """reportlib.py: what the report/diff tests share: real captures of cpusplit with the
 split moved (50/30/20, the same again, 20/30/50, and a 10-sample one), made once per
 session, and Google pprof's own shares of a file to check prowl's numbers against."""
+import concurrent.futures
 import re
 import types
 
@@ -25,12 +26,14 @@ def caps(tmp_path_factory):
         assert res.returncode == 0, res.stderr
         return out
 
+    # Two captures at a time, one a CPU: each of its own command, its split of CPU time.
     # record -o x.html writes the flame graph of the very same capture.
-    c.base = rec("base", "50/30/20", extra=("-o", str(d / "base.html")))
+    runs = {"base": ("50/30/20", SECONDS, FREQ, ("-o", str(d / "base.html"))), "base2": ("50/30/20",),
+            "new": ("20/30/50",), "tiny": ("50/30/20", "0.5c", 20)}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for name, out in zip(runs, pool.map(lambda kv: rec(kv[0], *kv[1]), runs.items())):
+            setattr(c, name, out)
     c.base_html = d / "base.html"
-    c.base2 = rec("base2", "50/30/20")
-    c.new = rec("new", "20/30/50")
-    c.tiny = rec("tiny", "50/30/20", secs="0.5c", freq=20)
     return c
 
 

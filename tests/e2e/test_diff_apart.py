@@ -3,6 +3,7 @@ and return-to-user paths out of the CI gate (issue 33, item 17): real captures o
 build, of the same source built in two directories, of a build whose split moved, and of
 a process churn full of start-up markers; each row's kind checked against the rule
 applied to Google pprof's reading of the files."""
+import concurrent.futures
 import json
 import os
 import re
@@ -58,13 +59,12 @@ def caps(tmp_path_factory):
         assert res.returncode == 0, res.stderr
         return out
 
-    c.a1 = rec("a1", [one, CPU])
-    c.a2 = rec("a2", [one, CPU])
-    c.b = rec("b", [two, CPU])
-    c.moved = rec("moved", [moved, CPU])
-    # Short-lived processes: many samples before prowl has loaded a process.
-    churn = [workload("churn"), "-s", "2", "-r", "100"]
-    c.c1, c.c2 = rec("c1", churn), rec("c2", churn)
+    # Two captures at a time, one a CPU: each of its own command, of CPU time.
+    churn = [workload("churn"), "-s", "2", "-r", "100"] # short-lived processes: many samples before prowl has loaded a process
+    runs = {"a1": [one, CPU], "a2": [one, CPU], "b": [two, CPU], "moved": [moved, CPU], "c1": churn, "c2": churn}
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        for name, out in zip(runs, pool.map(rec, runs, runs.values())):
+            setattr(c, name, out)
     return c
 
 

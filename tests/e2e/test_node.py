@@ -93,13 +93,17 @@ def js_frames(raw, s):
 
 
 def assert_shares_and_root(raw):
-    """The 50/30/20 split within 5 points, at least 95 % of the samples rooted."""
+    """The 50/30/20 split within 5 points among the three functions, which hold at least
+    85 % of the samples (the rest is mostly their caller's loops: 5 to 8 % of inlined.js's
+    in round() itself); at least 95 % of the samples rooted."""
     total = raw.total()
     assert total > 200, f"only {total} samples of node"
     shares = {f: raw.share(f) for f in SPLIT}
-    print({k: round(v, 3) for k, v in shares.items()})
+    split = sum(shares.values())
+    print({k: round(v, 3) for k, v in shares.items()}, f"the three: {split:.3f}")
+    assert split >= 0.85, shares
     for f, want in SPLIT.items():
-        assert abs(shares[f] - want) <= 0.05, (f, shares)
+        assert abs(shares[f] / split - want) <= 0.05, (f, shares)
     rooted = raw.total(lambda s: raw.frames(s)[-1] in ROOTS)
     assert rooted / total >= 0.95, f"{rooted} of {total} samples reach the thread's root"
     return total
@@ -226,7 +230,7 @@ def test_inlined_functions(inlined_run):
     location (round() itself may be inlined into the script's loop, optimized on the stack).
     The 50/30/20 split holds and the stacks reach the thread's root."""
     raw, _ = inlined_run
-    total = assert_shares_and_root(raw)
+    total = assert_shares_and_root(raw) * sum(raw.share(f) for f in SPLIT)  # the three functions' samples
     text = open(INLINED).read().splitlines()
     body = {m.group(1): i + 1 for i, l in enumerate(text) for m in [re.search(r"// body: (\w+)", l)] if m}
     call = {m.group(1): i + 1 for i, l in enumerate(text) for m in [re.search(r"// call: (\w+)", l)] if m}
@@ -238,7 +242,7 @@ def test_inlined_functions(inlined_run):
                 f = lines[0][0]
                 assert lines[0][1:] == (INLINED, body[f]) and lines[1][1:] == (INLINED, call[f]), lines
                 inlined += s["values"][0]
-    assert inlined / total >= 0.9, f"{inlined} of {total} samples in a function inlined into round()"
+    assert inlined / total >= 0.9, f"{inlined} of {total:.0f} samples of the three in a function inlined into round()"
 
 
 @pytest.mark.parametrize("tier", [pytest.param(("--max-opt=1",), id="sparkplug"),
