@@ -48,6 +48,7 @@ mkdir "$TMP/bin" && cp "$BUILD/prowl" "$TMP/bin/new" && cp "$BUILD/workloads/spi
 AGENTS=(new)
 if [ $# = 1 ]; then cp "$1" "$TMP/bin/old" || die "cannot copy $1"; AGENTS=(old new); fi
 OLD_STATS=$(sysctl -n kernel.bpf_stats_enabled)
+MOUNTED_BPF=0 # 1: this bench mounted bpffs (below)
 cleanup() {
 	local p
 	trap - EXIT INT TERM
@@ -57,11 +58,19 @@ cleanup() {
 	for p in "${BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
 	wait 2>/dev/null
 	sysctl -qw kernel.bpf_stats_enabled="$OLD_STATS"
+	[ "$MOUNTED_BPF" = 1 ] && rm -rf /sys/fs/bpf/prowl && umount /sys/fs/bpf
 	rm -rf "$TMP"
 }
 trap cleanup EXIT
 trap 'echo "cost-bench: interrupted" >&2; exit 130' INT TERM
 sysctl -qw kernel.bpf_stats_enabled=1 || die "cannot set kernel.bpf_stats_enabled"
+# A restart takes the programs the last run pinned in /sys/fs/bpf: where nothing mounted
+# bpffs there (an init that is not systemd), the bench does, as systemd would, and
+# unmounts it at the end. Without it a restart loads its programs anew.
+if [ "$(stat -f -c %T /sys/fs/bpf 2>/dev/null)" != bpf_fs ]; then
+	mkdir -p /sys/fs/bpf && mount -t bpf bpf /sys/fs/bpf || die "cannot mount bpffs on /sys/fs/bpf"
+	MOUNTED_BPF=1
+fi
 
 port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null; }
