@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 #define WORD       8
 #define CHUNK      4096
 #define SCOPE_SLOTS 16 /* ScopeInfo slots looked at for the name and the positions */

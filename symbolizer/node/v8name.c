@@ -81,6 +81,12 @@ static int proc_read(void *ctx, uint64_t addr, void *buf, size_t len)
 	return (size_t)n == len ? 0 : -EFAULT;
 }
 
+/* The bytes a cached script holds (its line ends and classes), for SCRIPT_BYTES_MAX. */
+static size_t script_size(const struct v8_script *e)
+{
+	return e->n * sizeof(*e->ends) + js_classes_bytes(&e->cls);
+}
+
 /* The line table and the classes of script in process pid, cached; NULL when its lines
  * cannot be read (its classes may be none). */
 static const struct v8_script *script_lines(struct v8_namer *r, const struct v8_mem *m, uint32_t pid,
@@ -96,11 +102,11 @@ static const struct v8_script *script_lines(struct v8_namer *r, const struct v8_
 		if (!r->proc.o_script_source || v8_field(m, &r->proc, script, r->proc.o_script_source, &src) < 0 ||
 		    src == e->source)
 			return e;
-		r->script_bytes -= e->n * sizeof(*e->ends) + js_classes_bytes(&e->cls);
+		r->script_bytes -= script_size(e);
 		v8_script_free(e);
 		if (v8_script_read(m, &r->proc, script, e) < 0)
 			return NULL; /* an empty entry: read again next time */
-		r->script_bytes += e->n * sizeof(*e->ends) + js_classes_bytes(&e->cls);
+		r->script_bytes += script_size(e);
 		return e;
 	}
 	/* Full: start over. The bytes bound a process's scripts read again, each time the
@@ -114,7 +120,7 @@ static const struct v8_script *script_lines(struct v8_namer *r, const struct v8_
 		v8_script_free(e);
 		return NULL;
 	}
-	r->script_bytes += e->n * sizeof(*e->ends) + js_classes_bytes(&e->cls);
+	r->script_bytes += script_size(e);
 	r->nscripts++;
 	return e;
 }
