@@ -221,17 +221,19 @@ $(O)/workloads/java/%.class: tests/workloads/java/%.java
 	$(JAVAC) --release 11 -g -d $(@D) $<
 
 # A cross build makes the C and C++ workloads only (the kernel matrix's): rustc, go and
-# libpython3.11-dev here build for this machine, and the forged JVM is x86_64 code.
-FAKEJVM := $(O)/workloads/fakejvm
+# libpython3.11-dev here build for this machine, and the forged JVM and node are x86_64 code.
+FAKEJVM  := $(O)/workloads/fakejvm
+FAKENODE := $(addprefix $(O)/workloads/node/,fakenode fakenode_badmeta fakenode_stripped)
 ifneq ($(ARCH),$(HOST_ARCH))
 RUST_WORKLOADS :=
 GO_WORKLOADS   :=
 PY_WORKLOADS   :=
 FAKEJVM        :=
+FAKENODE       :=
 endif
 
 workloads: $(WORKLOADS) $(JAVA_WORKLOADS) $(O)/workloads/libtrunc.so $(RUST_WORKLOADS) $(GO_WORKLOADS) $(PY_WORKLOADS) $(O)/workloads/fakepy $(FAKEJVM) \
-	$(O)/workloads/node/fakenode $(O)/workloads/node/fakenode_badmeta $(O)/workloads/node/fakenode_stripped
+	$(FAKENODE)
 
 # Google's pprof, built offline from Debian's golang-github-google-pprof-dev: the
 # independent reader the tests check prowl's pprof output with.
@@ -301,7 +303,7 @@ test: all unit workloads tools otelcol servers pyspy
 	@mkdir -p build-san/tools build-san/workloads && cp $(O)/tools/pprof build-san/tools/pprof
 	cp -a $(O)/workloads/. build-san/workloads/
 	$(MAKE) O=build-fuzz FUZZ=1 fuzzers
-	FUZZ_BUILD=build-fuzz tests/run.sh $(O) build-san
+	FUZZ_BUILD=build-fuzz ARM64_BUILD=$(O)-arm64 tests/run.sh $(O) build-san
 
 # The inner loop (under 5 minutes): the unit tests and one e2e test per stage
 # (QUICK_E2E in tests/run.sh), on the normal build only.
@@ -316,9 +318,8 @@ kernel-matrix: all workloads tools
 	tests/kmatrix/kmatrix.py --build $(O) $(KMATRIX_ARGS)
 
 # The same on Debian's arm64 kernels (5.10, 6.1, 6.12) under qemu-system-aarch64 (TCG, at
-# nice 19), with prowl cross-built into $(O)-arm64; pprof runs here. Not in make test: it
-# takes minutes (docs/testing.md).
-# The guests run the prowl of the arm64 package (make deb ARCH=arm64).
+# nice 19), with prowl cross-built into $(O)-arm64; pprof runs here. make test runs it too
+# (tests/run.sh, beside x86_64's). The guests run the prowl of the arm64 package (make deb ARCH=arm64).
 kernel-matrix-arm64: tools
 	$(MAKE) ARCH=arm64 O=$(O)-arm64 all workloads deb
 	nice -n 19 tests/kmatrix/kmatrix.py --arch arm64 --build $(O)-arm64 --pprof $(O)/tools/pprof \

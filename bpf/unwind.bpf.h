@@ -72,6 +72,7 @@ struct uw_state {
 	__u8 sticky;      /* a reason that does not stop the walk (PROWL_UR_NO_TABLE) */
 	__u8 want_refresh;
 	__u8 runs;        /* bounded build: program runs so far */
+	__u8 py;          /* bounded build: take() read Python frames into py_scratch */
 	__u64 t0;         /* bounded build: the sample's start (cost timing), carried across tail calls */
 	__u64 win_base;   /* user address of win[0], 0 = empty */
 	/* The rows of this sample's pcs so far, by pc (0 = empty): a deep stack returns
@@ -157,13 +158,17 @@ struct {
 #define MAX_MAP_SEARCH 16  /* 65536 mappings per process */
 #define MAX_ROW_SEARCH 25  /* 32M rows per table (user space keeps tables smaller) */
 /* The bounded build steps UW_CHUNK frames per program run and chains runs by
- * tail calls: the verifier checks every step of a bounded loop, about 10,000
- * instructions per frame, so 128 steps in one program would pass its limit of
- * one million (with the runtimes' walks, 5.10's verifier passed it at 8 steps:
- * off-CPU's step program). 22 runs of prowl_unwind_step (22 tail calls; kernels
- * allow 32) cover PROWL_MAX_STACK. */
-#define UW_CHUNK 6
+ * tail calls: the verifier checks every step of a bounded loop, about 117,000
+ * instructions per frame with the runtimes' walks (6.18), so 128 steps in one
+ * program would pass its limit of one million (5.10's passed it at 8 steps:
+ * off-CPU's step program). At 4, 32 runs of prowl_unwind_step (32 tail calls,
+ * the most every kernel allows) cover PROWL_MAX_STACK, and each load verifies
+ * a third less than at 6: on 5.10 under emulation that was most of its time. */
+#define UW_CHUNK 4
 #define UW_MAX_RUNS ((PROWL_MAX_STACK + UW_CHUNK) / UW_CHUNK)
+#define UW_MAX_TAIL_CALLS 32 /* MAX_TAIL_CALL_CNT on 5.8-5.18 (a first call + 32 chained there) */
+_Static_assert(UW_MAX_RUNS <= UW_MAX_TAIL_CALLS, "the bounded chain needs more tail calls than kernels allow");
+_Static_assert(UW_MAX_RUNS * UW_CHUNK >= PROWL_MAX_STACK, "the bounded chain stops short of PROWL_MAX_STACK");
 #define SLOT 8             /* bytes per stack slot; row offsets count slots */
 
 /* A frame-pointer frame: [bp] = the caller's bp, [bp + FP_RA_OFF] = the return address;
@@ -698,6 +703,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 	st->sticky = 0;
 	st->want_refresh = 0;
 	st->runs = 0;
+	st->py = 0;
 	st->win_base = 0;
 	for (int i = 0; i < UW_ROW_CACHE; i++)
 		st->rc_pc[i] = 0;

@@ -1,13 +1,14 @@
 #!/bin/bash
 # run.sh: runs prowl's whole test suite: the include graph (tests/layout), C unit
 # tests and end-to-end tests (as root, real BPF) on build/, then on build-san/
-# (ASan+UBSan: the unit tests and the e2e
-# tests that feed prowl untrusted input, SAN_E2E below), then the kernel matrix
-# (tests/kmatrix: Debian's kernels under QEMU) on build/, with each libFuzzer harness
-# for 6 s beside it when FUZZ_BUILD names their build; checks that every line the mutation
-# check breaks is still in the sources (tests/mutation.sh --check); lists every skipped test
-# with its reason and ends with "N passed, N failed, N skipped".
-# Usage: tests/run.sh [--quick] [BUILD_DIR...]   (default: build build-san)
+# (ASan+UBSan: the unit tests and the e2e tests that feed prowl untrusted input, SAN_E2E
+# below), with each libFuzzer harness for 6 s beside the latter when FUZZ_BUILD names their
+# build, and the arm64 cross build when ARM64_BUILD names its directory; then the kernel
+# matrices (tests/kmatrix: Debian's kernels under QEMU) of build/ and of the arm64 build;
+# checks that every line the mutation check breaks is still in the sources
+# (tests/mutation.sh --check); lists every skipped test with its reason and ends with
+# "N passed, N failed, N skipped".
+# Usage: [FUZZ_BUILD=DIR] [ARM64_BUILD=DIR] tests/run.sh [--quick] [BUILD_DIR...]   (default: build build-san)
 # --quick (make check-quick, the inner loop): the unit tests and one e2e test per stage
 # (QUICK_E2E), on each build; no kernel matrix, no fuzzing.
 set -u
@@ -143,57 +144,96 @@ run_e2e() { # $1 = build dir, $2 = "quick" for the sanitizer subset without the 
 	if [ "${f:-0}" != 0 ] || [ "${e:-0}" != 0 ]; then failures+=("$1/e2e"); fi
 }
 
-# The kernel matrix runs in the background while the fuzzers run: its guests leave a CPU
-# idle once the second of the two lanes is done (kmatrix_start, then kmatrix_end).
-kmatrix_pid=""
-kmatrix_start() { # $1 = build dir
-	kmatrix_log="$1/kmatrix.log"
-	echo "== kernel matrix ($1, in the background: $kmatrix_log)"
-	/usr/bin/python3 tests/kmatrix/kmatrix.py --build "$1" --jobs 2 --seconds 2 --no-host >"$kmatrix_log" 2>&1 &
-	kmatrix_pid=$!
-	kmatrix_dir=$1
+# Work beside the tests, in two rounds. During the sanitizer e2e pass (tests without
+# time figures, which leave about 40 % of the two CPUs idle), at nice 10: the fuzzers and,
+# when ARM64_BUILD names it, the arm64 cross build (side_start, side_end). Then the
+# kernel matrices, x86_64's and arm64's at once at full priority (a starved guest's
+# captures hold too few samples to judge): kmatrix_start, kmatrix_end.
+fuzz_pid=""
+arm64_make_pid=""
+side_start() {
+	if [ -n "${FUZZ_BUILD:-}" ]; then
+		if [ -x "$FUZZ_BUILD/fuzz/fuzz_procmaps" ]; then
+			echo "== fuzzing ($FUZZ_BUILD, ${FUZZ_SUITE_SECONDS:-6} s per harness, in the background)"
+			rm -f "$FUZZ_BUILD/fuzz/results.txt"
+			nice -n 10 tests/fuzz/run.sh "$FUZZ_BUILD" "${FUZZ_SUITE_SECONDS:-6}" >"$FUZZ_BUILD/fuzz/run.log" 2>&1 &
+			fuzz_pid=$!
+		else
+			failed=$((failed + 1))
+			failures+=("$FUZZ_BUILD (fuzzers not built)")
+		fi
+	fi
+	if [ -n "${ARM64_BUILD:-}" ]; then
+		echo "== arm64 cross build ($ARM64_BUILD, in the background: $ARM64_BUILD/make.log)"
+		mkdir -p "$ARM64_BUILD"
+		nice -n 10 make --no-print-directory ARCH=arm64 O="$ARM64_BUILD" all workloads deb >"$ARM64_BUILD/make.log" 2>&1 &
+		arm64_make_pid=$!
+	fi
+}
+
+side_end() {
+	local h c n corpus why
+	if [ -n "$fuzz_pid" ]; then
+		wait "$fuzz_pid"
+		echo "== fuzzing ($FUZZ_BUILD)"
+		cat "$FUZZ_BUILD/fuzz/run.log"
+		if [ ! -s "$FUZZ_BUILD/fuzz/results.txt" ]; then
+			failed=$((failed + 1))
+			failures+=("$FUZZ_BUILD/fuzz (tests/fuzz/run.sh wrote no results)")
+		fi
+		# One test per harness: its regression inputs replayed and no new crash. A
+		# failure names the sanitizer's summary line, so the last lines of a CI log tell why.
+		while read -r h n corpus c; do
+			case "$h" in harness|total|"") continue ;; esac
+			if [ "$c" = 0 ] && [ "$n" -gt 0 ]; then
+				passed=$((passed + 1))
+			else
+				failed=$((failed + 1))
+				why=$(grep -hE '^SUMMARY|ERROR' "$FUZZ_BUILD/fuzz/logs/$h.regress" "$FUZZ_BUILD/fuzz/logs/$h" 2>/dev/null |
+					head -1 | cut -c1-160)
+				failures+=("$FUZZ_BUILD/fuzz_$h (${why:-$n executions, $c crashes: see $FUZZ_BUILD/fuzz/logs/$h})")
+			fi
+		done < <(cat "$FUZZ_BUILD/fuzz/results.txt" 2>/dev/null)
+	fi
+	if [ -n "$arm64_make_pid" ] && ! wait "$arm64_make_pid"; then
+		tail -20 "$ARM64_BUILD/make.log"
+		failed=$((failed + 1))
+		failures+=("$ARM64_BUILD (the arm64 cross build failed: $ARM64_BUILD/make.log)")
+		arm64_make_pid=""
+	fi
+}
+
+km_pids=()
+km_logs=()
+kmatrix_start() { # $1 = build dir, $2 = x86 or arm64, then kmatrix.py's own arguments
+	local d=$1 arch=$2 log=$1/kmatrix.log
+	shift 2
+	echo "== kernel matrix ($arch, $d, in the background: $log)"
+	/usr/bin/python3 tests/kmatrix/kmatrix.py --arch "$arch" --build "$d" --jobs 2 --seconds 2 --no-host "$@" \
+		>"$log" 2>&1 &
+	km_pids+=($!)
+	km_logs+=("$log")
 }
 
 kmatrix_end() {
-	local line n m
-	wait "$kmatrix_pid"
-	echo "== kernel matrix ($kmatrix_dir)"
-	cat "$kmatrix_log"
-	line=$(grep -E '^kernel matrix: [0-9]+ of [0-9]+ checks passed' "$kmatrix_log" | tail -1)
-	if [ -z "$line" ]; then
-		failed=$((failed + 1))
-		failures+=("$kmatrix_dir/kernel-matrix (did not run to the end)")
-		return
-	fi
-	n=$(awk '{print $3}' <<<"$line")
-	m=$(awk '{print $5}' <<<"$line")
-	passed=$((passed + n))
-	failed=$((failed + m - n))
-	[ "$n" = "$m" ] || failures+=("$kmatrix_dir/kernel-matrix")
-}
-
-run_fuzz() { # $1 = the libFuzzer build (make O=build-fuzz FUZZ=1 fuzzers)
-	local h c n corpus why
-	echo "== fuzzing ($1, ${FUZZ_SUITE_SECONDS:-6} s per harness)"
-	rm -f "$1/fuzz/results.txt"
-	tests/fuzz/run.sh "$1" "${FUZZ_SUITE_SECONDS:-6}"
-	if [ ! -s "$1/fuzz/results.txt" ]; then
-		failed=$((failed + 1))
-		failures+=("$1/fuzz (tests/fuzz/run.sh wrote no results)")
-		return
-	fi
-	# One test per harness: its regression inputs replayed and no new crash. A
-	# failure names the sanitizer's summary line, so the last lines of a CI log tell why.
-	while read -r h n corpus c; do
-		case "$h" in harness|total|"") continue ;; esac
-		if [ "$c" = 0 ] && [ "$n" -gt 0 ]; then
-			passed=$((passed + 1))
-		else
+	local i line n m log
+	for i in "${!km_pids[@]}"; do
+		wait "${km_pids[$i]}"
+		log=${km_logs[$i]}
+		echo "== kernel matrix (${log%/kmatrix.log})"
+		cat "$log"
+		line=$(grep -E '^kernel matrix: [0-9]+ of [0-9]+ checks passed' "$log" | tail -1)
+		if [ -z "$line" ]; then
 			failed=$((failed + 1))
-			why=$(grep -hE '^SUMMARY|ERROR' "$1/fuzz/logs/$h.regress" "$1/fuzz/logs/$h" 2>/dev/null | head -1 | cut -c1-160)
-			failures+=("$1/fuzz_$h (${why:-$n executions, $c crashes: see $1/fuzz/logs/$h})")
+			failures+=("${log%/kmatrix.log}/kernel-matrix (did not run to the end)")
+			continue
 		fi
-	done < "$1/fuzz/results.txt"
+		n=$(awk '{print $3}' <<<"$line")
+		m=$(awk '{print $5}' <<<"$line")
+		passed=$((passed + n))
+		failed=$((failed + m - n))
+		[ "$n" = "$m" ] || failures+=("${log%/kmatrix.log}/kernel-matrix")
+	done
 }
 
 # The include graph (tests/layout/include_graph.py): folders and modules depend one
@@ -227,6 +267,7 @@ phase() { # $1 = what just ended
 }
 
 only_quick=0
+side_started=""
 if [ "${1:-}" = --quick ]; then
 	only_quick=1
 	shift
@@ -274,7 +315,10 @@ for d in "${dirs[@]}"; do
 		continue
 	fi
 	case "$d" in
-	*san*) run_e2e "$d" quick ;; # sanitizers: every test but the long captures
+	*san*) # sanitizers: every test but the long captures, with the side work beside them
+		side_start
+		side_started=1
+		run_e2e "$d" quick ;;
 	*) run_e2e "$d" "" ;;
 	esac
 	phase "e2e ($d)"
@@ -282,31 +326,29 @@ done
 if [ $only_quick = 1 ]; then
 	dirs=()
 	FUZZ_BUILD=""
+	ARM64_BUILD=""
 fi
-# Once, on the first build without sanitizers (the guests run its binaries).
+[ -n "$side_started" ] || side_start # no sanitizer build in this run
+side_end
+[ -n "$fuzz_pid$arm64_make_pid" ] && phase "fuzzing and the arm64 build (what outlasted the sanitizer e2e)"
+# Once, on the first build without sanitizers (the x86_64 guests run its binaries), and
+# on the arm64 cross build (its guests run its package's prowl, pprof runs here).
 for d in "${dirs[@]}"; do
 	case "$d" in *san*) continue ;; esac
 	[ -x "$d/prowl" ] || continue
 	if [ "$(id -u)" != 0 ]; then
 		failed=$((failed + 1))
 		failures+=("$d/kernel-matrix (not root)")
-	else
-		kmatrix_start "$d"
+		break
+	fi
+	kmatrix_start "$d" x86
+	if [ -n "$arm64_make_pid" ]; then
+		kmatrix_start "$ARM64_BUILD" arm64 --pprof "$d/tools/pprof" --deb "$(ls "$ARM64_BUILD"/deb/prowl_*_arm64.deb)"
 	fi
 	break
 done
-
-# The fuzzers, when built (`make test` builds them), beside the kernel matrix.
-if [ -n "${FUZZ_BUILD:-}" ]; then
-	if [ -x "$FUZZ_BUILD/fuzz/fuzz_procmaps" ]; then
-		run_fuzz "$FUZZ_BUILD"
-	else
-		failed=$((failed + 1))
-		failures+=("$FUZZ_BUILD (fuzzers not built)")
-	fi
-fi
-[ -n "$kmatrix_pid" ] && kmatrix_end
-[ -n "$kmatrix_pid${FUZZ_BUILD:-}" ] && phase "kernel matrix and fuzzing"
+kmatrix_end
+[ ${#km_pids[@]} -gt 0 ] && phase "kernel matrices"
 
 echo
 echo "wall time: $(IFS=,; echo "${phase_times[*]}" | sed 's/,/, /g') (tests/run.sh in all: $SECONDS s)"

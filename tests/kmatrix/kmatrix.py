@@ -31,7 +31,7 @@ KERNELS = [("5.10", "bullseye", "linux-image-5.10."), ("6.1", "bookworm", "linux
 REFRESH_S = 7 * 86400
 PYTHON = "/usr/bin/python3.11"  # Debian 12's, libpython linked in
 PY_ENCODINGS = ["__init__", "aliases", "utf_8", "ascii", "latin_1"]
-BOOT_TIMEOUT_S = 300
+BOOT_TIMEOUT_S = 600  # make test boots four guests at once on two CPUs (5.10: about 200 s then)
 KVM_PROBE_S = 6  # under KVM a guest reaches init in 1-2 s; too short only costs the TCG it falls back to
 ARM64_BOOT_TIMEOUT_S = 1200  # TCG emulates every arm64 instruction: several times slower
 # What an arm64 guest needs from Debian 12's arm64 packages (unpacked, not installed):
@@ -162,10 +162,13 @@ def build_id(path):
     return m.group(1) if m else None
 
 
+# The workloads guest.sh runs, in every guest of either architecture (build/workloads/NAME).
+GUEST_WORKLOADS = ("split532", "split532_fp", "offsplit")
+
+
 def initramfs_inputs(build, make):
     """What an initramfs is made of (it is remade when one is newer), each checked."""
-    inputs = [os.path.join(build, "prowl"), os.path.join(build, "workloads/split532"),
-              os.path.join(build, "workloads/split532_fp"), os.path.join(build, "workloads/offsplit"),
+    inputs = [os.path.join(build, "prowl")] + [os.path.join(build, "workloads", w) for w in GUEST_WORKLOADS] + [
               os.path.join(ROOT, "tests/kmatrix/guest.sh"),
               os.path.abspath(__file__)]
     for p in inputs:
@@ -201,9 +204,8 @@ def make_initramfs(build, cache):
         # prowl's own frames (it samples itself in record -a) are named from its
         # symbol table: parsing its DWARF under emulation doubled each capture's time.
         subprocess.run(["strip", "--strip-debug", os.path.join(stage, "km/prowl")], check=True)
-        put(os.path.join(build, "workloads/split532"), f"{km}/split532")
-        put(os.path.join(build, "workloads/split532_fp"), f"{km}/split532_fp")
-        put(os.path.join(build, "workloads/offsplit"), f"{km}/offsplit")
+        for w in GUEST_WORKLOADS:
+            put(os.path.join(build, "workloads", w), f"{km}/{w}")
         put(os.path.join(ROOT, "tests/kmatrix/guest.sh"), f"{km}/guest.sh")
         # CPython 3.11 for guest.sh's Python capture: the interpreter, its libraries and
         # the encodings it imports at start (-I -S: nothing else).
@@ -301,8 +303,9 @@ def make_initramfs_arm64(build, cache, deb=None):
             shutil.copy2(os.path.realpath(src), dst)
 
         put(os.path.join(root, "bin/busybox"), "/bin/busybox")
-        for src, dst in (("prowl", "prowl"), ("workloads/split532", "split532"), ("workloads/split532_fp", "split532_fp")):
-            put(os.path.join(build, src), f"/km/{dst}")
+        put(os.path.join(build, "prowl"), "/km/prowl")
+        for w in GUEST_WORKLOADS:
+            put(os.path.join(build, "workloads", w), f"/km/{w}")
         prowl = os.path.join(build, "prowl")
         if deb:
             pkg = os.path.join(stage, "pkg")
@@ -435,8 +438,7 @@ def run_host(build, seconds, both):
     try:
         kb = os.path.join(tmp, "bin")
         os.makedirs(kb)
-        for src, dst in (("prowl", "prowl"), ("workloads/split532", "split532"),
-                         ("workloads/split532_fp", "split532_fp"), ("workloads/offsplit", "offsplit")):
+        for src, dst in [("prowl", "prowl")] + [(f"workloads/{w}", w) for w in GUEST_WORKLOADS]:
             os.symlink(os.path.abspath(os.path.join(build, src)), os.path.join(kb, dst))
         out = os.path.join(tmp, "results.txt")
         env = {k: v for k, v in os.environ.items() if not k.startswith("PROWL_")}
