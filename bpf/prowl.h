@@ -173,7 +173,8 @@ struct prowl_py_proc {
 	__u16 flags;            /* PROWL_PYP_* */
 	__u16 fr_read;          /* bytes of a frame to read, <= PROWL_PY_FRAME_READ */
 	__u32 gen;              /* changes with every (re)registration of the process */
-	__u32 _pad2;
+	__u32 tp_pthread_off;   /* arm64: pthread_self() is the thread pointer less this (glibc's
+	                         * sizeof(struct pthread)): 3.6-3.10's thread_id; 0 on x86_64 */
 	/* Read by user space only: the type objects that a code object, its names
 	 * and its line table must point to (what a garbled frame fails). */
 	__u64 code_type, unicode_type, bytes_type;

@@ -110,17 +110,17 @@ static __always_inline __u32 py_ns_tid(__u32 tid)
 }
 
 /* What the thread state of the current thread holds to name it: its native id
- * in its own namespace (3.11+), or its pthread_self(), which is its fs base on
- * x86_64 (3.6-3.10's thread_id). On arm64 glibc's pthread_self() lies below the
- * thread pointer by its struct pthread, whose size this does not know: 3.6-3.10's
- * threads are not matched there (docs/decisions.md). */
+ * in its own namespace (3.11+), or its pthread_self() (3.6-3.10's thread_id),
+ * which is its fs base on x86_64; on arm64 glibc's lies below the thread pointer
+ * by its struct pthread, whose size user space read from the process's libc
+ * (tp_pthread_off; 0 when it has none: its threads then match none). */
 static __always_inline __u64 py_thread_key(const struct prowl_py_proc *pp, __u32 tid)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 #if defined(__TARGET_ARCH_x86)
 	__u64 fsbase = BPF_CORE_READ(task, thread.fsbase);
 #else
-	__u64 fsbase = BPF_CORE_READ(task, thread.uw.tp_value);
+	__u64 fsbase = BPF_CORE_READ(task, thread.uw.tp_value) - pp->tp_pthread_off;
 #endif
 	__u64 pthread = -(__u64)((pp->flags / PROWL_PYP_PTHREAD) & 1);
 

@@ -141,7 +141,7 @@ static bool version_from_name(const char *path, uint8_t *major, uint8_t *minor)
 
 struct scan {
 	struct py_elf *p;
-	uint64_t *py_version, *head_fn, *getversion_fn;
+	uint64_t *py_version, *head_fn, *getversion_fn, *pthread_size;
 };
 
 static void on_symbol(void *ctx, const char *name, const GElf_Sym *sym)
@@ -170,6 +170,8 @@ static void on_symbol(void *ctx, const char *name, const GElf_Sym *sym)
 		p->bytes_type = sym->st_value;
 	else if (strcmp(name, "Py_Version") == 0 && (sym->st_size == 4 || sym->st_size == 8))
 		*sc->py_version = sym->st_value; /* unsigned int on 3.11, 3.12; unsigned long on 3.13 */
+	else if (strcmp(name, "_thread_db_sizeof_pthread") == 0 && sym->st_size == 4)
+		*sc->pthread_size = sym->st_value;
 }
 
 static void scan_symtab(Elf *elf, Elf_Scn *scn, struct scan *sc)
@@ -193,8 +195,8 @@ static uint64_t head_from_function(Elf *elf, uint64_t fn)
 int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)
 {
 	Elf_Scn *scn = NULL, *dynsym = NULL, *symtab = NULL;
-	uint64_t py_version = 0, head_fn = 0, getversion_fn = 0;
-	struct scan sc = { ret, &py_version, &head_fn, &getversion_fn };
+	uint64_t py_version = 0, head_fn = 0, getversion_fn = 0, pthread_size = 0;
+	struct scan sc = { ret, &py_version, &head_fn, &getversion_fn, &pthread_size };
 	uint8_t smajor = 0, sminor = 0;
 	bool from_string;
 	uint32_t hex = 0;
@@ -218,6 +220,10 @@ int py_detect_elf(Elf *elf, const char *path, struct py_elf *ret)
 		scan_symtab(elf, symtab, &sc);
 	if (!ret->runtime && !ret->interp_head)
 		ret->interp_head = head_from_function(elf, head_fn);
+	/* libc: where a thread's pthread_self() lies below its thread pointer on arm64. */
+	if (pthread_size && read_at(elf, pthread_size, &ret->pthread_size, sizeof(ret->pthread_size)) == 0 &&
+	    (ret->pthread_size < PY_PTHREAD_SIZE_MIN || ret->pthread_size > PY_PTHREAD_SIZE_MAX))
+		ret->pthread_size = 0;
 	/* _PyRuntime exists since 3.7; an older CPython (2.7, 3.6) is told by its code
 	 * object type, so that it too is named as a version prowl cannot read. */
 	if (!ret->runtime && !ret->code_type)

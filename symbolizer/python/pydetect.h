@@ -19,7 +19,14 @@ struct py_elf {
 	uint64_t bytes_type;    /* and PyBytes_Type (0 when not exported) */
 	uint64_t interp_head;   /* 3.6's interp_head (no _PyRuntime): its local symbol, or the
 	                         * variable PyInterpreterState_Head() loads; 0 when neither */
+	uint32_t pthread_size;  /* glibc's sizeof(struct pthread), from the constant its libc
+	                         * exports for libthread_db (_thread_db_sizeof_pthread); 0 in
+	                         * any other object, or out of PY_PTHREAD_SIZE_MIN..MAX */
 };
+
+/* The sizes of struct pthread believed (glibc 2.31-2.40: 1792-2304 bytes). */
+#define PY_PTHREAD_SIZE_MIN 256
+#define PY_PTHREAD_SIZE_MAX 16384
 
 /* Fills *ret from elf (path: its file name, for the version when neither Py_Version
  * nor Py_GetVersion's string gives it). Returns 0 (ret->found says whether it is CPython) or a negative errno. */

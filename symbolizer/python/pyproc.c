@@ -58,7 +58,7 @@ const struct py_layout *py_proc_layout(const struct prowl_py_proc *pp)
 }
 
 int py_proc_register(const struct maps_io *io, uint32_t pid, const struct py_elf *pe, uint64_t bias, uint32_t gen,
-		     const char *path, bool *logged)
+		     uint32_t pthread_size, const char *path, bool *logged)
 {
 	struct prowl_py_proc pp;
 	int r = py_proc_fill(pe, bias, gen, &pp);
@@ -100,6 +100,11 @@ int py_proc_register(const struct maps_io *io, uint32_t pid, const struct py_elf
 		*logged = true;
 	if (r < 0)
 		return r;
+#if defined(__aarch64__) /* glibc's THREAD_SELF there: the thread pointer - sizeof(struct pthread) */
+	pp.tp_pthread_off = pthread_size;
+#else
+	(void)pthread_size; /* x86_64: pthread_self() is the fs base itself */
+#endif
 	r = io->py_proc_set(io->ctx, pid, &pp);
 	if (r < 0)
 		return r;
@@ -115,14 +120,19 @@ bool py_proc_wanted(const struct maps_io *io, bool python_off)
 void py_proc_update(const struct maps_io *io, bool python_off, uint32_t pid, const struct py_mapping *maps,
 		    size_t n, uint32_t *gen)
 {
+	uint32_t pthread_size = 0;
+
 	if (!py_proc_wanted(io, python_off))
 		return;
+	for (size_t i = 0; i < n && !pthread_size; i++)
+		if (maps[i].pe)
+			pthread_size = maps[i].pe->pthread_size; /* the process's libc */
 	for (size_t i = 0; i < n; i++) {
 		const struct py_mapping *m = &maps[i];
 
 		if (!m->pe || !m->pe->found)
 			continue;
-		py_proc_register(io, pid, m->pe, m->bias, ++*gen, m->path, m->logged);
+		py_proc_register(io, pid, m->pe, m->bias, ++*gen, pthread_size, m->path, m->logged);
 		return;
 	}
 	io->py_proc_del(io->ctx, pid);

@@ -18,11 +18,11 @@
 int py_proc_fill(const struct py_elf *pe, uint64_t bias, uint32_t gen, struct prowl_py_proc *ret);
 
 /* Writes pid's entry into the sampler's py_procs map (py_proc_fill() with these;
- * io->py_proc_set must be there). A
- * version prowl cannot read is logged once per object (path; *logged remembers it).
- * Returns 0 or a negative errno. */
+ * io->py_proc_set must be there); pthread_size: its libc's py_elf.pthread_size (arm64
+ * threads of 3.6-3.10 are matched with it). A version prowl cannot read is logged once
+ * per object (path; *logged remembers it). Returns 0 or a negative errno. */
 int py_proc_register(const struct maps_io *io, uint32_t pid, const struct py_elf *pe, uint64_t bias, uint32_t gen,
-		     const char *path, bool *logged);
+		     uint32_t pthread_size, const char *path, bool *logged);
 
 /* Whether CPython processes are registered at all: the sampler has the py_procs map
  * and --python is not off. Only then are objects searched for _PyRuntime. */

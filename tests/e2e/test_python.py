@@ -402,7 +402,9 @@ def test_agent_otlp_python_frame_type(tmp_path):
     assert n > 200, n
     for s in mine:
         for f in s["frames"]:
-            if f["function"] in ("alpha", "beta", "gamma", "split"):
+            # libpython has a C split() too (str.split, unicodeobject.c), which an import's
+            # <module> reaches: CI caught one as a leaf. It stays native.
+            if f["function"] in ("alpha", "beta", "gamma", "split") and not f["file"].endswith(".c"):
                 assert (f["frame_type"], f["mapping"], f["file"]) == ("python", "[python]", SCRIPT), f
                 assert f["line"] > 0, f
             elif f["function"] == "Py_RunMain":

@@ -1,8 +1,26 @@
 /* fuzz_elf.c: the symbolizer on an ELF file a user controls: headers, symbol tables, PLT
- * stubs and relocations, .eh_frame groups, build id, DWARF lines, inlines, at many addresses. */
+ * stubs and relocations, .eh_frame groups, build id, DWARF lines, inlines, at many addresses;
+ * and the CPython detection every mapped object goes through (pydetect.h). */
+#include <gelf.h>
+
 #include "fuzz_common.h"
 #include "objcache.h"
+#include "pydetect.h"
 #include "symbolizer.h"
+
+/* py_detect_elf() on the same bytes: what it believes stays in its bounds. */
+static void py_detect(const uint8_t *data, size_t size)
+{
+	Elf *elf = elf_memory((char *)data, size);
+	struct py_elf pe;
+
+	if (!elf)
+		return;
+	if (py_detect_elf(elf, "fuzz", &pe) == 0 && pe.pthread_size &&
+	    (pe.pthread_size < PY_PTHREAD_SIZE_MIN || pe.pthread_size > PY_PTHREAD_SIZE_MAX))
+		abort();
+	elf_end(elf);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -43,5 +61,7 @@ out:
 	symbolizer_free(s);
 	objcache_unref(c);
 	close(fd);
+	elf_version(EV_CURRENT);
+	py_detect(data, size);
 	return 0;
 }

@@ -172,23 +172,24 @@ PY_SPLIT = {"py_a": 100.0 * 2 / 3, "py_b": 100.0 / 3}
 PY_MIN_SAMPLES = 200
 
 
-def check_python(row, info, steps, files):
-    """guest.sh's python3.11 split: py_a and py_b 2:1 within 5 points, each under main and
-    <module> in place of the interpreter's frame."""
-    rc = steps.get("python", (None, 0))[0]
-    stacks = workload_stacks(files.get("python.folded", ""), "python3.11")
+def check_python(row, info, steps, files, step="python", comm="python3.11"):
+    """guest.sh's CPython split (step: python3.11's, or python39: bullseye's 3.9 on arm64):
+    py_a and py_b 2:1 within 5 points, each under main and <module> in place of the
+    interpreter's frame."""
+    rc = steps.get(step, (None, 0))[0]
+    stacks = workload_stacks(files.get(f"{step}.folded", ""), comm)
     mine = [(n, fr) for n, fr in stacks if set(PY_SPLIT) & set(fr)]
     counted = sum(n for n, _ in mine)
     pct = {k: 100.0 * sum(n for n, fr in mine if k in fr) / counted for k in PY_SPLIT} if counted else {}
     chained = sum(n for n, fr in mine if "_PyEval_EvalFrameDefault" not in fr and "<module>" in fr and
                   "main" in fr and fr.index("<module>") < fr.index("main"))
-    row.update(step="python", rc=rc, samples=counted, pct=pct, cost=cost(files.get("python.err")),
-               sec=steps.get("python", (0, 0))[1])
+    row.update(step=step, rc=rc, samples=counted, pct=pct, cost=cost(files.get(f"{step}.err")),
+               sec=steps.get(step, (0, 0))[1])
     problems = []
-    if info.get("python") == "missing":
-        problems.append("/usr/bin/python3.11 is not in the guest (install python3.11 on this machine)")
+    if info.get(step) == "missing":
+        problems.append(f"/usr/bin/{comm} is not in the guest (install python3.11 on this machine)")
     elif rc != 0:
-        problems.append(f"exit code {rc}: {(files.get('python.err') or '').strip()[-300:]}")
+        problems.append(f"exit code {rc}: {(files.get(f'{step}.err') or '').strip()[-300:]}")
     elif counted < PY_MIN_SAMPLES:
         problems.append(f"{counted} samples in py_a and py_b, fewer than {PY_MIN_SAMPLES}")
     else:
@@ -236,6 +237,9 @@ def judge(name, text, pprof):
     rows.append(check_capture(dict(base, mode="record -p, dwarf"), steps, files, "pid", "split532", DWARF_ROOTS,
                               True))
     rows.append(check_python(dict(base, mode="record -p, CPython 3.11"), info, steps, files))
+    if "arm64" in name:  # bullseye's 3.9: threads matched by pthread_self(), below the thread pointer there
+        rows.append(check_python(dict(base, mode="record -p, CPython 3.9"), info, steps, files, "python39",
+                                 "python3.9"))
     rows.append(check_offcpu(dict(base, mode="record --off-cpu (ms of waits)"), steps, files))
     rows.append(check_capture(dict(base, mode="record -a, fp"), steps, files, "fp", "split532_fp", FP_ROOTS, False))
     # window:SERVICE/STAMP-HASH.pb.gz, one file per series per window

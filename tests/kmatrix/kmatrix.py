@@ -37,6 +37,12 @@ ARM64_BOOT_TIMEOUT_S = 1200  # TCG emulates every arm64 instruction: several tim
 # What an arm64 guest needs from Debian 12's arm64 packages (unpacked, not installed):
 # a static busybox, CPython 3.11 and the library it needs beyond prowl's, libc's debug file.
 ARM64_DEBS = ["busybox-static", "python3.11-minimal", "libexpat1", "libc6-dbg"]
+# And bullseye's CPython 3.9 (pinned: its release, which the archive keeps), whose threads
+# are matched by pthread_self(), on arm64 below the thread pointer by glibc's struct pthread.
+ARM64_OLD_SUITE = "bullseye"
+ARM64_OLD_DEBS = ["python3.9-minimal=3.9.2-1", "libpython3.9-minimal=3.9.2-1"]
+PYTHON_OLD = "/usr/bin/python3.9"
+PY_OLD_MODULES = ["codecs", "abc", "io"]  # what 3.9 -I -S imports at start besides encodings
 ARM64_LIBDIRS = ["/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"]
 
 
@@ -243,26 +249,32 @@ def write_cpio(stage, out, tty):
 
 
 def arm64_root(cache):
-    """Debian 12's arm64 packages of ARM64_DEBS, unpacked into one folder (once)."""
+    """Debian 12's arm64 packages of ARM64_DEBS and bullseye's of ARM64_OLD_DEBS, unpacked
+    into one folder (once: its .done names them)."""
     root = os.path.join(cache, "arm64-root")
-    if os.path.exists(os.path.join(root, ".done")):
+    want = " ".join(ARM64_DEBS + ARM64_OLD_DEBS)
+    done = os.path.join(root, ".done")
+    if os.path.exists(done) and open(done).read() == want:
         return root
-    d = apt_dir(cache, "bookworm", "arm64")
-    debs = os.path.join(d, "debs")
-    try:
-        subprocess.run(["apt-get"] + apt_opts(d, "arm64") + ["update"], check=True, capture_output=True, text=True,
-                       timeout=600)
-        subprocess.run(["apt-get"] + apt_opts(d, "arm64") + ["download"] + ARM64_DEBS, check=True,
-                       capture_output=True, text=True, cwd=debs, timeout=1800)
-    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
-        detail = getattr(e, "stderr", "") or str(e)
-        raise SystemExit(f"kmatrix: error: cannot download the arm64 guest's packages: {detail.strip()[:400]}")
     shutil.rmtree(root, ignore_errors=True)
-    for f in sorted(os.listdir(debs)):
-        if f.endswith("_arm64.deb"):
-            subprocess.run(["dpkg-deb", "-x", os.path.join(debs, f), root], check=True)
-            os.unlink(os.path.join(debs, f))
-    open(os.path.join(root, ".done"), "w").close()
+    for suite, pkgs in (("bookworm", ARM64_DEBS), (ARM64_OLD_SUITE, ARM64_OLD_DEBS)):
+        d = apt_dir(cache, suite, "arm64")
+        debs = os.path.join(d, "debs")
+        try:
+            subprocess.run(["apt-get"] + apt_opts(d, "arm64") + ["update"], check=True, capture_output=True,
+                           text=True, timeout=600)
+            subprocess.run(["apt-get"] + apt_opts(d, "arm64") + ["download"] + pkgs, check=True,
+                           capture_output=True, text=True, cwd=debs, timeout=1800)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as e:
+            detail = getattr(e, "stderr", "") or str(e)
+            raise SystemExit(f"kmatrix: error: cannot download the arm64 guest's packages ({suite}): "
+                             f"{detail.strip()[:400]}")
+        for f in sorted(os.listdir(debs)):
+            if f.endswith("_arm64.deb"):
+                subprocess.run(["dpkg-deb", "-x", os.path.join(debs, f), root], check=True)
+                os.unlink(os.path.join(debs, f))
+    with open(done, "w") as f:
+        f.write(want)
     return root
 
 
@@ -320,6 +332,12 @@ def make_initramfs_arm64(build, cache, deb=None):
         libs |= set(needed_libs(py, dirs))
         for f in PY_ENCODINGS:
             put(f"/usr/lib/python3.11/encodings/{f}.py", f"/usr/lib/python3.11/encodings/{f}.py")
+        old = os.path.join(root, PYTHON_OLD.lstrip("/"))
+        put(old, PYTHON_OLD)
+        libs |= set(needed_libs(old, dirs))
+        lib_old = "/usr/lib/" + os.path.basename(PYTHON_OLD)
+        for f in [f"encodings/{e}" for e in PY_ENCODINGS] + PY_OLD_MODULES:
+            put(f"{root}{lib_old}/{f}.py", f"{lib_old}/{f}.py")
         # The dynamic loader, under the path the binaries name.
         put("/lib/ld-linux-aarch64.so.1", "/lib/ld-linux-aarch64.so.1")
         for lib in sorted(libs):
@@ -498,6 +516,9 @@ def main():
     ap.add_argument("--jobs", type=int, default=1,
                     help="guests booted at once (default 1; the workloads split work, not time, so "
                          "guests that share the CPUs still judge true; the BPF cost per run grows)")
+    ap.add_argument("--fetch-only", action="store_true",
+                    help="download the kernels (and arm64's packages) into BUILD/kmatrix, then stop "
+                         "(make test does it first, in the background)")
     ap.add_argument("--both", action="store_true",
                     help="also measure the DWARF unwinder each kernel does not pick by itself (benchmarks)")
     args = ap.parse_args()
@@ -505,14 +526,23 @@ def main():
     cache = os.path.join(build, "kmatrix")
     pprof = os.path.abspath(args.pprof) if args.pprof else os.path.join(build, "tools/pprof")
     arm64 = args.arch == "arm64"
+    t_fetch = time.time()
     os.makedirs(cache, exist_ok=True)
-    if os.geteuid() != 0:
+    if os.geteuid() != 0 and not args.fetch_only:
         raise SystemExit("kmatrix: error: run as root (prowl loads BPF on this machine's kernel too)")
     tools = ("qemu-system-aarch64", "qemu-aarch64-static", "aarch64-linux-gnu-strip") if arm64 else \
         ("qemu-system-x86_64", "strip", "busybox")
     for tool in tools + ("apt-get", "dpkg-deb", "cpio", "readelf"):
         if not shutil.which(tool):
             raise SystemExit(f"kmatrix: error: {tool} is missing: run packaging/install-deps.sh")
+    if args.fetch_only:
+        todo = [k for k in KERNELS if args.only is None or k[0] in args.only.split(",")]
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(todo))) as pool:
+            list(pool.map(lambda k: fetch_kernel(cache, k[0], k[1], k[2], "arm64" if arm64 else "amd64"), todo))
+        if arm64:
+            arm64_root(cache)
+        log(f"kernels {'and packages ' if arm64 else ''}fetched in {time.time() - t_fetch:.0f}s")
+        return 0
     if not os.access(pprof, os.X_OK):
         raise SystemExit(f"kmatrix: error: {pprof} is missing: run make tools")
     # arm64: report and diff by the arm64 build are compared with this machine's prowl.

@@ -50,17 +50,11 @@ static const char script[] =
  * prints. Returns the number of code objects; fails the test on a wrong line. */
 static size_t check_python(const char *python, uint8_t lines, size_t *checked, size_t *far)
 {
-	char path[] = "/tmp/prowl-test-pycode.XXXXXX", cmd[256], *line = NULL;
+	char path[32], *line = NULL;
 	size_t cap = 0, objects = 0, wrong = 0;
 	char first_wrong[200] = "";
-	int fd = mkstemp(path);
-	FILE *in;
+	FILE *in = popen_script(python, script, "", path);
 
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, script, sizeof(script) - 1), (ssize_t)(sizeof(script) - 1));
-	close(fd);
-	snprintf(cmd, sizeof(cmd), "%s %s", python, path);
-	in = popen(cmd, "r");
 	assert_non_null(in);
 	while (getline(&line, &cap, in) > 0) {
 		char *save = NULL, *first = strtok_r(line, " \n", &save), *hex = strtok_r(NULL, " \n", &save), *pair;

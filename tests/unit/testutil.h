@@ -64,6 +64,23 @@ static inline uint8_t *gunzip(const uint8_t *in, size_t len, size_t *ret_len)
 
 /* Runs the printf-formatted command with system(); returns its exit status, or -1
  * when it did not exit normally. */
+/* Writes script to a new file under /tmp (its name into path) and starts "RUNNER FILE
+ * ARGS" reading its output; the caller pcloses it and unlinks path. */
+static inline FILE *popen_script(const char *runner, const char *script, const char *args, char path[32])
+{
+	char cmd[512];
+	size_t len = strlen(script);
+	int fd;
+
+	strcpy(path, "/tmp/prowl-test-script.XXXXXX");
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, script, len), (ssize_t)len);
+	close(fd);
+	snprintf(cmd, sizeof(cmd), "%s %s %s", runner, path, args);
+	return popen(cmd, "r");
+}
+
 static inline int run_cmd(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static inline int run_cmd(const char *fmt, ...)
 {

@@ -2,13 +2,15 @@
  * (off-CPU answers), or ping-pongs over pipes, and prints each thread's true wall/CPU/off-CPU time. */
 /* BUILD: -O2 -g -fno-omit-frame-pointer -pthread */
 /*
- * offsplit split SECONDS [PIPE_MS SLEEP_MS LOCK_MS [BURN_MS [DELAY_MS]]]
+ * offsplit split SECONDS [PIPE_MS SLEEP_MS LOCK_MS [BURN_MS [DELAY_MS [LINGER_MS]]]]
  *   A worker thread repeats a cycle paced by absolute deadlines: it reads a pipe
  *   (wait_pipe) that a feeder thread writes PIPE_MS into the cycle, sleeps SLEEP_MS
  *   (wait_sleep, nanosleep), then locks a mutex (wait_lock) that a holder thread
  *   keeps for LOCK_MS more; optionally it first burns BURN_MS of CPU (burn).
  *   Default 5 3 2: the worker's waiting splits 50/30/20. The cycles start DELAY_MS
- *   (default 500) after the start, once a profiler has loaded the process.
+ *   (default 500) after the start, once a profiler has loaded the process. After its
+ *   report the process stays LINGER_MS (default 0; in linger(), off the CPU), so that a
+ *   profiler that runs behind names its last samples while it can still read its maps.
  * offsplit pingpong SECONDS
  *   Two threads pass a byte back and forth over two pipes (ping, pong): many short waits.
  * Threads are named as below (worker, feeder, holder, ping, pong). At the end, one
@@ -265,6 +267,14 @@ static void *ponger(void *arg)
 	return NULL;
 }
 
+static __attribute__((noinline)) void linger(double ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms * 1e6) % 1000000000L };
+
+	if (ms > 0)
+		nanosleep(&ts, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	void *(*fns[3])(void *) = { 0 };
@@ -273,7 +283,8 @@ int main(int argc, char **argv)
 	double secs;
 
 	if (argc < 3 || (strcmp(argv[1], "split") && strcmp(argv[1], "pingpong"))) {
-		fprintf(stderr, "usage: offsplit split|pingpong SECONDS [PIPE_MS SLEEP_MS LOCK_MS [BURN_MS]]\n");
+		fprintf(stderr, "usage: offsplit split|pingpong SECONDS [PIPE_MS SLEEP_MS LOCK_MS [BURN_MS [DELAY_MS "
+				"[LINGER_MS]]]]\n");
 		return 2;
 	}
 	begin(&stats[0], "main");
@@ -312,5 +323,6 @@ int main(int argc, char **argv)
 		printf("split wait_pipe=%llu wait_sleep=%llu wait_lock=%llu\n", (unsigned long long)in_wait[0],
 		       (unsigned long long)in_wait[1], (unsigned long long)in_wait[2]);
 	fflush(stdout);
+	linger(argc > 8 ? atof(argv[8]) : 0);
 	return 0;
 }
