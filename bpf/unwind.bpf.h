@@ -158,12 +158,12 @@ struct {
 #define MAX_MAP_SEARCH 16  /* 65536 mappings per process */
 #define MAX_ROW_SEARCH 25  /* 32M rows per table (user space keeps tables smaller) */
 /* The bounded build steps UW_CHUNK frames per program run and chains runs by
- * tail calls: the verifier checks every step of a bounded loop, about 117,000
- * instructions per frame with the runtimes' walks (6.18), so 128 steps in one
- * program would pass its limit of one million (5.10's passed it at 8 steps:
- * off-CPU's step program). At 4, 32 runs of prowl_unwind_step (32 tail calls,
- * the most every kernel allows) cover PROWL_MAX_STACK, and each load verifies
- * a third less than at 6: on 5.10 under emulation that was most of its time. */
+ * tail calls: the verifier checks every step of a bounded loop (the step program:
+ * 339,415 instructions at 4 on 6.18), so 128 steps in one program would pass its
+ * limit of one million (5.10's passed it at 8 steps, off-CPU's step program, when
+ * the CPython walk was still in it). At 4, 32 runs of prowl_unwind_step (32 tail
+ * calls, the most every kernel allows) cover PROWL_MAX_STACK; each load verifies
+ * less than at 6, which on 5.10 under emulation was most of its start. */
 #define UW_CHUNK 4
 #define UW_MAX_RUNS ((PROWL_MAX_STACK + UW_CHUNK) / UW_CHUNK)
 #define UW_MAX_TAIL_CALLS 32 /* MAX_TAIL_CALL_CNT on 5.8-5.18 (a first call + 32 chained there) */
