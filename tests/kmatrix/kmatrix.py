@@ -278,6 +278,14 @@ def arm64_root(cache):
     return root
 
 
+def fetch_kernels(cache, todo, arch):
+    """The image of each kernel of todo (KERNELS rows), by name, all downloaded at once:
+    each suite has its own apt state (27 s one after another here)."""
+    with concurrent.futures.ThreadPoolExecutor(max(1, len(todo))) as pool:
+        return dict(zip((k[0] for k in todo),
+                        pool.map(lambda k: fetch_kernel(cache, k[0], k[1], k[2], arch), todo)))
+
+
 def needed_libs(path, dirs):
     """The shared libraries path needs, transitively, found in dirs (readelf reads any
     architecture's ELF, where ldd would have to run it)."""
@@ -535,10 +543,10 @@ def main():
     for tool in tools + ("apt-get", "dpkg-deb", "cpio", "readelf"):
         if not shutil.which(tool):
             raise SystemExit(f"kmatrix: error: {tool} is missing: run packaging/install-deps.sh")
+    only = set(args.only.split(",")) if args.only else None
+    todo = [k for k in KERNELS if only is None or k[0] in only]
     if args.fetch_only:
-        todo = [k for k in KERNELS if args.only is None or k[0] in args.only.split(",")]
-        with concurrent.futures.ThreadPoolExecutor(max(1, len(todo))) as pool:
-            list(pool.map(lambda k: fetch_kernel(cache, k[0], k[1], k[2], "arm64" if arm64 else "amd64"), todo))
+        fetch_kernels(cache, todo, "arm64" if arm64 else "amd64")
         if arm64:
             arm64_root(cache)
         log(f"kernels {'and packages ' if arm64 else ''}fetched in {time.time() - t_fetch:.0f}s")
@@ -549,15 +557,9 @@ def main():
     host_prowl = os.path.join(os.path.dirname(os.path.dirname(pprof)), "prowl")
     if arm64 and not os.access(host_prowl, os.X_OK):
         raise SystemExit(f"kmatrix: error: {host_prowl} is missing: run make all")
-    only = set(args.only.split(",")) if args.only else None
     t_all = time.time()
     rows = []
-    todo = [k for k in KERNELS if only is None or k[0] in only]
-    # The downloads at once: each suite has its own apt state (27 s one after another here).
-    with concurrent.futures.ThreadPoolExecutor(max(1, len(todo))) as pool:
-        images = dict(zip((k[0] for k in todo),
-                          pool.map(lambda k: fetch_kernel(cache, k[0], k[1], k[2], "arm64" if arm64 else "amd64"),
-                                   todo)))
+    images = fetch_kernels(cache, todo, "arm64" if arm64 else "amd64")
     if not todo:
         initrd = None
     elif arm64:
