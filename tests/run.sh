@@ -244,6 +244,10 @@ kmatrix_end() {
 		passed=$((passed + n))
 		failed=$((failed + m - n))
 		[ "$n" = "$m" ] || failures+=("${log%/kmatrix.log}/kernel-matrix")
+		# Each failed check with its reason, into the run's last lines (a CI log shows its tail).
+		while IFS= read -r line; do
+			failures+=("$line")
+		done < <(grep -E '^kernel matrix failed: ' "$log" | cut -c1-400)
 	done
 }
 
@@ -375,6 +379,6 @@ if [ ${#skips[@]} -gt 0 ]; then
 	echo "skipped (with the reason):"
 	printf '  %s\n' "${skips[@]}"
 fi
-[ ${#failures[@]} -gt 0 ] && echo "failing: ${failures[*]}"
+[ ${#failures[@]} -gt 0 ] && printf 'failing: %s\n' "${failures[@]}"
 echo "$passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]

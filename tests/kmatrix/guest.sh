@@ -3,8 +3,8 @@
 # guest (busybox sh) or on this machine: prowl's captures, their output as tagged blocks.
 # Environment: KM_BIN (prowl, split532, split532_fp, offsplit; /usr/bin/python3.11 too), KM_TMP (scratch dir), KM_OUT
 # (where results go: /dev/ttyS1 in a guest), KM_SECONDS (capture length, default 3),
-# KM_BOTH=1 (also measure the DWARF unwinder the kernel does not pick by itself).
-# Output lines: "@@info KEY VALUE", "@@step NAME rc=N sec=S", and "@@file NAME" or
+# KM_BOTH=1 (also measure the DWARF unwinder the kernel does not pick by itself), KM_STEP_S (a step's bound).
+# Output lines: "@@info KEY VALUE", "@@begin NAME", "@@step NAME rc=N sec=S", and "@@file NAME" or
 # "@@b64 NAME" followed by the file and "@@end". kmatrix.py reads and judges them.
 set -u
 B=$KM_BIN
@@ -25,11 +25,19 @@ emit_b64() {
 	echo "@@end" >&3
 }
 # step NAME CMD...: runs CMD with stderr to $T/NAME.err, reports its exit code and time.
+# "@@begin NAME" first, so that a guest which never ends names the step it was in. A
+# command gets KM_STEP_S (SIGTERM; SIGKILL 20 s later): a hung prowl then fails its own
+# check (exit code 143 or 137) and the other checks still run; the agent step bounds itself.
+STEP_S=${KM_STEP_S:-150}
 step() {
 	name=$1
 	shift
+	echo "@@begin $name" >&3
 	t0=$(now)
-	"$@" 2>"$T/$name.err"
+	case $1 in
+	agent) "$@" 2>"$T/$name.err" ;;
+	*) timeout -s TERM -k 20 "$STEP_S" "$@" 2>"$T/$name.err" ;;
+	esac
 	rc=$?
 	echo "@@step $name rc=$rc sec=$(echo "$(now) $t0" | awk '{ printf "%.1f", $1 - $2 }')" >&3
 	emit_file "$name.err" "$T/$name.err"
@@ -153,6 +161,18 @@ agent() {
 		i=$((i + 1))
 	done
 	kill -TERM "$a" 2>/dev/null
+	# It must be gone within 30 s of SIGTERM; if not, that is the failure, not a guest that never ends.
+	i=0
+	while [ "$i" -lt 150 ] && kill -0 "$a" 2>/dev/null; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	if kill -0 "$a" 2>/dev/null; then
+		echo "guest.sh: prowl agent still runs 30 s after SIGTERM: killed" >&2
+		kill -KILL "$a" 2>/dev/null
+		wait "$a"
+		return 1
+	fi
 	wait "$a"
 }
 step agent agent

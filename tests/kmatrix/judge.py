@@ -45,6 +45,10 @@ def parse(text):
                 steps[m.group(1)] = (int(m.group(2)), float(m.group(3)))
         elif line.startswith(("@@file ", "@@b64 ")):
             cur, b64 = line.split(" ", 1)[1], line.startswith("@@b64 ")
+        elif line.startswith("@@begin "):
+            info["began"] = line.split(" ", 1)[1]
+        elif line == "@@booted":
+            info["booted"] = "1"
         elif line == "@@done":
             info["done"] = "1"
     return info, steps, files
@@ -97,6 +101,18 @@ def cost(err):
             "p50_us": float(p.group(1)) if p else None}
 
 
+# What timeout(1) leaves when it ends a step at guest.sh's bound: coreutils' 124, busybox's
+# (the guests') 143 for SIGTERM, and 137 for the SIGKILL after it.
+TIMED_OUT = (124, 137, 143)
+
+
+def exit_problem(rc, files, step):
+    """A step's non-zero exit, with the end of its stderr; a step ended at its bound is called hung."""
+    err = (files.get(f"{step}.err") or "").strip()[-300:]
+    hung = " (ended at guest.sh's bound: it hung)" if rc in TIMED_OUT else ""
+    return f"exit code {rc}{hung}: {err}"
+
+
 def one_error_line(err, *words):
     lines = [l for l in (err or "").splitlines() if l.strip()]
     if len(lines) != 1:
@@ -113,7 +129,7 @@ def check_capture(row, steps, files, step, comm, roots, need_rooted):
     row.update(step=step, rc=rc, samples=counted, pct=pct, rooted=rooted, cost=c, sec=steps.get(step, (0, 0))[1])
     problems = []
     if rc != 0:
-        problems.append(f"exit code {rc}: {(files.get(f'{step}.err') or '').strip()[-300:]}")
+        problems.append(exit_problem(rc, files, step))
     elif counted < MIN_SAMPLES:
         problems.append(f"{counted} samples in the workload's functions, fewer than {MIN_SAMPLES}")
     else:
@@ -154,7 +170,7 @@ def check_offcpu(row, steps, files):
                rooted=100.0 * rooted / total if total else 0.0, sec=steps.get("offcpu", (0, 0))[1])
     problems = []
     if rc != 0:
-        problems.append(f"exit code {rc}: {(files.get('offcpu.err') or '').strip()[-300:]}")
+        problems.append(exit_problem(rc, files, "offcpu"))
     elif not total or len(truth) != 3 or not ttotal:
         problems.append("no off-CPU time in the wait functions, or no account from the workload")
     else:
@@ -189,7 +205,7 @@ def check_python(row, info, steps, files, step="python", comm="python3.11"):
     if info.get(step) == "missing":
         problems.append(f"/usr/bin/{comm} is not in the guest (install python3.11 on this machine)")
     elif rc != 0:
-        problems.append(f"exit code {rc}: {(files.get(f'{step}.err') or '').strip()[-300:]}")
+        problems.append(exit_problem(rc, files, step))
     elif counted < PY_MIN_SAMPLES:
         problems.append(f"{counted} samples in py_a and py_b, fewer than {PY_MIN_SAMPLES}")
     else:
@@ -219,7 +235,14 @@ def judge(name, text, pprof):
     info, steps, files = parse(text)
     base = {"kernel": name, "release": info.get("kernel", "?")}
     if "done" not in info:
-        return [dict(base, mode="boot", problems=["guest.sh did not finish (see the console log)"], rc=None)]
+        if "began" in info:
+            done = ", ".join(steps) or "none"
+            why = f"guest.sh did not finish: it never left step {info['began']} (steps done: {done})"
+        elif "booted" in info or "kernel" in info:
+            why = "guest.sh started but did not begin its first step"
+        else:
+            why = "the guest never reached its init"
+        return [dict(base, mode="boot", problems=[why + " (its console's last lines are in the log above)"], rc=None)]
     rows = []
     dwarf = check_capture(dict(base, mode="record -a, dwarf"), steps, files, "dwarf", "split532", DWARF_ROOTS, True)
     rows.append(dwarf)
@@ -249,7 +272,7 @@ def judge(name, text, pprof):
     rc = steps.get("agent", (None, 0))[0]
     p = []
     if rc != 0:
-        p.append(f"agent exit code {rc}: {(files.get('agent.err') or '').strip()[-300:]}")
+        p.append("agent " + exit_problem(rc, files, "agent"))
     if len(windows) < WINDOWS_MIN:
         p.append(f"{len(windows)} windows written, fewer than {WINDOWS_MIN}")
     if any(c is None for c in counts):
