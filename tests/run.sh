@@ -148,7 +148,8 @@ run_e2e() { # $1 = build dir, $2 = "quick" for the sanitizer subset without the 
 # time figures, which leave about 40 % of the two CPUs idle), at nice 10: the fuzzers and,
 # when ARM64_BUILD names it, the arm64 cross build (side_start, side_end). Then the
 # kernel matrices, x86_64's and arm64's at once at full priority (a starved guest's
-# captures hold too few samples to judge): kmatrix_start, kmatrix_end.
+# captures hold too few samples to judge), two guests at a time between them:
+# kmatrix_start, kmatrix_end.
 fuzz_pid=""
 arm64_make_pid=""
 side_start() {
@@ -205,6 +206,7 @@ side_end() {
 
 km_pids=()
 km_logs=()
+km_slots="" # kmatrix.py --share-slots: lock files in the first matrix's build directory
 km_fetch_pids=()
 kmatrix_fetch() { # $1 = build dir, $2 = x86 or arm64: its kernels (and packages), downloaded
 	# first, in the background, while the tests run (a fresh clone spent 40 s on them after)
@@ -216,12 +218,15 @@ kmatrix_fetch() { # $1 = build dir, $2 = x86 or arm64: its kernels (and packages
 kmatrix_start() { # $1 = build dir, $2 = x86 or arm64, then kmatrix.py's own arguments
 	local d=$1 arch=$2 log=$1/kmatrix.log p
 	shift 2
+	km_slots=${km_slots:-$(realpath "$d")/kmatrix-slots}
 	# The downloads end first (a failed one is tried again by the run itself).
 	for p in "${km_fetch_pids[@]}"; do wait "$p"; done
 	km_fetch_pids=()
 	echo "== kernel matrix ($arch, $d, in the background: $log)"
-	/usr/bin/python3 tests/kmatrix/kmatrix.py --arch "$arch" --build "$d" --jobs 2 --seconds 2 --no-host "$@" \
-		>"$log" 2>&1 &
+	# Both matrices take their guests' slots from one directory: two guests at a time
+	# between them (four at once starved prowl inside them: its off-CPU checks failed).
+	/usr/bin/python3 tests/kmatrix/kmatrix.py --arch "$arch" --build "$d" --jobs 2 --seconds 2 --no-host \
+		--share-slots "$km_slots" "$@" >"$log" 2>&1 &
 	km_pids+=($!)
 	km_logs+=("$log")
 }

@@ -5,11 +5,13 @@ judges what guest.sh reports there and on this machine's own kernel. With --arch
 Debian's arm64 kernels under qemu-system-aarch64 (TCG), with a cross-built prowl.
 
 Usage: tests/kmatrix/kmatrix.py [--arch x86|arm64] [--build DIR] [--markdown FILE] [--only NAME,...]
-       [--jobs N] [--seconds S] [--both] [--no-host]
+       [--jobs N] [--share-slots DIR] [--seconds S] [--both] [--no-host]
 Environment: PROWL_KMATRIX_ACCEL=auto|kvm|tcg (default auto: KVM when /dev/kvm works),
 PROWL_KMATRIX_REFRESH=1 (ask the archive for newer kernels now; otherwise weekly)."""
 import argparse
 import concurrent.futures
+import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -440,8 +442,8 @@ def boot(vmlinuz, initrd, name, cache, kvm, seconds, both, probe=False, arch="x8
         cmd = ["qemu-system-x86_64", *accel, "-m", "1024", "-smp", "2", "-nic", "none", "-no-reboot", "-nographic",
                "-kernel", vmlinuz, "-initrd", initrd, "-append", f"console=ttyS0 clocksource=tsc tsc=reliable {args}",
                "-serial", "mon:stdio", "-serial", f"file:{res}"]
-    t0 = time.time()
-    with open(con, "w") as out:
+    with guest_slot(), open(con, "w") as out:
+        t0 = time.time()
         p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         while p.poll() is None:
             late = time.time() - t0 > timeout or (probe and time.time() - t0 > KVM_PROBE_S and not booted(res))
@@ -469,6 +471,34 @@ def console_tail(name, path, n=15):
     lines = [l for l in lines if l and not l.startswith("@@")]
     for l in lines[-n:]:
         log(f"{name} console: {l[:200]}")
+
+
+SLOTS = None  # --share-slots: (directory, count)
+
+
+@contextlib.contextmanager
+def guest_slot():
+    """Held while a guest runs: one of --jobs slots (lock files) that other kmatrix.py runs
+    with the same --share-slots directory also take theirs from, so that two matrices at
+    once (make test: x86_64's and arm64's) never run more guests than --jobs together."""
+    if not SLOTS:
+        yield
+        return
+    d, n = SLOTS
+    while True:
+        for i in range(n):
+            fd = os.open(os.path.join(d, f"slot.{i}"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            try:
+                yield
+            finally:
+                os.close(fd)  # and with it the lock
+            return
+        time.sleep(0.5)
 
 
 def booted(path):
@@ -543,12 +573,19 @@ def main():
     ap.add_argument("--jobs", type=int, default=1,
                     help="guests booted at once (default 1; the workloads split work, not time, so "
                          "guests that share the CPUs still judge true; the BPF cost per run grows)")
+    ap.add_argument("--share-slots", metavar="DIR",
+                    help="take each guest's slot from lock files in DIR, shared with other runs given the "
+                         "same DIR and --jobs: at most --jobs guests among them all (make test: both matrices)")
     ap.add_argument("--fetch-only", action="store_true",
                     help="download the kernels (and arm64's packages) into BUILD/kmatrix, then stop "
                          "(make test does it first, in the background)")
     ap.add_argument("--both", action="store_true",
                     help="also measure the DWARF unwinder each kernel does not pick by itself (benchmarks)")
     args = ap.parse_args()
+    global SLOTS
+    if args.share_slots:
+        os.makedirs(args.share_slots, exist_ok=True)
+        SLOTS = (args.share_slots, max(1, args.jobs))
     build = os.path.abspath(args.build)
     cache = os.path.join(build, "kmatrix")
     pprof = os.path.abspath(args.pprof) if args.pprof else os.path.join(build, "tools/pprof")
