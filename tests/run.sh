@@ -22,17 +22,24 @@ failures=()
 skips=()
 
 run_unit() { # $1 = build dir
-	local t out rc n_ok n_bad n_skip name line reason dir
+	local t out rc n_ok n_bad n_skip name line reason dir p fin live=() keep
 	echo "== unit tests ($1)"
 	# Two test programs at a time (each is one process, and this machine has two CPUs);
-	# their outputs are read in order afterwards.
+	# their outputs are read in order afterwards. Only their own pids are counted and
+	# waited for: the kernel downloads (kmatrix_fetch) run in the background meanwhile.
 	dir=$(mktemp -d)
 	for t in "$1"/tests/test_*; do
 		[ -x "$t" ] || continue
-		[ "$(jobs -rp | wc -l)" -ge "$(nproc)" ] && wait -n
+		while [ ${#live[@]} -ge "$(nproc)" ]; do
+			wait -n -p fin "${live[@]}"
+			keep=()
+			for p in "${live[@]}"; do [ "$p" = "$fin" ] || keep+=("$p"); done
+			live=("${keep[@]}")
+		done
 		(PPROF="$PWD/$1/tools/pprof" "$t" >"$dir/${t##*/}.out" 2>&1; echo $? >"$dir/${t##*/}.rc") &
+		live+=($!)
 	done
-	wait
+	for p in "${live[@]}"; do wait "$p"; done
 	for t in "$1"/tests/test_*; do
 		[ -x "$t" ] || continue
 		out=$(cat "$dir/${t##*/}.out")
