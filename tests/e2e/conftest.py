@@ -297,6 +297,12 @@ class Raw:
         return hit / tot if tot else 0.0
 
 
+def objdump_stubs(path):
+    """{name@plt: ELF address} as objdump -d lists the stubs."""
+    res = subprocess.run(["objdump", "-d", path], capture_output=True, text=True, check=True)
+    return {m.group(2): int(m.group(1), 16) for m in re.finditer(r"^([0-9a-f]+) <(\S+@plt)>:", res.stdout, re.M)}
+
+
 def pprof_raw(path, *opts):
     """pprof's -raw dump of path. Without opts, pprof symbolizes from this host's
     binaries every mapping whose flags say not all its locations are named, and so

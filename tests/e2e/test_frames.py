@@ -12,7 +12,7 @@ import time
 import pytest
 
 from agentlib import agent_beside
-from conftest import WORKLOADS, pprof_raw, run_prowl, start, stop, workload
+from conftest import WORKLOADS, objdump_stubs, pprof_raw, run_prowl, start, stop, workload
 
 
 def record(tmp_path, cmd, name, secs=4, env=None):
@@ -37,12 +37,6 @@ def lib_shares(raw, is_lib):
             total += s["values"][0]
     assert total > 100, f"only {total} samples in the library"
     return {k: v / total for k, v in out.items()}
-
-
-def objdump_stubs(path):
-    """{name@plt: ELF address} as objdump -d lists the stubs."""
-    res = subprocess.run(["objdump", "-d", path], capture_output=True, text=True, check=True)
-    return {m.group(2): int(m.group(1), 16) for m in re.finditer(r"^([0-9a-f]+) <(\S+@plt)>:", res.stdout, re.M)}
 
 
 def test_plt_stubs_named_from_relocations(tmp_path):
