@@ -222,13 +222,17 @@ kmatrix_fetch() { # $1 = build dir, $2 = x86 or arm64: its kernels (and packages
 	km_fetch_pids+=($!)
 }
 
+kmatrix_fetch_wait() { # the downloads kmatrix_fetch started, ended
+	local p
+	for p in "${km_fetch_pids[@]}"; do wait "$p"; done
+	km_fetch_pids=()
+}
+
 kmatrix_start() { # $1 = build dir, $2 = x86 or arm64, then kmatrix.py's own arguments
 	local d=$1 arch=$2 log=$1/kmatrix.log p
 	shift 2
 	km_slots=${km_slots:-$(realpath "$d")/kmatrix-slots}
-	# The downloads end first (a failed one is tried again by the run itself).
-	for p in "${km_fetch_pids[@]}"; do wait "$p"; done
-	km_fetch_pids=()
+	kmatrix_fetch_wait # (a failed download is tried again by the run itself)
 	echo "== kernel matrix ($arch, $d, in the background: $log)"
 	# Both matrices take their guests' slots from one directory: two guests at a time
 	# between them (four at once starved prowl inside them: its off-CPU checks failed).
@@ -343,6 +347,8 @@ for d in "${dirs[@]}"; do
 		continue
 	fi
 	run_unit "$d"
+	# The kernel downloads (disk and CPU) end before the timed end-to-end tests start.
+	kmatrix_fetch_wait
 	phase "unit ($d)"
 	if [ $only_quick = 1 ]; then
 		run_e2e "$d" stages
