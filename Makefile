@@ -295,15 +295,13 @@ deps:
 	packaging/install-deps.sh
 
 # The whole suite: normal build (with the test tooling: pprof and the Collector), then
-# the same tests under ASan+UBSan with 6 s of each fuzzer beside them, then the kernel matrix.
-# The workloads are built without the sanitizers in any build (their own BUILD lines):
-# the sanitizer build takes the normal build's (20 s less to build).
+# the same tests under ASan+UBSan with 6 s of each fuzzer beside them, then the kernel
+# matrices of x86_64 and arm64 (two guests at a time between them). tests/run.sh compiles
+# the sanitizer, fuzzer and arm64 builds itself (SIDE_BUILDS=1), at idle priority beside
+# the first end-to-end pass. The workloads are built without the sanitizers in any build
+# (their own BUILD lines): the sanitizer build takes the normal build's.
 test: all unit workloads tools otelcol servers pyspy
-	$(MAKE) O=build-san SAN=1 all unit
-	@mkdir -p build-san/tools build-san/workloads && cp $(O)/tools/pprof build-san/tools/pprof
-	cp -a $(O)/workloads/. build-san/workloads/
-	$(MAKE) O=build-fuzz FUZZ=1 fuzzers
-	FUZZ_BUILD=build-fuzz tests/run.sh $(O) build-san
+	SIDE_BUILDS=1 FUZZ_BUILD=build-fuzz ARM64_BUILD=$(O)-arm64 tests/run.sh $(O) build-san
 
 # The inner loop (under 5 minutes): the unit tests and one e2e test per stage
 # (QUICK_E2E in tests/run.sh), on the normal build only.
@@ -312,16 +310,16 @@ check-quick: all unit workloads tools
 
 # Debian's kernels (newest 5.10, 6.1, 6.12) booted under QEMU with prowl in an
 # initramfs, and this machine's kernel: record in both unwinding modes, record -p,
-# the agent, and the one-line errors. The kernels are cached in $(O)/kmatrix.
+# the agent, and the one-line errors. The kernels are kept in /var/cache/prowl/kmatrix
+# (PROWL_KMATRIX_CACHE), the initramfs and the results in $(O)/kmatrix.
 # make test runs it too; KMATRIX_ARGS=--both also measures the second DWARF build.
 kernel-matrix: all workloads tools
 	tests/kmatrix/kmatrix.py --build $(O) $(KMATRIX_ARGS)
 
 # The same on Debian's arm64 kernels (5.10, 6.1, 6.12) under qemu-system-aarch64 (TCG, at
-# nice 19), with prowl cross-built into $(O)-arm64; pprof runs here. Not in make test: it
-# does not fit the suite's 30 minutes (docs/testing.md). tests/run.sh runs it beside
-# x86_64's, two guests at a time between them, when ARM64_BUILD names the cross build.
-# The guests run the prowl of the arm64 package (make deb ARCH=arm64).
+# nice 19), with prowl cross-built into $(O)-arm64; pprof runs here. make test runs it
+# too (tests/run.sh, with ARM64_BUILD naming the cross build), its guests and x86_64's
+# sharing two slots. The guests run the prowl of the arm64 package (make deb ARCH=arm64).
 kernel-matrix-arm64: tools
 	$(MAKE) ARCH=arm64 O=$(O)-arm64 all workloads deb
 	nice -n 19 tests/kmatrix/kmatrix.py --arch arm64 --build $(O)-arm64 --pprof $(O)/tools/pprof \

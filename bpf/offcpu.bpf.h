@@ -205,7 +205,8 @@ static __always_inline void offcpu_back(struct task_struct *next, enum chain ch,
  * exceeded the wall time by ~5 us a wait on an idle machine. Now the waits and
  * the CPU time add up to the wall time. Unseen switch in (a task running at the
  * start): now. */
-static __always_inline void offcpu_out(struct task_struct *prev, enum chain ch, __u32 tgid, __u32 tid, __u64 entry)
+static __always_inline void offcpu_out(struct task_struct *prev, enum chain ch, __u32 tgid, __u32 tid, __u64 entry,
+				       bool dwarf)
 {
 	__u64 *runp;
 
@@ -235,8 +236,18 @@ static __always_inline void offcpu_out(struct task_struct *prev, enum chain ch, 
 		*runp += OFFCPU_READ(ch, prev, se.sum_exec_runtime);
 		return;
 	}
-	if (offcpu_entry_new(ch, prev, tid, entry))
+	if (offcpu_entry_new(ch, prev, tid, entry)) {
 		count(PROWL_CNT_OFFCPU_FULL);
+		return;
+	}
+#if defined(PROWL_BPF_DWARF)
+	/* A thread's first wait: its stack is walked only when the wait ends, and a
+	 * process the unwinder does not know yet is walked by frame pointers then. A
+	 * program that starts by sleeping (a server waiting for work) would wait first and be
+	 * loaded after: ask for it now. */
+	if (dwarf && !bpf_map_lookup_elem(&unwind_procs, &tgid))
+		unwind_request(PROWL_UEV_UNKNOWN_PID, tgid, 0);
+#endif
 }
 
 /* One context switch, in prev's context: next's wait ends, prev's starts, and
@@ -251,7 +262,7 @@ static __always_inline int offcpu_switch(void *ctx, enum unwinder unw, enum chai
 	__u32 tid = OFFCPU_READ(ch, prev, pid), tgid = OFFCPU_READ(ch, prev, tgid);
 
 	offcpu_back(next, ch, entry);
-	offcpu_out(prev, ch, tgid, tid, entry);
+	offcpu_out(prev, ch, tgid, tid, entry, unw != UNW_FP);
 	if (offcpu_npending && offcpu_pending_get(tid))
 		take(ctx, unw, (__u64)tgid << 32 | tid, ch);
 	return 0;

@@ -8,7 +8,9 @@
 # checks that every line the mutation check breaks is still in the sources
 # (tests/mutation.sh --check); lists every skipped test with its reason and ends with
 # "N passed, N failed, N skipped".
-# Usage: [FUZZ_BUILD=DIR] [ARM64_BUILD=DIR] tests/run.sh [--quick] [BUILD_DIR...]   (default: build build-san)
+# With SIDE_BUILDS=1 (make test) the sanitizer build (the BUILD_DIR named *san*), FUZZ_BUILD
+# and ARM64_BUILD are compiled here, beside the first e2e pass at idle priority.
+# Usage: [SIDE_BUILDS=1] [FUZZ_BUILD=DIR] [ARM64_BUILD=DIR] tests/run.sh [--quick] [BUILD_DIR...]   (default: build build-san)
 # --quick (make check-quick, the inner loop): the unit tests and one e2e test per stage
 # (QUICK_E2E), on each build; no kernel matrix, no fuzzing.
 set -u
@@ -159,6 +161,53 @@ run_e2e() { # $1 = build dir, $2 = "quick" for the sanitizer subset without the 
 # kmatrix_start, kmatrix_end.
 fuzz_pid=""
 arm64_make_pid=""
+side_builds_pid=""
+side_builds_san=""
+
+# idle CMD...: CMD at the scheduler's idle priority (SCHED_IDLE: it runs only on a CPU
+# nothing else wants, and any other task that wakes takes the CPU from it at once) and
+# the idle I/O class. make's MAKEFLAGS is cleared: the caller's jobserver is not passed.
+idle() {
+	MAKEFLAGS= chrt -i 0 ionice -c 3 "$@"
+}
+
+# With SIDE_BUILDS=1 (make test): the sanitizer and fuzzer builds, then the arm64 cross
+# build, at idle priority beside the first e2e pass, which leaves much of the two CPUs
+# idle (its "% busy" below); they were 90 s of the suite's start, before the tests.
+# $1 = the build that the sanitizer build takes its tools and workloads from (the
+# workloads are built without sanitizers in every build), $2 = the sanitizer build.
+side_builds_start() {
+	[ "${SIDE_BUILDS:-0}" = 1 ] && [ -z "$side_builds_pid" ] || return 0
+	local san=$2
+	side_builds_san=$san
+	echo "== sanitizer${FUZZ_BUILD:+ and fuzzer} builds (at idle priority, in the background: $san.log)"
+	(
+		set -e
+		idle make --no-print-directory O="$san" SAN=1 all unit
+		mkdir -p "$san/tools" "$san/workloads"
+		cp "$1/tools/pprof" "$san/tools/pprof"
+		cp -a "$1/workloads/." "$san/workloads/"
+		if [ -n "${FUZZ_BUILD:-}" ]; then idle make --no-print-directory O="$FUZZ_BUILD" FUZZ=1 fuzzers; fi
+	) >"$san.log" 2>&1 &
+	side_builds_pid=$!
+	if [ -n "${ARM64_BUILD:-}" ]; then
+		echo "== arm64 cross build ($ARM64_BUILD, at idle priority, in the background: $ARM64_BUILD/make.log)"
+		mkdir -p "$ARM64_BUILD"
+		idle make --no-print-directory ARCH=arm64 O="$ARM64_BUILD" all workloads deb >"$ARM64_BUILD/make.log" 2>&1 &
+		arm64_make_pid=$!
+	fi
+}
+
+side_builds_wait() { # the sanitizer and fuzzer builds, ended (the arm64 build: side_end)
+	[ -n "$side_builds_pid" ] || return 0
+	if ! wait "$side_builds_pid"; then
+		tail -20 "$side_builds_san.log"
+		failed=$((failed + 1))
+		failures+=("$side_builds_san (the sanitizer or fuzzer build failed: $side_builds_san.log)")
+	fi
+	side_builds_pid=""
+}
+
 side_start() {
 	if [ -n "${FUZZ_BUILD:-}" ]; then
 		if [ -x "$FUZZ_BUILD/fuzz/fuzz_procmaps" ]; then
@@ -171,7 +220,7 @@ side_start() {
 			failures+=("$FUZZ_BUILD (fuzzers not built)")
 		fi
 	fi
-	if [ -n "${ARM64_BUILD:-}" ]; then
+	if [ -n "${ARM64_BUILD:-}" ] && [ -z "$arm64_make_pid" ]; then
 		echo "== arm64 cross build ($ARM64_BUILD, in the background: $ARM64_BUILD/make.log)"
 		mkdir -p "$ARM64_BUILD"
 		nice -n 10 make --no-print-directory ARCH=arm64 O="$ARM64_BUILD" all workloads deb >"$ARM64_BUILD/make.log" 2>&1 &
@@ -289,12 +338,21 @@ run_layout() {
 	fi
 }
 
-# Wall time per phase, printed before the closing line (the suite's budget is 30 minutes).
+# Wall time per phase and how busy the CPUs were meanwhile (all of them, whoever used
+# them), printed before the closing line (the suite's budget is 30 minutes).
 phase_times=()
 phase_start=$SECONDS
+cpu_ticks() { # "busy total" jiffies of all CPUs since boot
+	awk '/^cpu / { t = 0; for (i = 2; i <= NF; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat
+}
+read -r phase_busy phase_total < <(cpu_ticks)
 phase() { # $1 = what just ended
-	phase_times+=("$1 $((SECONDS - phase_start)) s")
+	local b t
+	read -r b t < <(cpu_ticks)
+	phase_times+=("$1 $((SECONDS - phase_start)) s ($(( t > phase_total ? 100 * (b - phase_busy) / (t - phase_total) : 0 )) % busy)")
 	phase_start=$SECONDS
+	phase_busy=$b
+	phase_total=$t
 }
 
 only_quick=0
@@ -310,7 +368,7 @@ dirs=("$@")
 san_pass=0
 if [ $only_quick = 0 ]; then
 	for d in "${dirs[@]}"; do
-		case "$d" in *san*) [ -x "$d/prowl" ] && san_pass=1 ;; esac
+		case "$d" in *san*) { [ -x "$d/prowl" ] || [ "${SIDE_BUILDS:-0}" = 1 ]; } && san_pass=1 ;; esac
 	done
 fi
 run_layout
@@ -340,6 +398,7 @@ else
 	failures+=("tests/mutation.sum (the mutants changed since the last full run: run make mutation and commit tests/mutation.sum)")
 fi
 for d in "${dirs[@]}"; do
+	case "$d" in *san*) side_builds_wait ;; esac
 	if [ ! -x "$d/prowl" ]; then
 		echo "$d/prowl is not built (make all unit workloads tools, or make SAN=1 O=build-san ...)" >&2
 		failed=$((failed + 1))
@@ -360,7 +419,11 @@ for d in "${dirs[@]}"; do
 		side_start
 		side_started=1
 		run_e2e "$d" quick ;;
-	*) run_e2e "$d" "" ;;
+	*)
+		for s in "${dirs[@]}"; do
+			case "$s" in *san*) side_builds_start "$d" "$s" ;; esac
+		done
+		run_e2e "$d" "" ;;
 	esac
 	phase "e2e ($d)"
 done

@@ -94,6 +94,24 @@ def test_stacks_are_complete(split):
     assert complete >= 0.95 * sum(split["split"].values()) * 0.95, (complete, total)
 
 
+def test_process_that_sleeps_first_is_walked_by_its_tables(tmp_path):
+    """A program whose threads sleep right away (offsplit's waits start 1.5 s in) is loaded by
+    the unwinder at its threads' first switch out, not when those sleeps end: the 1.5 s waits
+    and what follows are walked with its unwind tables. Loaded at their end, as before, those
+    waits were walked by frame pointers only, marked "process not loaded by the unwinder yet"
+    (in arm64's kernel matrix, under emulation, the first cycles of waits too)."""
+    c = record(str(tmp_path), "first", "--off-cpu", ["split", "1", "5", "3", "2", "0", "1500", "300"])
+    raw = c["raw"]
+    marked = sum(s["values"][1] for s in raw.samples if any("not loaded by the unwinder" in f for f in raw.frames(s)))
+    total = sum(s["values"][1] for s in raw.samples)
+    first = [s for s in raw.samples if "sleep_until" in raw.frames(s)]
+    assert first, "no sample of the threads' first sleep (sleep_until)"
+    assert sum(s["values"][1] for s in first) >= 3 * 1.4e9, [s["values"] for s in first]
+    assert all("start_thread" in raw.frames(s) and not any("not loaded" in f for f in raw.frames(s))
+               for s in first), [raw.frames(s) for s in first]
+    assert marked <= 0.01 * total, (marked, total)
+
+
 def test_pprof_folded_html(split):
     """pprof names the types (samples/count, off_cpu/nanoseconds, off_cpu the default);
     folded lines carry nanoseconds adding up to the pprof's total; the HTML says what it shows."""

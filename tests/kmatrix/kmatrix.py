@@ -7,7 +7,9 @@ Debian's arm64 kernels under qemu-system-aarch64 (TCG), with a cross-built prowl
 Usage: tests/kmatrix/kmatrix.py [--arch x86|arm64] [--build DIR] [--markdown FILE] [--only NAME,...]
        [--jobs N] [--share-slots DIR] [--seconds S] [--both] [--no-host]
 Environment: PROWL_KMATRIX_ACCEL=auto|kvm|tcg (default auto: KVM when /dev/kvm works),
-PROWL_KMATRIX_REFRESH=1 (ask the archive for newer kernels now; otherwise weekly)."""
+PROWL_KMATRIX_REFRESH=1 (ask the archive for newer kernels now; otherwise weekly),
+PROWL_KMATRIX_CACHE=DIR (where the kernels and arm64's packages are kept across clones; default
+/var/cache/prowl/kmatrix as root, else ~/.cache/prowl/kmatrix)."""
 import argparse
 import concurrent.futures
 import contextlib
@@ -66,6 +68,53 @@ def apt_opts(d, arch="amd64"):
             "-o", f"Dir::Cache={d}/cache", "-o", f"Dir::Cache::archives={d}/cache/archives",
             "-o", f"APT::Architecture={arch}", "-o", f"APT::Architectures::={arch}", "-o", "Acquire::Languages=none",
             "-o", "APT::Sandbox::User=root", "-q"]
+
+
+def downloads_dir(arch):
+    """The folder of one architecture's kernels, apt states and arm64 root, kept across
+    clones and builds (a fresh clone spent a minute downloading them): PROWL_KMATRIX_CACHE,
+    else /var/cache/prowl/kmatrix as root, else ~/.cache/prowl/kmatrix. Guests boot what
+    it holds, so it and each folder above it must be root's or ours and writable by no
+    one else (sticky folders such as /tmp excepted, above it)."""
+    top = os.environ.get("PROWL_KMATRIX_CACHE") or ("/var/cache/prowl/kmatrix" if os.geteuid() == 0 else
+                                                   os.path.join(os.environ.get("XDG_CACHE_HOME") or
+                                                                os.path.expanduser("~/.cache"), "prowl/kmatrix"))
+    top = os.path.abspath(top)
+    mine = os.path.join(top, arch)
+
+    def refuse(why):
+        raise SystemExit(f"kmatrix: error: cannot use the download cache {top}: {why}: fix it, or set "
+                         "PROWL_KMATRIX_CACHE to a folder of your own")
+
+    def check(d, sticky_ok):
+        st = os.stat(d)
+        if st.st_uid not in (0, os.geteuid()):
+            refuse(f"{d} is owned by uid {st.st_uid}")
+        if st.st_mode & 0o022 and not (sticky_ok and st.st_mode & 0o1000):
+            refuse(f"{d} is writable by others (mode {st.st_mode & 0o7777:o})")
+
+    try:
+        os.makedirs(top, mode=0o755, exist_ok=True)
+    except OSError as e:
+        raise SystemExit(f"kmatrix: error: cannot create the download cache {top}: {e.strerror}: "
+                         "set PROWL_KMATRIX_CACHE to a folder of your own")
+    check(top, False)
+    d = top
+    while d != "/":
+        d = os.path.dirname(d)
+        check(d, True)
+    os.makedirs(mine, mode=0o755, exist_ok=True)
+    check(mine, False)
+    return mine
+
+
+@contextlib.contextmanager
+def locked(d):
+    """Holds d's lock file: two runs (two clones, or make test's fetch and a matrix) fetch
+    into one folder one after the other."""
+    with open(os.path.join(d, ".lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 def apt_dir(cache, suite, arch):
@@ -284,9 +333,9 @@ def arm64_root(cache):
 
 
 def fetch_kernels(cache, todo, arch):
-    """The image of each kernel of todo (KERNELS rows), by name, all downloaded at once:
-    each suite has its own apt state (27 s one after another here)."""
-    with concurrent.futures.ThreadPoolExecutor(max(1, len(todo))) as pool:
+    """The image of each kernel of todo (KERNELS rows), by name, all downloaded at once
+    into cache (downloads_dir()): each suite has its own apt state (27 s one after another here)."""
+    with locked(cache), concurrent.futures.ThreadPoolExecutor(max(1, len(todo))) as pool:
         return dict(zip((k[0] for k in todo),
                         pool.map(lambda k: fetch_kernel(cache, k[0], k[1], k[2], arch), todo)))
 
@@ -309,13 +358,14 @@ def needed_libs(path, dirs):
     return sorted(found.values())
 
 
-def make_initramfs_arm64(build, cache, deb=None):
+def make_initramfs_arm64(build, cache, dl, deb=None):
     """The arm64 guest's initramfs: as make_initramfs(), from the cross build and
     Debian's arm64 packages; the results go to the one serial port, the console.
     deb: prowl's arm64 package, whose /usr/bin/prowl runs there in place of the build's."""
     out = os.path.join(cache, "initramfs.cpio")
     inputs = initramfs_inputs(build, "make ARCH=arm64 all workloads") + ([deb] if deb else [])
-    root = arm64_root(cache)
+    with locked(dl):
+        root = arm64_root(dl)
     if os.path.exists(out) and os.path.getmtime(out) > max(os.path.getmtime(p) for p in inputs):
         return out
     stage = tempfile.mkdtemp(dir=cache)
@@ -577,7 +627,7 @@ def main():
                     help="take each guest's slot from lock files in DIR, shared with other runs given the "
                          "same DIR and --jobs: at most --jobs guests among them all (make test: both matrices)")
     ap.add_argument("--fetch-only", action="store_true",
-                    help="download the kernels (and arm64's packages) into BUILD/kmatrix, then stop "
+                    help="download the kernels (and arm64's packages) into the download cache, then stop "
                          "(make test does it first, in the background)")
     ap.add_argument("--both", action="store_true",
                     help="also measure the DWARF unwinder each kernel does not pick by itself (benchmarks)")
@@ -592,6 +642,7 @@ def main():
     arm64 = args.arch == "arm64"
     t_fetch = time.time()
     os.makedirs(cache, exist_ok=True)
+    dl = downloads_dir(args.arch)
     if os.geteuid() != 0 and not args.fetch_only:
         raise SystemExit("kmatrix: error: run as root (prowl loads BPF on this machine's kernel too)")
     tools = ("qemu-system-aarch64", "qemu-aarch64-static", "aarch64-linux-gnu-strip") if arm64 else \
@@ -602,9 +653,10 @@ def main():
     only = set(args.only.split(",")) if args.only else None
     todo = [k for k in KERNELS if only is None or k[0] in only]
     if args.fetch_only:
-        fetch_kernels(cache, todo, "arm64" if arm64 else "amd64")
+        fetch_kernels(dl, todo, "arm64" if arm64 else "amd64")
         if arm64:
-            arm64_root(cache)
+            with locked(dl):
+                arm64_root(dl)
         log(f"kernels {'and packages ' if arm64 else ''}fetched in {time.time() - t_fetch:.0f}s")
         return 0
     if not os.access(pprof, os.X_OK):
@@ -615,11 +667,11 @@ def main():
         raise SystemExit(f"kmatrix: error: {host_prowl} is missing: run make all")
     t_all = time.time()
     rows = []
-    images = fetch_kernels(cache, todo, "arm64" if arm64 else "amd64")
+    images = fetch_kernels(dl, todo, "arm64" if arm64 else "amd64")
     if not todo:
         initrd = None
     elif arm64:
-        initrd = make_initramfs_arm64(build, cache, args.deb and os.path.abspath(args.deb))
+        initrd = make_initramfs_arm64(build, cache, dl, args.deb and os.path.abspath(args.deb))
     else:
         initrd = make_initramfs(build, cache)
     kvm = False if arm64 else kvm_verdict(cache)
