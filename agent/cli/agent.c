@@ -445,10 +445,12 @@ static void apply_config(struct agent *a, struct agent_config nc)
 }
 
 /* How long the loop may sleep: BPF wakes it when the ring buffer is an eighth
- * full, so the timeout only bounds how late a window ends, /metrics refreshes,
- * systemd's watchdog is fed or a signal is seen on an idle host. Each wakeup
- * costs the agent about 25 us: 4 a second at most, not 10. */
-#define POLL_MAX_MS 250
+ * full, a signal interrupts the wait, and the deadlines below (the window's end,
+ * /metrics' refresh each second, systemd's watchdog) set the timeout. Each wakeup
+ * costs the agent about 25 us: once a second is the least /metrics allows.
+ * Exporters that a reload retired are looked at 4 times a second until they go. */
+#define POLL_MAX_MS      1000
+#define POLL_RETIRING_MS 250
 
 static int poll_timeout_ms(const struct agent *a, uint64_t next_publish)
 {
@@ -464,6 +466,8 @@ static int poll_timeout_ms(const struct agent *a, uint64_t next_publish)
 	if (a->watchdog_usec && a->next_watchdog > now && a->next_watchdog - now < until)
 		until = a->next_watchdog - now;
 	until = (until + 999999) / 1000000;
+	if (a->nretiring && until > POLL_RETIRING_MS)
+		return POLL_RETIRING_MS;
 	return until < POLL_MAX_MS ? (int)until : POLL_MAX_MS;
 }
 
