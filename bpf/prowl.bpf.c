@@ -92,6 +92,18 @@ enum unwinder {
 	UNW_DWARF_BOUNDED /* DWARF CFI, bounded loops chained by tail calls */
 };
 
+/* Whether an on-CPU sample caught its task in user mode. */
+static __always_inline bool in_user_mode(struct bpf_perf_event_data *ctx)
+{
+#if defined(__TARGET_ARCH_x86)
+	return ctx->regs.ip < KERNEL_MIN_ADDR;
+#elif defined(__TARGET_ARCH_arm64)
+	return ctx->regs.pc < KERNEL_MIN_ADDR;
+#else
+	return false;
+#endif
+}
+
 /* Writes the sample of the current task: ust holds its DWARF-unwound user stack,
  * or is NULL for a frame-pointer walk (marked with fp_reason when not 0); ps its
  * Python frames, or NULL. A sample without Python frames is shorter in the ring. */
@@ -138,9 +150,13 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 	e->_pad = 0;
 	e->pystack_len = 0;
 	if (pn && ps && ps->n) {
-		/* All slots, a constant size: a bound on pn does not survive every
-		 * kernel's verifier (the reader looks at pystack_len of them). */
-		bpf_probe_read_kernel(e->pystack, sizeof(e->pystack), ps->frames);
+		/* Only the frames there are (all 128 slots were 2 KiB a sample): the
+		 * size is masked in the register right before the call (py_slot()),
+		 * which every kernel's verifier follows; 128 take the constant size. */
+		if (pn >= PROWL_MAX_PY)
+			bpf_probe_read_kernel(e->pystack, sizeof(e->pystack), ps->frames);
+		else
+			bpf_probe_read_kernel(e->pystack, py_slot(pn) * sizeof(e->pystack[0]), ps->frames);
 		e->pystack_len = pn;
 		count(PROWL_CNT_PY_SAMPLES);
 	}
@@ -166,7 +182,9 @@ static __always_inline void emit(struct bpf_perf_event_data *ctx, struct task_st
 	if (pend) {
 		bpf_probe_read_kernel(e->kstack, sizeof(e->kstack), pend->kstack);
 		e->kstack_len = pend->klen > PROWL_MAX_STACK ? PROWL_MAX_STACK : pend->klen;
-	} else {
+	} else if (!in_user_mode(ctx)) {
+		/* (Caught in user mode, a task has no kernel stack, and bpf_get_stack would
+		 * zero its whole buffer, 1 KiB, to say so.) */
 		n = bpf_get_stack(ctx, e->kstack, sizeof(e->kstack), 0);
 		if (n < 0)
 			count(PROWL_CNT_KSTACK_ERR);
