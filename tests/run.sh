@@ -190,12 +190,19 @@ side_builds_start() {
 		if [ -n "${FUZZ_BUILD:-}" ]; then idle make --no-print-directory O="$FUZZ_BUILD" FUZZ=1 fuzzers; fi
 	) >"$san.log" 2>&1 &
 	side_builds_pid=$!
-	if [ -n "${ARM64_BUILD:-}" ]; then
-		echo "== arm64 cross build ($ARM64_BUILD, at idle priority, in the background: $ARM64_BUILD/make.log)"
-		mkdir -p "$ARM64_BUILD"
-		idle make --no-print-directory ARCH=arm64 O="$ARM64_BUILD" all workloads deb >"$ARM64_BUILD/make.log" 2>&1 &
-		arm64_make_pid=$!
-	fi
+	arm64_build_start "at idle priority" idle
+}
+
+# arm64_build_start HOW CMD...: the arm64 cross build and package (ARM64_BUILD), once, in
+# the background under CMD (a priority: idle, nice -n 10), HOW saying which.
+arm64_build_start() {
+	local how=$1
+	shift
+	[ -n "${ARM64_BUILD:-}" ] && [ -z "$arm64_make_pid" ] || return 0
+	echo "== arm64 cross build ($ARM64_BUILD, $how, in the background: $ARM64_BUILD/make.log)"
+	mkdir -p "$ARM64_BUILD"
+	"$@" make --no-print-directory ARCH=arm64 O="$ARM64_BUILD" all workloads deb >"$ARM64_BUILD/make.log" 2>&1 &
+	arm64_make_pid=$!
 }
 
 side_builds_wait() { # the sanitizer and fuzzer builds, ended (the arm64 build: side_end)
@@ -220,12 +227,7 @@ side_start() {
 			failures+=("$FUZZ_BUILD (fuzzers not built)")
 		fi
 	fi
-	if [ -n "${ARM64_BUILD:-}" ] && [ -z "$arm64_make_pid" ]; then
-		echo "== arm64 cross build ($ARM64_BUILD, in the background: $ARM64_BUILD/make.log)"
-		mkdir -p "$ARM64_BUILD"
-		nice -n 10 make --no-print-directory ARCH=arm64 O="$ARM64_BUILD" all workloads deb >"$ARM64_BUILD/make.log" 2>&1 &
-		arm64_make_pid=$!
-	fi
+	arm64_build_start "at nice 10" nice -n 10
 }
 
 side_end() {
