@@ -92,18 +92,6 @@ enum unwinder {
 	UNW_DWARF_BOUNDED /* DWARF CFI, bounded loops chained by tail calls */
 };
 
-/* Whether an on-CPU sample caught its task in user mode. */
-static __always_inline bool in_user_mode(struct bpf_perf_event_data *ctx)
-{
-#if defined(__TARGET_ARCH_x86)
-	return ctx->regs.ip < KERNEL_MIN_ADDR;
-#elif defined(__TARGET_ARCH_arm64)
-	return ctx->regs.pc < KERNEL_MIN_ADDR;
-#else
-	return false;
-#endif
-}
-
 /* Writes the sample of the current task: ust holds its DWARF-unwound user stack,
  * or is NULL for a frame-pointer walk (marked with fp_reason when not 0); ps its
  * Python frames, or NULL. A sample without Python frames is shorter in the ring. */

@@ -233,6 +233,16 @@ struct pt_regs___prowl {
 } __attribute__((preserve_access_index));
 #endif
 
+/* Whether an on-CPU sample caught its task in user mode (its pc is a user address). */
+static __always_inline bool in_user_mode(const struct bpf_perf_event_data *ctx)
+{
+#if defined(__TARGET_ARCH_x86)
+	return ctx->regs.ip < KERNEL_MIN_ADDR;
+#else
+	return ctx->regs.pc < KERNEL_MIN_ADDR;
+#endif
+}
+
 static __always_inline void unwind_stop(struct uw_state *st, __u8 reason)
 {
 	st->reason = reason;
@@ -657,7 +667,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 	if (!st)
 		return NULL;
 #if defined(__TARGET_ARCH_x86)
-	if (ctx && ctx->regs.ip < KERNEL_MIN_ADDR) {
+	if (ctx && in_user_mode(ctx)) {
 		st->pc = ctx->regs.ip;
 		st->sp = ctx->regs.sp;
 		st->bp = ctx->regs.bp;
@@ -674,7 +684,7 @@ static __always_inline struct uw_state *dwarf_begin(struct bpf_perf_event_data *
 		st->rdi = BPF_CORE_READ(regs, di);
 	} else if (user_regs_compat(st)) {
 #else
-	if (ctx && ctx->regs.pc < KERNEL_MIN_ADDR) {
+	if (ctx && in_user_mode(ctx)) {
 		st->pc = ctx->regs.pc;
 		st->sp = ctx->regs.sp;
 		st->bp = ctx->regs.regs[29];
@@ -767,6 +777,13 @@ static __always_inline void dwarf_end(struct uw_state *st, __u32 tgid)
 		unwind_request(PROWL_UEV_UNKNOWN_PC, tgid, st->pc);
 }
 
+#else
+/* Other architectures: no kernel address bound is known here; the kernel stack is
+ * always asked for. */
+static __always_inline bool in_user_mode(const struct bpf_perf_event_data *ctx)
+{
+	return false;
+}
 #endif /* PROWL_BPF_DWARF */
 
 /* exec replaced or exit ended a process the unwinder knows: drop its entry and
